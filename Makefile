@@ -1,0 +1,41 @@
+# Every target builds what it needs from scratch: a fresh clone runs `make test` alone.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+export XLA_FLAGS := --xla_force_host_platform_device_count=8
+export KERAS_BACKEND := jax
+export JAX_PLATFORMS := cpu
+
+.PHONY: venv demo test lint-plans fuzz bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: venv
+	$(VENV)/bin/planc lint plans/*.kd
+	$(VENV)/bin/planc explain plans/gemma.kd --model plans/models/gemma_2b.json -D tp=2 --devices 8
+
+lint-plans: venv
+	$(VENV)/bin/planc lint --strict plans/*.kd
+	$(VENV)/bin/planc fmt --check plans/*.kd
+
+test: venv lint-plans
+	$(PY) -m pytest
+
+fuzz: venv
+	$(PY) -m planc.fuzz --cases 100000
+
+bench: venv
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,718 @@
+"""AST -> Plan IR: every declaration-level problem of DESIGN.md section 2, in one pass.
+
+The checker never stops at the first problem: it collects every diagnostic, then raises
+`PlanError` if any is an error. Includes are inlined here, each file keeping its spans.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ast, limits
+from .diagnostics import Diagnostic, Label, PlanError, Span, error, note
+from .ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxis, PlanIR,
+                 Rule, Setting)
+from .matching import check_pattern
+from .parser import parse
+
+Overrides = dict  # name -> int | str (from Python) or str (from -D)
+
+
+def did_you_mean(word: str, choices) -> str | None:
+    close = difflib.get_close_matches(word, sorted(set(choices)), n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def read_plan_text(path: str | os.PathLike) -> str:
+    """A plan file's text. OSError for an unreadable path; PlanError for bad bytes."""
+    p = Path(path)
+    with open(p, "rb") as f:
+        data = f.read(limits.MAX_PLAN_BYTES + 1)
+    name = str(path)
+    if len(data) > limits.MAX_PLAN_BYTES:
+        raise PlanError((error("P125", f"plan file is larger than {limits.MAX_PLAN_BYTES} bytes",
+                               Span(name, 1, 1, 1, 2), label="file starts here"),), {name: ""})
+    return decode_plan_bytes(data, name)
+
+
+def decode_plan_bytes(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        text = data[:exc.start].decode("utf-8", "replace")
+        line = text.count("\n") + 1
+        col = len(text) - (text.rfind("\n") + 1) + 1
+        raise PlanError((error("P009", f"plan file is not UTF-8 (byte 0x{data[exc.start]:02x})",
+                               Span(name, line, col, line, col + 1), label="invalid byte",
+                               help="save the file as UTF-8"),),
+                        {name: data.decode("utf-8", "replace")}) from None
+
+
+def check(text: str, file: str = "<string>", overrides: Overrides | None = None, *,
+          allow_include_outside: bool = False) -> PlanIR:
+    """Parse and check plan text into a `PlanIR`, or raise `PlanError` with every problem."""
+    return _Checker(file, overrides or {}, allow_include_outside).run(text)
+
+
+@dataclass
+class _Collected:
+    """Statements of a file and its includes, in file order, grouped by kind."""
+
+    plan: list = field(default_factory=list)
+    params: list = field(default_factory=list)
+    mesh: list = field(default_factory=list)
+    slices: list = field(default_factory=list)
+    distribution: list = field(default_factory=list)
+    match: list = field(default_factory=list)
+    overlap: list = field(default_factory=list)
+    layout: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    budget: list = field(default_factory=list)
+    checks: list = field(default_factory=list)
+    cluster: list = field(default_factory=list)
+
+
+_KIND = {
+    ast.PlanStmt: "plan", ast.ParamStmt: "params", ast.MeshStmt: "mesh",
+    ast.SlicesStmt: "slices", ast.DataParallelStmt: "distribution",
+    ast.ModelParallelStmt: "distribution", ast.MatchStmt: "match",
+    ast.OverlapStmt: "overlap", ast.LayoutBlock: "layout", ast.OutputsBlock: "outputs",
+    ast.BudgetStmt: "budget", ast.CheckStmt: "checks", ast.ClusterStmt: "cluster",
+}
+
+
+_CLUSTER_KEYS = ("coordinator", "processes", "process_id")
+
+
+class _Checker:
+    def __init__(self, file: str, overrides: Overrides, allow_include_outside: bool):
+        self.file = file
+        self.overrides = dict(overrides)
+        self.allow_outside = allow_include_outside
+        self.diags: list[Diagnostic] = []
+        self.sources: dict[str, str] = {}
+        self.n_files = 0
+
+    # -- driver -------------------------------------------------------------------------
+
+    def run(self, text: str) -> PlanIR:
+        self.sources[self.file] = text
+        try:
+            module = parse(text, self.file)
+        except PlanError as exc:
+            raise PlanError(exc.diagnostics, self.sources) from None
+        got = _Collected()
+        self._collect(module, got, chain=(self._key(self.file),), depth=0)
+        ir = self._build(got)
+        diags = tuple(sorted(self.diags, key=Diagnostic.sort_key))
+        if any(d.is_error for d in diags):
+            raise PlanError(diags, dict(self.sources))
+        return ir.__class__(**{**ir.__dict__, "diagnostics": diags,
+                               "sources": tuple(sorted(self.sources.items()))})
+
+    def err(self, code, message, span, **kw):
+        self.diags.append(error(code, message, span, **kw))
+
+    @staticmethod
+    def _key(file: str) -> str:
+        try:
+            return str(Path(file).resolve())
+        except OSError:
+            return file
+
+    def _collect(self, module: ast.Module, got: _Collected, chain: tuple, depth: int):
+        top = depth == 0
+        for stmt in module.statements:
+            if isinstance(stmt, ast.IncludeStmt):
+                self._include(stmt, module.file, got, chain, depth)
+            elif isinstance(stmt, ast.PlanStmt) and not top:
+                continue  # each file names only itself
+            else:
+                getattr(got, _KIND[type(stmt)]).append(stmt)
+
+    def _include(self, stmt: ast.IncludeStmt, from_file: str, got, chain, depth):
+        base = Path(from_file).parent if from_file not in ("<string>", "") else Path.cwd()
+        target = base / stmt.path.value
+        key = self._key(str(target))
+        if depth + 1 > limits.MAX_INCLUDE_DEPTH or self.n_files >= limits.MAX_INCLUDED_FILES:
+            self.err("P125", f"includes nested deeper than {limits.MAX_INCLUDE_DEPTH} or more "
+                     f"than {limits.MAX_INCLUDED_FILES} files", stmt.span, label="too many includes")
+            return
+        if not self.allow_outside and self.file not in ("<string>", ""):
+            root = Path(self._key(self.file)).parent
+            if not Path(key).is_relative_to(root):
+                self.err("P124", f"include of `{stmt.path.value}` leaves the plan's directory "
+                         f"`{root}`", stmt.path.span, label="outside the plan's directory",
+                         help="move the file under the plan's directory, or pass "
+                              "--allow-include-outside (allow_include_outside=True)")
+                return
+        if key in chain:
+            cycle = " -> ".join(Path(c).name for c in chain + (key,))
+            self.err("P116", f"include cycle: {cycle}", stmt.span, label="includes itself again")
+            return
+        try:
+            text = read_plan_text(target)
+        except PlanError as exc:
+            self.diags.extend(exc.diagnostics)
+            return
+        except OSError as exc:
+            self.err("P117", f"cannot include `{stmt.path.value}`: {exc.strerror or exc}",
+                     stmt.path.span, label="not found", help=f"looked for `{target}`")
+            return
+        name = str(target)
+        self.sources[name] = text
+        self.n_files += 1
+        try:
+            module = parse(text, name)
+        except PlanError as exc:
+            self.diags.extend(exc.diagnostics)
+            return
+        self._collect(module, got, chain + (key,), depth + 1)
+
+    # -- building the IR ------------------------------------------------------------------
+
+    def _build(self, got: _Collected) -> PlanIR:
+        name = self._plan_name(got)
+        params = self._params(got)
+        distribution, dist_stmt = self._distribution(got)
+        mesh = self._mesh(got, params, distribution)
+        axis_names = set(mesh.names)
+        for pname, (stmt, _) in params.items():
+            if pname in axis_names:
+                self.err("P121", f"`{pname}` is both a parameter and a mesh axis", stmt.name.span,
+                         label="parameter declared here", help="rename the parameter, e.g. "
+                         f"`{pname}_size`; in a `check`, an axis name stands for its size")
+        mesh = self._slices(got, params, mesh)
+        batch_axes = self._batch_axes(dist_stmt, distribution, mesh)
+        match = self._mode(got.match, "match", ("full", "search"), "full")
+        overlap = self._mode(got.overlap, "overlap", ("error", "first"), "error")
+        rules, default = self._rules(got.layout, mesh, "layout", distribution)
+        outputs, outputs_default = self._rules(got.outputs, mesh, "outputs", distribution)
+        if len(rules) + len(outputs) > limits.MAX_RULES:
+            self.err("P125", f"{len(rules) + len(outputs)} rules (limit {limits.MAX_RULES})",
+                     (got.layout or got.outputs)[0].span, label="too many rules")
+        budget = self._budget(got, params)
+        checks = self._checks(got, params, mesh)
+        cluster = self._cluster(got, params)
+        return PlanIR(
+            name=name, file=self.file,
+            params=tuple((k, v) for k, (_, v) in params.items()),
+            mesh=mesh, distribution=distribution, batch_axes=batch_axes, match=match,
+            overlap=overlap, rules=rules, default=default, outputs=outputs,
+            outputs_default=outputs_default, budget=budget, checks=checks, cluster=cluster,
+        )
+
+    def _once(self, stmts: list, what: str) -> None:
+        for extra in stmts[1:]:
+            self.err("P114", f"{what} is given more than once", extra.span,
+                     label="repeated here", secondary=(Label(stmts[0].span, "first given here"),),
+                     help=f"a plan has at most one {what}")
+
+    def _plan_name(self, got) -> str:
+        self._once(got.plan, "`plan` name")
+        if got.plan:
+            return got.plan[0].name.text
+        stem = Path(self.file).stem
+        return stem if self.file not in ("<string>", "") else "plan"
+
+    # params -------------------------------------------------------------------------------
+
+    def _params(self, got) -> dict[str, tuple[ast.ParamStmt, int | str]]:
+        params: dict[str, tuple[ast.ParamStmt, int | str]] = {}
+        for stmt in got.params:
+            pname = stmt.name.text
+            if pname in params:
+                self.err("P120", f"parameter `{pname}` is declared more than once", stmt.name.span,
+                         label="declared again", secondary=(Label(params[pname][0].name.span,
+                                                                  "first declared here"),))
+                continue
+            v = stmt.value
+            if isinstance(v, (ast.IntLit, ast.SizeLit)):
+                params[pname] = (stmt, v.value)
+            elif isinstance(v, ast.StrLit):
+                params[pname] = (stmt, v.value)
+            else:
+                self.err("P110", f"parameter `{pname}` must be an integer or a string",
+                         v.span, label="not a literal",
+                         help='write a literal, e.g. `param tp = 2` or `param mode = "x"`')
+        for oname, raw in self.overrides.items():
+            if oname not in params:
+                hint = did_you_mean(oname, params)
+                declared = ", ".join(f"`{p}`" for p in params) or "none"
+                self.err("P109", f"`{oname}` is overridden but the plan declares no such "
+                         f"parameter (declared: {declared})", None,
+                         help=hint or f"declare it in the plan: `param {oname} = ...`")
+                continue
+            stmt, old = params[oname]
+            value = self._override_value(oname, raw, old, stmt)
+            if value is not None:
+                params[oname] = (stmt, value)
+        return params
+
+    def _override_value(self, pname, raw, old, stmt):
+        if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+            self.err("P110", f"override of `{pname}` must be an integer or a string, "
+                     f"not {type(raw).__name__}", stmt.name.span, label="declared here")
+            return None
+        if isinstance(old, int):
+            if isinstance(raw, int):
+                return raw
+            text = raw.strip().replace("_", "")
+            if text.lstrip("-").isdigit() and len(text) <= 30:
+                return int(text)
+            self.err("P110", f"`{pname}` is an integer parameter; the override `{raw}` is not "
+                     "an integer", stmt.name.span, label="declared here as an integer")
+            return None
+        return str(raw)
+
+    def _int_value(self, node, params, what: str, *, allow_zero=False) -> int | None:
+        """A positive integer from a literal or an integer param, or None after a diagnostic."""
+        if isinstance(node, (ast.IntLit, ast.SizeLit)):
+            value, where = node.value, ""
+        elif isinstance(node, ast.Name):
+            if node.text not in params:
+                self.err("P108", f"unknown parameter `{node.text}`", node.span,
+                         label="not declared",
+                         help=did_you_mean(node.text, params) or
+                         f"declare it: `param {node.text} = ...`")
+                return None
+            value = params[node.text][1]
+            where = f" (parameter `{node.text}` = {value!r})"
+            if not isinstance(value, int):
+                self.err("P112", f"{what} must be a positive integer{where}", node.span,
+                         label="not an integer")
+                return None
+        else:
+            self.err("P112", f"{what} must be a positive integer", node.span,
+                     label="not an integer")
+            return None
+        if value < 0 or (value == 0 and not allow_zero):
+            self.err("P112", f"{what} must be a positive integer, not {value}{where}", node.span,
+                     label="not positive")
+            return None
+        return value
+
+    # mesh -------------------------------------------------------------------------------------
+
+    def _mesh(self, got, params, distribution) -> Mesh:
+        self._once(got.mesh, "`mesh`")
+        if not got.mesh:
+            if distribution == "model_parallel":
+                self.err("P114", "a `model_parallel` plan needs a `mesh(...)` statement",
+                         None if not got.distribution else got.distribution[0].span,
+                         label="no mesh declared",
+                         help="add e.g. `mesh(batch = auto, model = 2)`")
+            return Mesh((MeshAxis("batch", None),), None)
+        stmt = got.mesh[0]
+        if not stmt.axes:
+            self.err("P112", "a mesh needs at least one axis", stmt.span, label="empty mesh",
+                     help="e.g. `mesh(batch = auto)`")
+        axes: list[MeshAxis] = []
+        seen: dict[str, ast.AxisDecl] = {}
+        autos = []
+        for decl in stmt.axes:
+            n = decl.name.text
+            if n in seen:
+                self.err("P102", f"mesh axis `{n}` is declared twice", decl.name.span,
+                         label="declared again",
+                         secondary=(Label(seen[n].name.span, "first declared here"),))
+                continue
+            seen[n] = decl
+            if isinstance(decl.size, ast.Auto):
+                autos.append(decl)
+                size = None
+            else:
+                size = self._int_value(decl.size, params, f"the size of mesh axis `{n}`")
+                size = 1 if size is None else size
+            axes.append(MeshAxis(n, size, decl.span))
+        for extra in autos[1:]:
+            self.err("P103", "only one mesh axis can be `auto`", extra.size.span,
+                     label="second `auto`",
+                     secondary=(Label(autos[0].size.span, "first `auto` here"),),
+                     help="give this axis a size or a parameter")
+        return Mesh(tuple(axes), stmt.span)
+
+    def _slices(self, got, params, mesh: Mesh) -> Mesh:
+        self._once(got.slices, "`slices`")
+        if not got.slices:
+            return mesh
+        counts: dict[str, int] = {}
+        for kw in got.slices[0].items:
+            n = kw.name.text
+            if n not in mesh.names:
+                self._unknown_axis(kw.name, mesh)
+                continue
+            if n in counts:
+                self.err("P102", f"axis `{n}` is named twice in `slices`", kw.name.span,
+                         label="named again")
+                continue
+            v = self._int_value(kw.value, params, f"the slice count of `{n}`")
+            if v is not None:
+                counts[n] = v
+        return Mesh(tuple(MeshAxis(a.name, a.size, a.span, counts.get(a.name, 1))
+                          for a in mesh.axes), mesh.span)
+
+    def _unknown_axis(self, name: ast.Name, mesh: Mesh, what="mesh axis") -> None:
+        if name.text == "None":
+            self.err("P008", "`None` is Python; planc writes `_` for a dimension that is not split",
+                     name.span, label="write `_` here", help="replace `None` with `_`")
+            return
+        hint = did_you_mean(name.text, mesh.names)
+        axes = ", ".join(f"`{n}`" for n in mesh.names)
+        self.err("P101", f"unknown {what} `{name.text}`", name.span, label="not in the mesh",
+                 help=hint or f"the mesh axes are {axes}")
+
+    # distribution ---------------------------------------------------------------------------
+
+    def _distribution(self, got):
+        self._once(got.distribution, "distribution (`data_parallel` or `model_parallel`)")
+        if not got.distribution:
+            first = next(iter(got.mesh or got.layout or got.params or got.plan), None)
+            self.err("P114", "the plan declares no distribution", first.span if first else
+                     Span(self.file, 1, 1, 1, 2), label="expected `data_parallel` or "
+                     "`model_parallel(batch = ...)` in this plan",
+                     help="add `data_parallel` (replicate every variable) or "
+                          "`model_parallel(batch = AXIS)`")
+            return "model_parallel", None
+        stmt = got.distribution[0]
+        if isinstance(stmt, ast.DataParallelStmt):
+            return "data_parallel", stmt
+        return "model_parallel", stmt
+
+    def _batch_axes(self, stmt, distribution, mesh: Mesh) -> tuple[str, ...]:
+        if distribution == "data_parallel" or stmt is None:
+            return mesh.names
+        if stmt.key is None:  # bare `model_parallel`: the first axis, as Keras defaults
+            return mesh.names[:1]
+        if stmt.key.text != "batch":
+            self.err("P119", f"`model_parallel` takes `batch = AXES`, not `{stmt.key.text}`",
+                     stmt.key.span, label="unknown setting", help="write `batch = AXIS`")
+        out = []
+        for n in stmt.axes:
+            if n.text not in mesh.names:
+                hint = did_you_mean(n.text, mesh.names)
+                self.err("P113", f"batch axis `{n.text}` is not a mesh axis", n.span,
+                         label="not in the mesh", help=hint or "the mesh axes are " +
+                         ", ".join(f"`{a}`" for a in mesh.names))
+            elif n.text in out:
+                self.err("P104", f"batch axis `{n.text}` is named twice", n.span,
+                         label="named again")
+            else:
+                out.append(n.text)
+        return tuple(out)
+
+    def _mode(self, stmts, what, choices, default) -> str:
+        self._once(stmts, f"`{what}`")
+        if not stmts:
+            return default
+        mode = stmts[0].mode
+        if mode.text not in choices:
+            self.err("P119", f"unknown `{what}` mode `{mode.text}`", mode.span,
+                     label="not a mode", help=did_you_mean(mode.text, choices) or
+                     "choose " + " or ".join(f"`{c}`" for c in choices))
+            return default
+        return mode.text
+
+    # rules --------------------------------------------------------------------------------
+
+    def _rules(self, blocks, mesh, kind, distribution):
+        rules: list[Rule] = []
+        default: Rule | None = None
+        default_stmt = None
+        seen: dict[str, ast.PatternRule] = {}
+        for block in blocks:
+            if distribution == "data_parallel" and block.rules:
+                self.err("P115", f"a `{kind}` block under `data_parallel`", block.span,
+                         label="these rules would never apply",
+                         help="`data_parallel` replicates every variable; use "
+                              "`model_parallel(batch = ...)` to lay variables out")
+            for r in block.rules:
+                layout = self._layout(r.layout, mesh)
+                if isinstance(r, ast.DefaultRule):
+                    if default_stmt is not None:
+                        self.err("P123", f"`default` is given twice in `{kind}`", r.keyword,
+                                 label="second default",
+                                 secondary=(Label(default_stmt.keyword, "first default here"),))
+                        continue
+                    default_stmt = r
+                    default = Rule(-1, None, layout, r.span, r.keyword)
+                    continue
+                pat = r.pattern
+                if pat.value in seen:
+                    self.err("P111", f"duplicate rule for \"{pat.raw}\"", pat.span,
+                             label="repeated pattern",
+                             secondary=(Label(seen[pat.value].pattern.span, "first rule here"),),
+                             help="remove one of them (Keras refuses duplicate keys too)")
+                    continue
+                seen[pat.value] = r
+                self._pattern(pat)
+                rules.append(Rule(len(rules), pat.value, layout, r.span, pat.span, pat.raw))
+        return tuple(rules), default
+
+    def _pattern(self, pat: ast.StrLit) -> None:
+        problem = check_pattern(pat.value)
+        if problem is None:
+            return
+        col = 1 + _raw_offset(pat.raw, problem.offset)
+        span = pat.span.shifted(col, 1)
+        if problem.kind == "invalid":
+            self.err("P106", f"invalid regular expression: {problem.message}", span,
+                     label="here", secondary=(Label(pat.span, "in this pattern"),))
+        else:
+            self.err("P107", f"unsupported regular expression feature: {problem.message}", span,
+                     label="not supported", help="planc matches with RE2 (linear time); "
+                     "rewrite the pattern without backreferences or lookaround")
+
+    def _layout(self, node: ast.LayoutExpr, mesh: Mesh) -> Layout:
+        alts = tuple(self._alternative(a, mesh) for a in node.alternatives)
+        return Layout(alts, " | ".join(layout_text(a) for a in alts), node.span)
+
+    def _alternative(self, node, mesh: Mesh) -> Alternative:
+        if isinstance(node, ast.Replicated):
+            return Alternative((), replicated=True, span=node.span)
+        head: list[Dim] = []
+        tail: list[Dim] = []
+        ellipsis: ast.Ellipsis | None = None
+        used: dict[str, ast.Name] = {}
+        for entry in node.entries:
+            if isinstance(entry, ast.Ellipsis):
+                if ellipsis is not None:
+                    self.err("P105", "`...` appears twice in one layout", entry.span,
+                             label="second `...`",
+                             secondary=(Label(ellipsis.span, "first `...` here"),),
+                             help="`...` stands for as many `_` as needed; use it once")
+                ellipsis = entry
+                continue
+            dim = Dim(span=entry.span)
+            if isinstance(entry, ast.Split):
+                names = []
+                for n in entry.axes:
+                    if n.text not in mesh.names:
+                        self._unknown_axis(n, mesh)
+                    elif n.text in used:
+                        self.err("P104", f"axis `{n.text}` is used twice in one layout", n.span,
+                                 label="used again",
+                                 secondary=(Label(used[n.text].span, "first used here"),),
+                                 help="a mesh axis can split at most one dimension of a variable")
+                    else:
+                        used[n.text] = n
+                    names.append(n.text)
+                block = 1
+                if entry.block is not None:
+                    block = entry.block.value
+                    if block <= 0:
+                        self.err("P112", f"block size must be a positive integer, not {block}",
+                                 entry.block.span, label="not positive")
+                        block = 1
+                dim = Dim(tuple(names), block, entry.span)
+            (tail if ellipsis is not None else head).append(dim)
+        return Alternative(tuple(head), ellipsis is not None, tuple(tail), span=node.span)
+
+    # budget, checks, cluster -------------------------------------------------------------------
+
+    def _budget(self, got, params) -> Budget | None:
+        self._once(got.budget, "`budget`")
+        if not got.budget:
+            return None
+        stmt = got.budget[0]
+        per_device, state = None, 1
+        for kw in stmt.args:
+            key = kw.name.text
+            if key == "per_device":
+                per_device = self._int_value(kw.value, params, "`per_device`")
+            elif key == "state":
+                state = self._int_value(kw.value, params, "`state`") or 1
+            else:
+                self.err("P119", f"unknown budget setting `{key}`", kw.name.span,
+                         label="unknown", help=did_you_mean(key, ("per_device", "state")) or
+                         "budget takes `per_device = SIZE` and `state = K`")
+        if per_device is None:
+            if not any(kw.name.text == "per_device" for kw in stmt.args):
+                self.err("P119", "`budget` needs `per_device = SIZE`", stmt.span,
+                         label="no per-device size", help="e.g. `budget(per_device = 80 GB)`")
+            return None
+        return Budget(per_device, state, stmt.span)
+
+    def _checks(self, got, params, mesh: Mesh) -> tuple[Check, ...]:
+        out = []
+        for stmt in got.checks:
+            names = []
+            ok = self._check_names(stmt.expr, params, mesh, names)
+            if not ok:
+                continue
+            check = Check(stmt.expr, stmt.message.value, tuple(dict.fromkeys(names)), stmt.span)
+            out.append(check)
+            env = sizes_env(dict((k, v) for k, (_, v) in params.items()), mesh)
+            if all(n in env for n in check.names):
+                self._evaluate(check, env)
+        return tuple(out)
+
+    def _check_names(self, expr, params, mesh, names) -> bool:
+        ok = True
+        for n in _names_in(expr):
+            if n.text in mesh.names:
+                names.append(n.text)
+            elif n.text in params:
+                if not isinstance(params[n.text][1], int):
+                    self.err("P122", f"parameter `{n.text}` is a string; `check` compares integers",
+                             n.span, label="a string parameter")
+                    ok = False
+                names.append(n.text)
+            else:
+                hint = did_you_mean(n.text, list(params) + list(mesh.names))
+                self.err("P108", f"unknown name `{n.text}` in `check`", n.span,
+                         label="neither a parameter nor a mesh axis",
+                         help=hint or "a `check` reads parameters and mesh axis sizes")
+                ok = False
+        return ok
+
+    def _evaluate(self, check: Check, env: dict) -> None:
+        problem = evaluate_check(check, env)
+        if problem:
+            self.diags.append(problem)
+
+
+    def _cluster_setting(self, kw: ast.KwArg, params) -> Setting | None:
+        v = kw.value
+        if isinstance(v, ast.EnvCall):
+            default = None
+            if v.default is not None:
+                default = self._literal(v.default, params)
+            return Setting(default, v.var.value, v.span)
+        value = self._literal(v, params)
+        return Setting(value, None, v.span)
+
+
+    def _literal(self, v, params):
+        if isinstance(v, (ast.IntLit, ast.SizeLit, ast.StrLit)):
+            return v.value
+        if isinstance(v, ast.Name):
+            if v.text in params:
+                return params[v.text][1]
+            self.err("P108", f"unknown parameter `{v.text}`", v.span, label="not declared",
+                     help=did_you_mean(v.text, params))
+            return None
+        self.err("P110", "`env(...)` cannot be nested", v.span, label="nested env")
+        return None
+
+
+    def _cluster(self, got, params) -> Cluster | None:
+        self._once(got.cluster, "`cluster`")
+        if not got.cluster:
+            return None
+        stmt = got.cluster[0]
+        values: dict[str, Setting] = {}
+        for kw in stmt.args:
+            key = kw.name.text
+            if key not in _CLUSTER_KEYS:
+                self.err("P119", f"unknown cluster setting `{key}`", kw.name.span, label="unknown",
+                         help=did_you_mean(key, _CLUSTER_KEYS) or
+                         "cluster takes " + ", ".join(f"`{k}`" for k in _CLUSTER_KEYS))
+                continue
+            if key in values:
+                self.err("P114", f"cluster setting `{key}` is given twice", kw.name.span,
+                         label="given again")
+                continue
+            setting = self._cluster_setting(kw, params)
+            if setting is not None:
+                if key != "coordinator" and setting.value is not None and not isinstance(setting.value, int):
+                    self.err("P110", f"cluster setting `{key}` must be an integer", kw.value.span,
+                             label="not an integer")
+                values[key] = setting
+        return Cluster(values.get("coordinator"), values.get("processes"), values.get("process_id"),
+                       stmt.span)
+
+
+def sizes_env(params: dict, mesh: Mesh) -> dict[str, int]:
+    """Names a `check` can read: integer params and the mesh axes whose size is known."""
+    env = {k: v for k, v in params.items() if isinstance(v, int)}
+    for a in mesh.axes:
+        if a.global_size is not None:
+            env[a.name] = a.global_size
+    return env
+
+
+def evaluate_check(check: Check, env: dict[str, int], devices: int | None = None):
+    """None when `check` holds under `env`, else the P118/P122 diagnostic."""
+    try:
+        ok = _eval(check.expr, env)
+    except ZeroDivisionError as exc:
+        return error("P122", f"`check` divides by zero: {exc}", check.span, label="in this check",
+                     devices=devices)
+    if ok:
+        return None
+    values = ", ".join(f"{n} = {env[n]}" for n in check.names)
+    return error("P118", f"check failed: {check.message}", check.span,
+                 label=f"false with {values}" if values else "false", devices=devices)
+
+
+def _eval(node, env):
+    if isinstance(node, ast.IntLit):
+        return node.value
+    if isinstance(node, ast.Name):
+        return env[node.text]
+    if isinstance(node, ast.Paren):
+        return _eval(node.inner, env)
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, env)
+        return (not v) if node.op == "not" else -v
+    op = node.op
+    if op == "and":
+        return _eval(node.left, env) and _eval(node.right, env)
+    if op == "or":
+        return _eval(node.left, env) or _eval(node.right, env)
+    a, b = _eval(node.left, env), _eval(node.right, env)
+    if op == "**":
+        raise ZeroDivisionError("`**` is not supported")
+    return {
+        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+        "//": lambda: a // b, "%": lambda: a % b, "==": lambda: a == b,
+        "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
+        ">": lambda: a > b, ">=": lambda: a >= b,
+    }[op]()
+
+
+def _names_in(expr):
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            yield node
+        elif isinstance(node, ast.BinOp):
+            stack += [node.right, node.left]
+        elif isinstance(node, ast.UnaryOp):
+            stack.append(node.operand)
+        elif isinstance(node, ast.Paren):
+            stack.append(node.inner)
+
+
+def _raw_offset(raw: str, value_offset: int) -> int:
+    """Where character `value_offset` of an unescaped pattern sits in the raw string."""
+    r = v = 0
+    while v < value_offset and r < len(raw):
+        r += 2 if raw.startswith('\\"', r) else 1
+        v += 1
+    return r
+
+
+def dim_text(d: Dim) -> str:
+    if not d.axes:
+        return "_"
+    body = d.axes[0] if len(d.axes) == 1 else "(" + ", ".join(d.axes) + ")"
+    return body + (f"[{d.block}]" if d.block != 1 else "")
+
+
+def layout_text(a: Alternative) -> str:
+    """The canonical source form of one layout alternative."""
+    if a.replicated:
+        return "replicated"
+    parts = [dim_text(d) for d in a.head]
+    if a.ellipsis:
+        parts.append("...")
+    parts += [dim_text(d) for d in a.tail]
+    return "(" + ", ".join(parts) + ")"
+
+

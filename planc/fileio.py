@@ -1,0 +1,155 @@
+"""Small file helpers shared by planc: atomic writes and byte-counted reads.
+
+`atomic_write` is how planc writes every file it produces (manifests, emitted modules,
+formatted plans): a reader never sees a half-written file, and a failed write leaves the
+previous file untouched.
+
+`open_counted` and `track_reads` exist so that "reads headers only" is a checkable claim:
+every checkpoint reader in `planc.sources` opens files through `open_counted`, and
+`track_reads()` reports how many bytes those reads returned.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+__all__ = ["atomic_write", "open_counted", "track_reads", "ReadLog"]
+
+
+def _default_mode() -> int:
+    # mkstemp creates files 0600; a new file should get the permissions any other
+    # new file would get, which is 0666 minus the umask. The umask can only be read by
+    # setting it, so set it back at once.
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def atomic_write(path: PathLike, data: Union[bytes, bytearray, memoryview, str]) -> None:
+    """Replace the file at `path` with `data` (str is written as UTF-8), atomically.
+
+    The data goes to a temporary file in the same directory, is flushed to disk, and
+    then renamed over `path` with `os.replace`, so readers see either the old file or
+    the new one, never a mix. On any failure the temporary file is removed, the old
+    file (if any) is left as it was, and the exception propagates. An existing file
+    keeps its permission bits; writing through a symlink replaces the link's target.
+    """
+    if isinstance(data, str):
+        payload = data.encode("utf-8")
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        payload = bytes(data)
+    else:
+        raise TypeError(f"atomic_write needs bytes or str, not {type(data).__name__}")
+
+    target = os.path.realpath(os.fspath(path))
+    directory = os.path.dirname(target) or "."
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = _default_mode()
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
+                               dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
+    # Makes the rename itself durable. Not every platform lets a directory be opened.
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+@dataclass
+class ReadLog:
+    """What was read through `open_counted` while a `track_reads()` block was open."""
+
+    bytes_read: int = 0
+    files: list[str] = field(default_factory=list)
+
+
+_active_logs: list[ReadLog] = []
+_logs_lock = threading.Lock()
+
+
+@contextmanager
+def track_reads() -> Iterator[ReadLog]:
+    """Count the bytes returned by reads of files opened with `open_counted`.
+
+    >>> with track_reads() as log:
+    ...     pass
+    >>> log.bytes_read
+    0
+    """
+    log = ReadLog()
+    with _logs_lock:
+        _active_logs.append(log)
+    try:
+        yield log
+    finally:
+        with _logs_lock:
+            _active_logs.remove(log)
+
+
+def _count(n: int) -> None:
+    if n and _active_logs:
+        with _logs_lock:
+            for log in _active_logs:
+                log.bytes_read += n
+
+
+class _CountingFile(io.FileIO):
+    # Unbuffered on purpose: a buffered reader would pull in a whole buffer (8 KiB or
+    # more) per read, so counting at this level counts what really left the disk cache.
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)
+        _count(len(data) if data else 0)
+        return data
+
+    def readall(self) -> bytes:
+        data = super().readall()
+        _count(len(data))
+        return data
+
+    def readinto(self, buffer) -> int:
+        n = super().readinto(buffer)
+        _count(n or 0)
+        return n
+
+
+def open_counted(path: PathLike) -> io.FileIO:
+    """Open `path` for binary reading, unbuffered, with its reads counted by `track_reads`."""
+    f = _CountingFile(os.fspath(path), "rb")
+    if _active_logs:
+        with _logs_lock:
+            for log in _active_logs:
+                log.files.append(os.fspath(path))
+    return f

@@ -1,0 +1,250 @@
+"""The Plan IR: what a checked plan means, frozen and backend-agnostic.
+
+The checker builds it from the AST; the resolver, the backends and the reports only read
+it. Nothing here imports jax or keras.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+from .diagnostics import Diagnostic, Span
+
+AxisEntry = Union[None, str, tuple]  # None, "model", or ("data", "model")
+
+
+@dataclass(frozen=True)
+class MeshAxis:
+    """A mesh axis: `size` devices per slice (None while `auto`), times `slices` slices."""
+
+    name: str
+    size: int | None
+    span: Span | None = None
+    slices: int = 1
+
+    @property
+    def global_size(self) -> int | None:
+        return None if self.size is None else self.size * self.slices
+
+
+@dataclass(frozen=True)
+class Mesh:
+    axes: tuple[MeshAxis, ...]
+    span: Span | None = None  # None: the implied `mesh(batch = auto)` of data_parallel
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        """Global axis sizes in mesh order (None for an unresolved `auto`)."""
+        return tuple(a.global_size for a in self.axes)
+
+    @property
+    def slice_shape(self) -> tuple[int, ...]:
+        return tuple(a.slices for a in self.axes)
+
+    @property
+    def auto_axis(self) -> MeshAxis | None:
+        return next((a for a in self.axes if a.size is None), None)
+
+    @property
+    def device_count(self) -> int | None:
+        n = 1
+        for s in self.shape:
+            if s is None:
+                return None
+            n *= s
+        return n
+
+    def size_of(self, name: str) -> int | None:
+        for a in self.axes:
+            if a.name == name:
+                return a.global_size
+        raise KeyError(name)
+
+    def with_devices(self, devices: int) -> "Mesh | str":
+        """This mesh over `devices` devices, or a sentence saying why it cannot be."""
+        fixed = 1
+        for a in self.axes:
+            fixed *= a.global_size if a.size is not None else a.slices
+        auto = self.auto_axis
+        if auto is None:
+            if fixed != devices:
+                return (f"the mesh needs exactly {fixed} devices "
+                        f"({_shape_text(self)}), not {devices}")
+            return self
+        if devices % fixed or devices < fixed:
+            return (f"{devices} devices cannot be split into {_shape_text(self)}: "
+                    f"{devices} is not a multiple of {fixed}")
+        size = devices // fixed
+        return replace(self, axes=tuple(replace(a, size=size) if a is auto else a
+                                        for a in self.axes))
+
+
+def _shape_text(mesh: Mesh) -> str:
+    parts = []
+    for a in mesh.axes:
+        size = "auto" if a.size is None else str(a.size)
+        parts.append(f"{a.name}={size}" + (f"x{a.slices}" if a.slices > 1 else ""))
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One layout entry: split over `axes` (major to minor) in blocks of `block`; `()` = not split."""
+
+    axes: tuple[str, ...] = ()
+    block: int = 1
+    span: Span | None = field(default=None, compare=False)
+
+    @property
+    def entry(self) -> AxisEntry:
+        """The Keras/JAX form: None, an axis name, or a tuple of axis names."""
+        if not self.axes:
+            return None
+        return self.axes[0] if len(self.axes) == 1 else self.axes
+
+
+UNSPLIT = Dim()
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One layout form: `head`, then (if `ellipsis`) any number of `_`, then `tail`."""
+
+    head: tuple[Dim, ...]
+    ellipsis: bool = False
+    tail: tuple[Dim, ...] = ()
+    replicated: bool = False
+    span: Span | None = field(default=None, compare=False)
+
+    def expand(self, rank: int) -> tuple[Dim, ...] | None:
+        """The dims for a variable of `rank`, or None when the rank cannot fit."""
+        if self.replicated:
+            return (UNSPLIT,) * rank
+        fixed = len(self.head) + len(self.tail)
+        if self.ellipsis:
+            if rank < fixed:
+                return None
+            return self.head + (UNSPLIT,) * (rank - fixed) + self.tail
+        return self.head if rank == fixed else None
+
+    @property
+    def rank_text(self) -> str:
+        fixed = len(self.head) + len(self.tail)
+        if self.replicated:
+            return "any rank"
+        return f"rank >= {fixed}" if self.ellipsis else f"rank {fixed}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    alternatives: tuple[Alternative, ...]
+    text: str  # canonical source form, for messages and reports
+    span: Span | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`"pattern" -> layout` (or `default -> layout` when `pattern` is None)."""
+
+    index: int  # position in file order within its block
+    pattern: str | None
+    layout: Layout
+    span: Span | None = field(default=None, compare=False)
+    pattern_span: Span | None = field(default=None, compare=False)
+    raw: str | None = None  # the pattern as written between the quotes
+
+    @property
+    def is_default(self) -> bool:
+        return self.pattern is None
+
+    @property
+    def where(self) -> str:
+        return f"{self.span.file}:{self.span.line}" if self.span else "<plan>"
+
+    @property
+    def label(self) -> str:
+        return "default" if self.pattern is None else f'"{self.raw if self.raw is not None else self.pattern}"'
+
+
+@dataclass(frozen=True)
+class Budget:
+    per_device: int  # bytes
+    state: int = 1
+    span: Span | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Check:
+    """`check expr, "message"`; `expr` is the AST expression (already name-checked)."""
+
+    expr: object
+    message: str
+    names: tuple[str, ...]  # axis and param names the expression reads
+    span: Span | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A cluster value: a literal, or `env("NAME", default)` read when the cluster starts."""
+
+    value: int | str | None
+    env: str | None = None
+    span: Span | None = field(default=None, compare=False)
+
+    def read(self, environ) -> int | str | None:
+        if self.env is not None and self.env in environ:
+            raw = environ[self.env]
+            if isinstance(self.value, int):
+                return int(raw)
+            return raw
+        return self.value
+
+
+@dataclass(frozen=True)
+class Cluster:
+    coordinator: Setting | None = None
+    processes: Setting | None = None
+    process_id: Setting | None = None
+    span: Span | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class PlanIR:
+    """A checked plan. `auto` stays None in the mesh until a device count is known."""
+
+    name: str
+    file: str
+    params: tuple[tuple[str, int | str], ...]
+    mesh: Mesh
+    distribution: str  # "data_parallel" | "model_parallel"
+    batch_axes: tuple[str, ...]
+    match: str = "full"  # "full" | "search"
+    overlap: str = "error"  # "error" | "first"
+    rules: tuple[Rule, ...] = ()
+    default: Rule | None = None
+    outputs: tuple[Rule, ...] = ()
+    outputs_default: Rule | None = None
+    budget: Budget | None = None
+    checks: tuple[Check, ...] = ()
+    cluster: Cluster | None = None
+    # Source texts by file name, so diagnostics can be rendered later.
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
+    # Warnings and notes found while checking (errors raise instead).
+    diagnostics: tuple[Diagnostic, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def param_dict(self) -> dict[str, int | str]:
+        return dict(self.params)
+
+    @property
+    def source_dict(self) -> dict[str, str]:
+        return dict(self.sources)
+
+    @property
+    def has_slices(self) -> bool:
+        return any(a.slices > 1 for a in self.mesh.axes)

@@ -1,0 +1,65 @@
+"""`planc lint`: the language checks, and validation against a model when one is given."""
+
+from __future__ import annotations
+
+from .diagnostics import Diagnostic, note
+
+Sources = dict
+
+
+def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
+               allow_include_outside: bool = False, progress: bool = False
+               ) -> tuple[list[Diagnostic], Sources]:
+    """Every diagnostic for `paths`, checked at each device count in `counts`.
+
+    With `variables` (a model's variables), each plan is validated against them; without,
+    only what the plan says on its own is checked. A plan with `auto` and no count is
+    checked for everything that does not depend on the device count, and a P202 note
+    says what was skipped.
+    """
+    from .cli import load
+
+    diags: list[Diagnostic] = []
+    sources: Sources = {}
+    for path in paths:
+        plan, found, srcs = load(path, defines, allow_include_outside)
+        sources.update(srcs)
+        diags += found
+        if plan is None:
+            continue
+        if variables is not None:
+            from .report import validate
+
+            for n in counts or [None]:
+                diags += validate(plan, variables, n, progress=progress).diagnostics
+            continue
+        diags += _device_checks(plan, counts)
+    return _unique(diags), sources
+
+
+def _device_checks(plan, counts: list[int]) -> list[Diagnostic]:
+    from .diagnostics import PlanError
+
+    out: list[Diagnostic] = []
+    for n in counts:
+        try:
+            plan.with_devices(n)
+        except PlanError as exc:
+            out += exc.diagnostics
+    if not counts and plan.device_count is None:
+        auto = plan.ir.mesh.auto_axis
+        for check in plan.ir.checks:
+            if auto.name in check.names:
+                out.append(note("P202", f"check not evaluated: it reads `{auto.name}`, whose "
+                                "size is `auto`", check.span, label="skipped",
+                                help="pass --devices N to evaluate it"))
+    return out
+
+
+def _unique(diags: list[Diagnostic]) -> list[Diagnostic]:
+    seen, out = set(), []
+    for d in diags:
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return out

@@ -1,0 +1,481 @@
+r"""planc's one matching engine: which rule patterns match a variable path.
+
+Patterns are written in Python ``re`` syntax (Keras matches ``LayoutMap`` keys with
+``re.fullmatch`` since 3.14 and ``re.search`` before) but run on RE2, so matching takes
+time linear in the path whatever the pattern, and every pattern is tried in one pass.
+
+>>> m = Matcher([r"dense_\d+/kernel", r".*kernel", "dense_1/kernel"], mode="full")
+>>> m.match("dense_1/kernel")
+(0, 1, 2)
+>>> m.literal("dense_1/kernel")
+2
+>>> problem = check_pattern(r"(\w+)/\1")
+>>> problem.kind, problem.offset
+('unsupported', 6)
+
+How a pattern reaches RE2: Python's own parser reads it (so it means exactly what
+``re`` makes of it: ``\Z``, ``a{,3}``, ``(?x)``, ``(?P<name>...)``, inline flags) and the
+parse tree is written back in RE2 syntax. Every character class, literal and ``.`` is
+written out as an explicit set of code points, with the ASCII part decided by Python's
+``re`` itself, so RE2's own ideas of ``\s``, ``\d``, ``\w`` or case folding never
+enter. Backtracking constructs (backreferences, lookaround, atomic groups, possessive
+quantifiers, conditionals) have no RE2 equivalent and are refused by ``check_pattern``.
+
+Character policy:
+
+* On a path made of ASCII characters, ``Matcher`` answers exactly as Python's ``re``
+  (``re.fullmatch`` for mode "full", ``re.search`` for mode "search"), including
+  ``\s`` matching ``\x1c``-``\x1f`` and ``(?i)ı`` matching ``i``.
+* A non-ASCII character in a path is matched as under Python's ``re.ASCII`` flag:
+  ``\d``, ``\w``, ``\s`` never count it as a digit, word or space character, ``\b``
+  treats it as a non-word character, and ``(?i)`` does not fold its case. Python's
+  default ``re`` is Unicode-aware there (``\w`` matches ``é``), so Keras may disagree
+  on such paths; variable paths are ASCII in practice.
+* Line breaks: Python's ``$`` (without ``(?m)``) also matches just before a final
+  ``\n``; here it matches only at the very end. Variable paths have no line breaks.
+* ``\B`` on the empty path follows the running Python (no match before 3.14).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import re2
+
+try:  # Python >= 3.11
+    from re import _constants as _sre
+    from re import _parser as _sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre
+    import sre_parse as _sre_parse
+
+__all__ = ["Matcher", "PatternProblem", "check_pattern"]
+
+
+@dataclass(frozen=True)
+class PatternProblem:
+    """Why a pattern cannot be used.
+
+    ``kind`` is "invalid" (Python's ``re`` rejects it: a syntax error) or "unsupported"
+    (valid Python, but RE2 cannot run it in linear time, or at all). ``offset`` is an
+    index into the pattern string where the problem is.
+    """
+
+    kind: str
+    offset: int
+    message: str
+
+
+def check_pattern(pattern: str) -> PatternProblem | None:
+    """Return what is wrong with ``pattern`` for a ``Matcher``, or None if nothing is."""
+    if not isinstance(pattern, str):
+        raise TypeError(f"a pattern must be a string, not {type(pattern).__name__}")
+    try:
+        _translate(pattern)
+    except _Refused as refused:
+        return refused.problem
+    return None
+
+
+class Matcher:
+    """All of a rule list's patterns, compiled together for one-pass matching.
+
+    ``mode`` is "full" (the whole path must match, as ``re.fullmatch``) or "search"
+    (anywhere in the path, as ``re.search``). Patterns must pass ``check_pattern``.
+    """
+
+    def __init__(self, patterns: Sequence[str], mode: str = "full") -> None:
+        if mode not in ("full", "search"):
+            raise ValueError(f'match mode must be "full" or "search", not {mode!r}')
+        self.patterns = tuple(patterns)
+        self.mode = mode
+        texts = []
+        for index, pattern in enumerate(self.patterns):
+            problem = check_pattern(pattern)
+            if problem is not None:
+                raise ValueError(
+                    f"pattern {index} ({pattern!r}) is {problem.kind} at offset "
+                    f"{problem.offset}: {problem.message}")
+            texts.append(_translate(pattern))
+        self._literals: dict[str, int] = {}
+        for index, pattern in enumerate(self.patterns):
+            self._literals.setdefault(pattern, index)
+        self._groups = _compile_groups(texts, 0, mode) if texts else []
+        # RE2's \B matches the empty text; Python's did not before 3.14.
+        self._on_empty = None
+        if sys.version_info < (3, 14) and any(r"\B" in text for text in texts):
+            self._on_empty = tuple(
+                index for index, text in enumerate(texts)
+                if _compile_one(text.replace(r"\B", _NOTHING), mode)("") is not None)
+
+    def match(self, path: str) -> tuple[int, ...]:
+        """Indices of every pattern that matches ``path``, ascending."""
+        if not path and self._on_empty is not None:
+            return self._on_empty
+        groups = self._groups
+        if len(groups) == 1:
+            return groups[0].match(path)
+        # Groups hold consecutive index ranges, in order, so this stays ascending.
+        return tuple(index for group in groups for index in group.match(path))
+
+    def match_many(self, paths: Iterable[str]) -> list[tuple[int, ...]]:
+        """``[self.match(p) for p in paths]``, matching each distinct path once."""
+        seen: dict[str, tuple[int, ...]] = {}
+        match = self.match
+        out = []
+        for path in paths:
+            hits = seen.get(path)
+            if hits is None:
+                hits = seen[path] = match(path)
+            out.append(hits)
+        return out
+
+    def literal(self, path: str) -> int | None:
+        """Index of the first pattern whose text equals ``path`` (a Keras exact key)."""
+        return self._literals.get(path)
+
+    def __repr__(self) -> str:
+        return f"Matcher({len(self.patterns)} patterns, mode={self.mode!r})"
+
+
+# ---------------------------------------------------------------------------- RE2 sets
+
+def _options() -> re2.Options:
+    options = re2.Options()
+    options.max_mem = _MAX_MEM
+    options.log_errors = False  # failures are reported as PatternProblems instead
+    return options
+
+
+_MAX_MEM = 64 << 20
+_NOTHING = r"[^\x00-\x{10ffff}]"
+# Always matches, so a Set answer without it means RE2's DFA gave up (out of memory):
+# RE2::Set then returns no matches at all rather than an error.
+_SENTINEL = r"(?s:.*)"
+
+
+def _compile_one(text: str, mode: str):
+    regex = re2.compile(text, _options())
+    return regex.fullmatch if mode == "full" else regex.search
+
+
+class _Group:
+    """Patterns ``start .. start+len(texts)-1`` in one RE2 set."""
+
+    def __init__(self, texts: list[str], start: int, mode: str) -> None:
+        options = _options()
+        self._set = re2.Set.FullMatchSet(options) if mode == "full" else re2.Set.SearchSet(options)
+        for text in texts:
+            self._set.Add(text)
+        self._sentinel = self._set.Add(_SENTINEL)
+        self._set.Compile()
+        self._match = self._set.Match
+        self._texts, self._start, self._mode = texts, start, mode
+        self._one_by_one = None
+
+    def match(self, path: str) -> tuple[int, ...]:
+        hits = self._match(path)
+        if hits is not None:
+            hits.sort()  # RE2 reports them in the order its DFA found them
+            if hits[-1] == self._sentinel:
+                hits.pop()
+                if self._start:
+                    return tuple(hit + self._start for hit in hits)
+                return tuple(hits)
+        # A lone RE2 regex falls back from the DFA to a linear-time NFA by itself.
+        if self._one_by_one is None:
+            self._one_by_one = [_compile_one(text, self._mode) for text in self._texts]
+        return tuple(self._start + local for local, matches in enumerate(self._one_by_one)
+                     if matches(path) is not None)
+
+
+def _compile_groups(texts: list[str], start: int, mode: str) -> list[_Group]:
+    try:
+        return [_Group(texts, start, mode)]
+    except re2.error:
+        if len(texts) == 1:
+            raise ValueError(f"pattern {start} is too large for RE2") from None
+    half = len(texts) // 2
+    return (_compile_groups(texts[:half], start, mode)
+            + _compile_groups(texts[half:], start + half, mode))
+
+
+# ------------------------------------------------------------- Python -> RE2 translation
+
+class _Refused(Exception):
+    def __init__(self, problem: PatternProblem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+_UNSUPPORTED = {
+    "backreference": r"a backreference (\1 or (?P=name))",
+    "lookahead": "a lookahead ((?=...) or (?!...))",
+    "lookbehind": "a lookbehind ((?<=...) or (?<!...))",
+    "conditional": "a conditional group ((?(1)...|...))",
+    "atomic": "an atomic group ((?>...))",
+    "possessive": "a possessive quantifier (*+, ++, ?+, {m,n}+)",
+}
+_WHY = ("planc matches paths with RE2, which guarantees linear-time matching and so "
+        "has no backtracking constructs")
+
+
+class _Unsupported(Exception):
+    def __init__(self, feature: str) -> None:
+        super().__init__(feature)
+        self.feature = feature
+
+
+@functools.lru_cache(maxsize=4096)
+def _translate(pattern: str) -> str:
+    """The RE2 text for a Python pattern; raises _Refused with the problem."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # FutureWarning "possible nested set" and the like
+        try:
+            re.compile(pattern)
+            tree = _sre_parse.parse(pattern)
+        except re.error as error:
+            offset = error.pos
+            if offset is None:
+                offset = _locate(pattern, "lookbehind") if "look-behind" in error.msg else 0
+            raise _Refused(PatternProblem("invalid", offset, error.msg)) from None
+        except (RecursionError, OverflowError) as error:
+            raise _Refused(PatternProblem(
+                "invalid", 0, f"Python's re cannot compile this pattern: {error}")) from None
+    try:
+        text = _emit(tree.data, tree.state.flags)
+    except _Unsupported as unsupported:
+        feature = unsupported.feature
+        raise _Refused(PatternProblem(
+            "unsupported", _locate(pattern, feature),
+            f"{_UNSUPPORTED[feature]} is not supported: {_WHY}")) from None
+    try:
+        re2.compile(text, _options())
+    except re2.error as error:
+        reason = error.args[0] if error.args else str(error)
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        fragment = reason.rpartition(": ")[2]
+        offset = pattern.find(fragment) if fragment else -1
+        if offset < 0:
+            offset = _locate(pattern, "repetition") if "repetition" in reason else 0
+        hint = (" (RE2 allows at most 1000 repetitions, nested counts multiplied)"
+                if "repetition" in reason else "")
+        raise _Refused(PatternProblem(
+            "unsupported", offset, f"RE2 cannot run this pattern: {reason}{hint}")) from None
+    return text
+
+
+_CHAR_OPS = (_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN)
+_FLAGS_THAT_SHAPE_CHARACTERS = _sre.SRE_FLAG_IGNORECASE | _sre.SRE_FLAG_ASCII | _sre.SRE_FLAG_DOTALL
+
+
+def _emit(items, flags: int) -> str:
+    return "".join(_emit_item(op, value, flags) for op, value in items)
+
+
+def _emit_item(op, value, flags: int) -> str:
+    if op in _CHAR_OPS:
+        if op is _sre.IN:
+            value = tuple(value)
+        return _char_class(op, value, flags & _FLAGS_THAT_SHAPE_CHARACTERS)
+    if op is _sre.AT:
+        return _anchor(value, flags)
+    if op is _sre.BRANCH:
+        return "(?:" + "|".join(_emit(branch, flags) for branch in value[1]) + ")"
+    if op is _sre.SUBPATTERN:
+        _group, add_flags, del_flags, body = value
+        return "(?:" + _emit(body, (flags | add_flags) & ~del_flags) + ")"
+    if op is _sre.MAX_REPEAT or op is _sre.MIN_REPEAT:  # greed cannot change yes/no
+        low, high, body = value
+        return "(?:" + _emit(body, flags) + ")" + _quantifier(low, high)
+    if op is _sre.GROUPREF:
+        raise _Unsupported("backreference")
+    if op is _sre.GROUPREF_EXISTS:
+        raise _Unsupported("conditional")
+    if op is _sre.ASSERT or op is _sre.ASSERT_NOT:
+        raise _Unsupported("lookahead" if value[0] == 1 else "lookbehind")
+    if op is getattr(_sre, "ATOMIC_GROUP", None):
+        raise _Unsupported("atomic")
+    if op is getattr(_sre, "POSSESSIVE_REPEAT", None):
+        raise _Unsupported("possessive")
+    raise AssertionError(f"unexpected regex operation {op}")  # a Python we do not know
+
+
+def _quantifier(low: int, high: int) -> str:
+    if high == _sre.MAXREPEAT:
+        return {0: "*", 1: "+"}.get(low, f"{{{low},}}")
+    if low == high:
+        return f"{{{low}}}"
+    return "?" if (low, high) == (0, 1) else f"{{{low},{high}}}"
+
+
+def _anchor(at, flags: int) -> str:
+    multiline = flags & _sre.SRE_FLAG_MULTILINE
+    if at is _sre.AT_BEGINNING:
+        return "(?m:^)" if multiline else r"\A"
+    if at is _sre.AT_END:
+        return "(?m:$)" if multiline else r"\z"
+    return {_sre.AT_BEGINNING_STRING: r"\A", _sre.AT_END_STRING: r"\z",
+            _sre.AT_BOUNDARY: r"\b", _sre.AT_NON_BOUNDARY: r"\B"}[at]
+
+
+_MAX_CHAR = 0x10FFFF
+_CATEGORY_TEXT = {
+    _sre.CATEGORY_DIGIT: r"\d", _sre.CATEGORY_NOT_DIGIT: r"\D",
+    _sre.CATEGORY_SPACE: r"\s", _sre.CATEGORY_NOT_SPACE: r"\S",
+    _sre.CATEGORY_WORD: r"\w", _sre.CATEGORY_NOT_WORD: r"\W",
+}
+_NEGATED_CATEGORIES = {_sre.CATEGORY_NOT_DIGIT, _sre.CATEGORY_NOT_SPACE, _sre.CATEGORY_NOT_WORD}
+
+
+@functools.lru_cache(maxsize=None)
+def _char_class(op, value, flags: int) -> str:
+    """One character position as an explicit RE2 class (see the module's policy)."""
+    ranges = _merge([(c, c) for c in _ascii_members(op, value, flags)]
+                    + _non_ascii_ranges(op, value))
+    if not ranges:
+        return _NOTHING
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        char = chr(ranges[0][0])
+        return char if char.isascii() and (char.isalnum() or char == "_") else _hex(ranges[0][0])
+    return "[" + "".join(_hex(lo) if lo == hi else f"{_hex(lo)}-{_hex(hi)}"
+                         for lo, hi in ranges) + "]"
+
+
+def _ascii_members(op, value, flags: int) -> list[int]:
+    """The ASCII characters this position matches, as Python's re decides."""
+    if op is _sre.ANY:
+        return [c for c in range(128) if c != 10 or flags & _sre.SRE_FLAG_DOTALL]
+    if op is _sre.LITERAL and not flags & _sre.SRE_FLAG_IGNORECASE:
+        return [value] if value < 128 else []
+    if op is _sre.LITERAL:
+        text = _py_char(value)
+    elif op is _sre.NOT_LITERAL:
+        text = "[^" + _py_char(value) + "]"
+    else:
+        parts = []
+        for kind, item in value:
+            if kind is _sre.NEGATE:
+                parts.append("^")
+            elif kind is _sre.LITERAL:
+                parts.append(_py_char(item))
+            elif kind is _sre.RANGE:
+                parts.append(_py_char(item[0]) + "-" + _py_char(item[1]))
+            else:
+                parts.append(_CATEGORY_TEXT[item])
+        text = "[" + "".join(parts) + "]"
+    prefix = ("i" if flags & _sre.SRE_FLAG_IGNORECASE else "") + \
+             ("a" if flags & _sre.SRE_FLAG_ASCII else "")
+    probe = re.compile(f"(?{prefix}){text}" if prefix else text)
+    return [c for c in range(128) if probe.fullmatch(chr(c))]
+
+
+def _non_ascii_ranges(op, value) -> list[tuple[int, int]]:
+    """The non-ASCII code points this position matches, as under re.ASCII."""
+    if op is _sre.ANY:
+        return [(128, _MAX_CHAR)]
+    if op is _sre.LITERAL:
+        return [(value, value)] if value >= 128 else []
+    if op is _sre.NOT_LITERAL:
+        return _complement([(value, value)] if value >= 128 else [])
+    negate, ranges = False, []
+    for kind, item in value:
+        if kind is _sre.NEGATE:
+            negate = True
+        elif kind is _sre.LITERAL and item >= 128:
+            ranges.append((item, item))
+        elif kind is _sre.RANGE and item[1] >= 128:
+            ranges.append((max(item[0], 128), item[1]))
+        elif kind is _sre.CATEGORY and item in _NEGATED_CATEGORIES:
+            ranges.append((128, _MAX_CHAR))
+    return _complement(ranges) if negate else _merge(ranges)
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    gaps, next_free = [], 128
+    for lo, hi in _merge(ranges):
+        if lo > next_free:
+            gaps.append((next_free, lo - 1))
+        next_free = hi + 1
+    if next_free <= _MAX_CHAR:
+        gaps.append((next_free, _MAX_CHAR))
+    return gaps
+
+
+def _hex(code: int) -> str:
+    return rf"\x{{{code:x}}}"
+
+
+def _py_char(code: int) -> str:
+    return rf"\U{code:08x}"
+
+
+# ----------------------------------------------------------------- finding a construct
+
+_QUANTIFIER_BRACE = re.compile(r"\{\d*(?:,\d*)?\}")
+_OCTAL_ESCAPE = re.compile(r"\\[0-7]{3}")
+
+
+def _locate(pattern: str, feature: str) -> int:
+    """Offset of the first occurrence of ``feature`` in ``pattern``, or 0.
+
+    A plain scan that skips escapes and character classes, so ``\\(?=`` and ``[(?=]``
+    are not taken for lookaheads.
+    """
+    i, n = 0, len(pattern)
+    while i < n:
+        char = pattern[i]
+        if char == "\\":
+            if (feature == "backreference" and pattern[i + 1:i + 2] in set("123456789")
+                    and not _OCTAL_ESCAPE.match(pattern, i)):
+                return i
+            i += 2
+            continue
+        if char == "[":
+            i += 1
+            if pattern.startswith("^", i):
+                i += 1
+            if pattern.startswith("]", i):  # a ']' first in a class is a literal
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+            continue
+        if char == "(" and pattern.startswith("?", i + 1):
+            head = pattern[i + 2:i + 4]
+            if (feature == "lookahead" and head[:1] in ("=", "!")
+                    or feature == "lookbehind" and head in ("<=", "<!")
+                    or feature == "atomic" and head[:1] == ">"
+                    or feature == "conditional" and head[:1] == "("
+                    or feature == "backreference" and head == "P="):
+                return i
+        quantifier_end = i
+        if char == "{":
+            brace = _QUANTIFIER_BRACE.match(pattern, i)
+            quantifier_end = brace.end() - 1 if brace else -1
+        elif char not in "*+?":
+            quantifier_end = -1
+        if (feature == "possessive" and quantifier_end >= 0
+                and pattern.startswith("+", quantifier_end + 1)):
+            return quantifier_end + 1
+        if (feature == "repetition" and char == "{" and quantifier_end >= 0
+                and any(int(count) > 1000 for count in re.findall(r"\d+", brace.group()))):
+            return i
+        i = quantifier_end + 1 if quantifier_end >= 0 else i + 1
+    return 0

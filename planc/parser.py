@@ -1,0 +1,422 @@
+"""Plan text -> `planc.ast.Module`, with syntax errors a person can act on.
+
+The grammar is `grammar/planc.lark` (shipped in the wheel as `planc.grammar`). The LALR
+tables are built once per process and cached on disk by lark between processes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from importlib import resources
+
+from lark import Lark, Token, Transformer, Tree, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from . import ast
+from .diagnostics import Diagnostic, PlanError, Span, error
+
+# How each terminal reads in an error message.
+_WORDS = {
+    "ARROW": "`->`", "ELLIPSIS": "`...`", "LPAR": "`(`", "RPAR": "`)`", "LBRACE": "`{`",
+    "RBRACE": "`}`", "LSQB": "`[`", "RSQB": "`]`", "COMMA": "`,`", "EQUAL": "`=`",
+    "VBAR": "`|`", "MINUS": "`-`", "ADD_OP": "`+`", "MUL_OP": "`*`, `//` or `%`",
+    "COMPARE": "a comparison (`==`, `<`, ...)", "NAME": "a name", "INT": "an integer",
+    "SIZE": "a size such as `16 GiB`", "STRING": 'a string in double quotes',
+    "UNSPLIT": "`_`", "$END": "the end of the file",
+}
+STATEMENT_KEYWORDS = (
+    "plan", "param", "mesh", "slices", "data_parallel", "model_parallel", "match",
+    "overlap", "layout", "outputs", "budget", "check", "include", "cluster",
+)
+KEYWORDS = STATEMENT_KEYWORDS + ("default", "replicated", "auto", "env", "and", "or", "not")
+_STATEMENT_TERMINALS = {k.upper() for k in STATEMENT_KEYWORDS}
+
+MAX_INT_DIGITS = 30  # far above any real size; keeps int() away from huge literals
+_UNITS = {
+    "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _lark() -> Lark:
+    grammar = resources.files("planc.grammar").joinpath("planc.lark").read_text("utf-8")
+    return Lark(grammar, parser="lalr", propagate_positions=True,
+                maybe_placeholders=True, cache=True)
+
+
+def parse(text: str, file: str = "<string>") -> ast.Module:
+    """Parse plan text into a `Module`, or raise `PlanError` with one located diagnostic.
+
+    >>> m = parse('mesh(batch = auto)\\ndata_parallel', "demo.kd")
+    >>> type(m.statements[0]).__name__, m.statements[0].span.line
+    ('MeshStmt', 1)
+    """
+    comments: list[ast.Comment] = []
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as exc:
+        raise PlanError((_syntax_diagnostic(exc, text, file),), {file: text}) from None
+    builder = _Builder(file)
+    module = builder.transform(tree)
+    if builder.problems:
+        raise PlanError(tuple(builder.problems), {file: text})
+    comments = _comments(text, file)
+    end = _span_of_text(text, file)
+    return ast.Module(end, file, module, tuple(comments))
+
+
+# -- tree -> AST ------------------------------------------------------------------------
+
+def _tok_span(file: str, t: Token) -> Span:
+    return Span(file, t.line, t.column, t.end_line, t.end_column)
+
+
+def _join(a: Span, b: Span) -> Span:
+    return Span(a.file, a.line, a.column, b.end_line, b.end_column)
+
+
+class _Builder(Transformer):
+    """Builds AST nodes bottom-up; every node's span comes from its first and last token."""
+
+    def __init__(self, file: str):
+        super().__init__()
+        self.file = file
+        self.problems: list[Diagnostic] = []
+
+    # terminals
+    def NAME(self, t):
+        return ast.Name(_tok_span(self.file, t), str(t))
+
+    def INT(self, t):
+        return ast.IntLit(_tok_span(self.file, t), self._int(t, str(t)))
+
+    def SIZE(self, t):
+        text = str(t)
+        digits = text.rstrip("KMGTiB \t")
+        unit = text[len(digits):].strip()
+        return ast.SizeLit(_tok_span(self.file, t), self._int(t, digits.strip()) * _UNITS[unit],
+                           text)
+
+    def STRING(self, t):
+        raw = str(t)[1:-1]
+        return ast.StrLit(_tok_span(self.file, t), _unescape(raw), raw)
+
+    def AUTO(self, t):
+        return ast.Auto(_tok_span(self.file, t))
+
+    def _int(self, t: Token, digits: str) -> int:
+        digits = digits.replace("_", "")
+        if len(digits) > MAX_INT_DIGITS:
+            self.problems.append(error(
+                "P125", f"integer literal has {len(digits)} digits (limit {MAX_INT_DIGITS})",
+                _tok_span(self.file, t), label="too large"))
+            return 0
+        return int(digits)
+
+    # statements
+    def start(self, items):
+        return tuple(items)
+
+    def _span(self, meta) -> Span:
+        return Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    @v_args(meta=True)
+    def plan_stmt(self, meta, items):
+        return ast.PlanStmt(self._span(meta), items[1])
+
+    @v_args(meta=True)
+    def param_stmt(self, meta, items):
+        return ast.ParamStmt(self._span(meta), items[1], items[3])
+
+    @v_args(meta=True)
+    def mesh_stmt(self, meta, items):
+        return ast.MeshStmt(self._span(meta), tuple(i for i in items if isinstance(i, ast.AxisDecl)))
+
+    @v_args(meta=True)
+    def axis_decl(self, meta, items):
+        return ast.AxisDecl(self._span(meta), items[0], items[2])
+
+    @v_args(meta=True)
+    def slices_stmt(self, meta, items):
+        return ast.SlicesStmt(self._span(meta), tuple(i for i in items if isinstance(i, ast.KwArg)))
+
+    @v_args(meta=True)
+    def data_parallel_stmt(self, meta, items):
+        return ast.DataParallelStmt(self._span(meta))
+
+    @v_args(meta=True)
+    def model_parallel_stmt(self, meta, items):
+        if items[1] is None:  # bare `model_parallel`
+            return ast.ModelParallelStmt(self._span(meta), None, ())
+        axes, grouped = items[4]
+        return ast.ModelParallelStmt(self._span(meta), items[2], axes, grouped)
+
+    def axis_group(self, items):
+        names = tuple(i for i in items if isinstance(i, ast.Name))
+        return names, len(items) > 1
+
+    @v_args(meta=True)
+    def match_stmt(self, meta, items):
+        return ast.MatchStmt(self._span(meta), items[1])
+
+    @v_args(meta=True)
+    def overlap_stmt(self, meta, items):
+        return ast.OverlapStmt(self._span(meta), items[1])
+
+    @v_args(meta=True)
+    def layout_stmt(self, meta, items):
+        return ast.LayoutBlock(self._span(meta), tuple(items[2:-1]))
+
+    @v_args(meta=True)
+    def outputs_stmt(self, meta, items):
+        return ast.OutputsBlock(self._span(meta), tuple(items[2:-1]))
+
+    @v_args(meta=True)
+    def budget_stmt(self, meta, items):
+        return ast.BudgetStmt(self._span(meta), tuple(i for i in items if isinstance(i, ast.KwArg)))
+
+    @v_args(meta=True)
+    def check_stmt(self, meta, items):
+        return ast.CheckStmt(self._span(meta), items[1], items[3])
+
+    @v_args(meta=True)
+    def include_stmt(self, meta, items):
+        return ast.IncludeStmt(self._span(meta), items[1])
+
+    @v_args(meta=True)
+    def cluster_stmt(self, meta, items):
+        return ast.ClusterStmt(self._span(meta), tuple(i for i in items if isinstance(i, ast.KwArg)))
+
+    @v_args(meta=True)
+    def kwarg(self, meta, items):
+        return ast.KwArg(self._span(meta), items[0], items[2])
+
+    @v_args(meta=True)
+    def env_call(self, meta, items):
+        return ast.EnvCall(self._span(meta), items[2], items[4] if len(items) > 4 else None)
+
+    # rules and layouts
+    @v_args(meta=True)
+    def pattern_rule(self, meta, items):
+        return ast.PatternRule(self._span(meta), items[0], items[2])
+
+    @v_args(meta=True)
+    def default_rule(self, meta, items):
+        return ast.DefaultRule(self._span(meta), _tok_span(self.file, items[0]), items[2])
+
+    @v_args(meta=True)
+    def layout(self, meta, items):
+        alts = []
+        for i in items:
+            if isinstance(i, Token) and i.type == "REPLICATED":
+                alts.append(ast.Replicated(_tok_span(self.file, i)))
+            elif isinstance(i, ast.TupleLayout):
+                alts.append(i)
+        return ast.LayoutExpr(self._span(meta), tuple(alts))
+
+    @v_args(meta=True)
+    def tuple_layout(self, meta, items):
+        return ast.TupleLayout(self._span(meta), tuple(i for i in items if isinstance(i, ast.Node)))
+
+    def unsplit(self, items):
+        return ast.Unsplit(_tok_span(self.file, items[0]))
+
+    def ellipsis(self, items):
+        return ast.Ellipsis(_tok_span(self.file, items[0]))
+
+    @v_args(meta=True)
+    def split_one(self, meta, items):
+        return ast.Split(self._span(meta), (items[0],), items[1] if len(items) > 1 else None)
+
+    @v_args(meta=True)
+    def split_many(self, meta, items):
+        names = tuple(i for i in items if isinstance(i, ast.Name))
+        block = items[-1] if isinstance(items[-1], ast.IntLit) else None
+        return ast.Split(self._span(meta), names, block, grouped=True)
+
+    def block(self, items):
+        return items[1]
+
+    # expressions
+    def _binary(self, items):
+        node = items[0]
+        for i in range(1, len(items), 2):
+            op, right = items[i], items[i + 1]
+            node = ast.BinOp(_join(node.span, right.span), str(op), node, right)
+        return node
+
+    or_expr = and_expr = sum = term = _binary
+
+    def comparison(self, items):
+        return self._binary(items)
+
+    def not_op(self, items):
+        return ast.UnaryOp(_join(_tok_span(self.file, items[0]), items[1].span), "not", items[1])
+
+    def neg(self, items):
+        return ast.UnaryOp(_join(_tok_span(self.file, items[0]), items[1].span), "-", items[1])
+
+    def atom(self, items):  # only reached for `( expr )`
+        return ast.Paren(_join(_tok_span(self.file, items[0]), _tok_span(self.file, items[2])),
+                         items[1])
+
+    def __default_token__(self, token):
+        return token
+
+
+def _unescape(raw: str) -> str:
+    out, i = [], 0
+    while i < len(raw):
+        c = raw[i]
+        if c == "\\" and i + 1 < len(raw):
+            nxt = raw[i + 1]
+            out.append('"' if nxt == '"' else c + nxt)
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _comments(text: str, file: str) -> list[ast.Comment]:
+    """Comments with their positions, for the formatter (the parser discards them)."""
+    found = []
+    if "#" not in text:
+        return found
+    for tok in _lark().lex(text, dont_ignore=True):
+        if tok.type == "COMMENT":
+            found.append(ast.Comment(_tok_span(file, tok), str(tok).rstrip()))
+    return found
+
+
+def _span_of_text(text: str, file: str) -> Span:
+    lines = text.split("\n")
+    return Span(file, 1, 1, len(lines), len(lines[-1]) + 1)
+
+
+# -- syntax errors ------------------------------------------------------------------------
+
+def _describe(expected: set[str]) -> str:
+    names = set(expected)
+    parts = []
+    if names & _STATEMENT_TERMINALS and len(names & _STATEMENT_TERMINALS) > 3:
+        parts.append("a statement (`mesh`, `layout`, `param`, ...)")
+        names -= _STATEMENT_TERMINALS
+    for n in sorted(names, key=lambda n: (n not in _WORDS, n)):
+        parts.append(_WORDS.get(n, f"`{n.lower()}`"))
+    if not parts:
+        return "nothing more"
+    if len(parts) == 1:
+        return parts[0]
+    return ", ".join(parts[:-1]) + " or " + parts[-1]
+
+
+def _found(tok: Token) -> str:
+    if tok.type == "$END":
+        return "the end of the file"
+    return f"`{tok}`"
+
+
+def _unclosed(text: str, upto: int) -> tuple[int, str] | None:
+    """The offset of the innermost bracket still open at `upto`, skipping strings and comments."""
+    stack, i, pairs = [], 0, {")": "(", "]": "[", "}": "{"}
+    while i < upto:
+        c = text[i]
+        if c == "#":
+            nl = text.find("\n", i)
+            i = upto if nl < 0 else nl
+            continue
+        if c == '"':
+            i += 1
+            while i < upto and text[i] not in '"\n':
+                i += 2 if text[i] == "\\" else 1
+        elif c in "([{":
+            stack.append((i, c))
+        elif c in ")]}" and stack and stack[-1][1] == pairs[c]:
+            stack.pop()
+        i += 1
+    return stack[-1] if stack else None
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return line, col
+
+
+def _syntax_diagnostic(exc: UnexpectedInput, text: str, file: str) -> Diagnostic:
+    if isinstance(exc, UnexpectedCharacters):
+        return _bad_character(exc, text, file)
+    assert isinstance(exc, UnexpectedToken)
+    tok = exc.token
+    expected = set(exc.expected)
+    if tok.type == "$END":
+        line, col = _line_col(text, len(text))
+        span = Span(file, line, col, line, col + 1)
+    else:
+        span = _tok_span(file, tok)
+    found = _found(tok)
+    helps: list[str] = []
+    secondary = ()
+
+    if expected & _STATEMENT_TERMINALS and tok.type == "NAME":
+        close = difflib.get_close_matches(str(tok), STATEMENT_KEYWORDS, n=1, cutoff=0.6)
+        helps.append(f"did you mean `{close[0]}`?" if close else
+                     "statements start with one of: " + ", ".join(f"`{k}`" for k in STATEMENT_KEYWORDS))
+        return error("P006", f"unknown statement `{tok}`", span, label="not a statement",
+                     help=tuple(helps))
+    if "UNSPLIT" in expected and tok.type in ("COMMA", "RPAR"):
+        return error("P005", "empty layout entry", span, label="a dimension is missing here",
+                     help="write `_` for a dimension that is not split")
+    if tok.type == "NAME":
+        words = [n.lower() for n in expected if n.lower() in KEYWORDS]
+        close = difflib.get_close_matches(str(tok), words, n=1, cutoff=0.6)
+        if close:
+            helps.append(f"did you mean `{close[0]}`?")
+    if expected == {"ARROW"}:
+        helps.append('a rule is written `"REGEX" -> LAYOUT`')
+    opened = _unclosed(text, tok.start_pos if tok.type != "$END" else len(text))
+    if opened and ({"RPAR", "RBRACE", "RSQB"} & expected):
+        oline, ocol = _line_col(text, opened[0])
+        secondary = (_label(file, oline, ocol, f"`{opened[1]}` opened here is not closed"),)
+    message = f"expected {_describe(expected)}, found {found}"
+    return error("P001", message, span, label="unexpected here", help=tuple(helps),
+                 secondary=secondary)
+
+
+def _label(file, line, col, message):
+    from .diagnostics import Label
+
+    return Label(Span(file, line, col, line, col + 1), message)
+
+
+def _bad_character(exc: UnexpectedCharacters, text: str, file: str) -> Diagnostic:
+    pos = exc.pos_in_stream
+    ch = text[pos]
+    line, col = exc.line, exc.column
+    eol = text.find("\n", pos)
+    eol = len(text) if eol < 0 else eol
+    if ch == '"':
+        span = Span(file, line, col, line, col + max(eol - pos, 1))
+        return error("P002", "unterminated string", span, label="this string is never closed",
+                     help='close it with `"` on the same line; strings cannot span lines')
+    if ch == "'":
+        close = text.find("'", pos + 1, eol)
+        end = (close + 1) if close >= 0 else eol
+        span = Span(file, line, col, line, col + (end - pos))
+        inner = text[pos + 1:close] if close >= 0 else text[pos + 1:eol]
+        return error("P003", "strings are written in double quotes", span,
+                     label="single-quoted", help=f'write "{inner}"')
+    span = Span(file, line, col, line, col + 1)
+    if ch == ":":
+        before = text[:pos].rstrip()
+        if before.endswith('"') or before.endswith("default"):
+            return error("P007", "`:` between a pattern and its layout", span,
+                         label="write `->` here", help='a rule is written `"REGEX" -> LAYOUT`')
+        return error("P004", "unexpected character `:`", span, label="not planc syntax",
+                     help="settings are written `name = value`")
+    shown = ch if ch.isprintable() else repr(ch)
+    return error("P004", f"unexpected character `{shown}`", span, label="not planc syntax",
+                 help=f"expected {_describe(set(exc.allowed or ()))}" if exc.allowed else None)

@@ -1,0 +1,253 @@
+"""`Plan`: the public face of a checked plan.
+
+A `Plan` wraps the frozen `PlanIR` and routes each request to the stage that answers it:
+the resolver for validation, `planc.backends.jax` for JAX shardings,
+`planc.backends.keras` for Keras distribution objects. Those are imported on first use,
+so `import planc` stays free of jax and keras.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from .checker import check, evaluate_check, read_plan_text, sizes_env
+from .diagnostics import PlanError, Span, error
+from .ir import PlanIR
+
+
+def bind_devices(ir: PlanIR, devices: int) -> PlanIR:
+    """`ir` with `auto` resolved for `devices` devices and its deferred checks run."""
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices <= 0:
+        raise PlanError((error("P201", f"device count must be a positive integer, not {devices!r}",
+                               ir.mesh.span),), ir.source_dict)
+    mesh = ir.mesh.with_devices(devices)
+    if isinstance(mesh, str):
+        span = ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+        raise PlanError((error("P201", f"device count does not fit the mesh: {mesh}", span,
+                               label="this mesh", devices=devices,
+                               help=None if ir.mesh.auto_axis else
+                               "use `auto` for one axis to take the remaining devices"),),
+                        ir.source_dict)
+    env = sizes_env(ir.param_dict, mesh)
+    problems = [p for c in ir.checks if (p := evaluate_check(c, env, devices))]
+    if any(p.is_error for p in problems):
+        raise PlanError(tuple(problems), ir.source_dict)
+    return replace(ir, mesh=mesh)
+
+
+class Plan:
+    """A checked sharding plan. Build one with `planc.load_plan` or `planc.loads`.
+
+    >>> import planc
+    >>> plan = planc.loads('''
+    ... mesh(batch = auto, model = 2)
+    ... model_parallel(batch = batch)
+    ... layout { "dense/kernel" -> (_, model) }
+    ... ''')
+    >>> plan.axis_names, plan.mesh_shape
+    (('batch', 'model'), (None, 2))
+    >>> plan.with_devices(8).mesh_shape
+    (4, 2)
+    """
+
+    __slots__ = ("_ir",)
+
+    def __init__(self, ir: PlanIR):
+        object.__setattr__(self, "_ir", ir)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a Plan is frozen")
+
+    def __eq__(self, other):
+        return isinstance(other, Plan) and self._ir == other._ir
+
+    def __hash__(self):
+        return hash(self._ir)
+
+    def __repr__(self):
+        shape = ", ".join(f"{a.name}={'auto' if a.size is None else a.global_size}"
+                          for a in self._ir.mesh.axes)
+        return (f"<Plan {self._ir.name!r} mesh({shape}) {self._ir.distribution} "
+                f"rules={len(self._ir.rules)}>")
+
+    # -- what the plan says ------------------------------------------------------------------
+
+    @property
+    def ir(self) -> PlanIR:
+        """The frozen IR that every backend reads."""
+        return self._ir
+
+    @property
+    def name(self) -> str:
+        return self._ir.name
+
+    @property
+    def file(self) -> str:
+        return self._ir.file
+
+    @property
+    def params(self) -> dict[str, int | str]:
+        return self._ir.param_dict
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return self._ir.mesh.names
+
+    @property
+    def mesh_shape(self) -> tuple[int | None, ...]:
+        """Global axis sizes in mesh order; None marks an unresolved `auto`."""
+        return self._ir.mesh.shape
+
+    @property
+    def mesh_axes(self) -> dict[str, int | None]:
+        return dict(zip(self.axis_names, self.mesh_shape))
+
+    @property
+    def device_count(self) -> int | None:
+        return self._ir.mesh.device_count
+
+    @property
+    def distribution_kind(self) -> str:
+        """`"data_parallel"` or `"model_parallel"`."""
+        return self._ir.distribution
+
+    @property
+    def batch_axes(self) -> tuple[str, ...]:
+        return self._ir.batch_axes
+
+    @property
+    def match(self) -> str:
+        return self._ir.match
+
+    @property
+    def overlap(self) -> str:
+        return self._ir.overlap
+
+    @property
+    def rules(self):
+        return self._ir.rules
+
+    @property
+    def default(self):
+        return self._ir.default
+
+    @property
+    def output_rules(self):
+        return self._ir.outputs
+
+    @property
+    def diagnostics(self):
+        """Warnings and notes found while checking the plan (errors raise instead)."""
+        return self._ir.diagnostics
+
+    def with_devices(self, devices: int) -> "Plan":
+        """This plan on `devices` devices: `auto` resolved, every `check` evaluated.
+
+        Raises `PlanError` (P201) when the count does not fit the mesh.
+        """
+        return Plan(bind_devices(self._ir, devices))
+
+    # -- validation (planc.resolve) ---------------------------------------------------------
+
+    def validate(self, model, devices: int | None = None):
+        """Check the plan against a model's variables; returns a `planc.Report`."""
+        from .report import validate
+
+        return validate(self, model, devices)
+
+    def resolve(self, model, devices: int | None = None):
+        """`{path: Layout}` for every variable of `model`; raises `PlanError` on errors."""
+        report = self.validate(model, devices)
+        report.raise_for_errors()
+        return {a.variable.path: a.layout for a in report.assignments}
+
+    # -- JAX (planc.backends.jax) ---------------------------------------------------------
+
+    def _jax(self):
+        from .backends import jax as backend
+
+        return backend
+
+    def mesh(self, devices=None):
+        """A `jax.sharding.Mesh` over `devices` (default: `jax.devices()`)."""
+        return self._jax().make_mesh(self, devices)
+
+    def partition_spec(self, path: str, shape):
+        return self._jax().partition_spec(self, path, tuple(shape))
+
+    def shardings(self, tree, mesh=None, *, params=None):
+        return self._jax().shardings(self, tree, mesh=mesh, params=params)
+
+    def shard(self, tree, mesh=None):
+        return self._jax().shard(self, tree, mesh=mesh)
+
+    def init(self, fn, *args, mesh=None, **kwargs):
+        return self._jax().init(self, fn, *args, mesh=mesh, **kwargs)
+
+    def data_sharding(self, rank: int = 2, mesh=None):
+        return self._jax().data_sharding(self, rank, mesh=mesh)
+
+    def shard_batch(self, batch, mesh=None):
+        return self._jax().shard_batch(self, batch, mesh=mesh)
+
+    def output_sharding(self, path: str, rank: int, mesh=None):
+        return self._jax().output_sharding(self, path, rank, mesh=mesh)
+
+    # -- Keras (planc.backends.keras) -----------------------------------------------------
+
+    def _keras(self):
+        from .backends import keras as backend
+
+        return backend
+
+    @property
+    def device_mesh(self):
+        """A `keras.distribution.DeviceMesh` with the JAX target's device order."""
+        return self._keras().device_mesh(self)
+
+    @property
+    def layout_map(self):
+        """A `keras.distribution.LayoutMap` whose lookups are planc's resolution."""
+        return self._keras().layout_map(self)
+
+    def to_keras(self):
+        """`DataParallel` or `ModelParallel` for this plan."""
+        return self._keras().to_keras(self)
+
+    def activate(self):
+        """The Keras distribution scope: `with plan.activate(): model = build()`."""
+        return self._keras().activate(self)
+
+    # -- multi-host (planc.cluster) -----------------------------------------------------------
+
+    def initialize(self, *, timeout: float | None = None):
+        """Start the JAX distributed runtime from the `cluster` block (or KERAS_* env vars)."""
+        from .cluster import initialize
+
+        return initialize(self, timeout=timeout)
+
+
+def loads(text: str, *, file: str = "<string>", allow_include_outside: bool = False,
+          **params) -> Plan:
+    """Check plan text; return a `Plan` or raise `PlanError` with every diagnostic.
+
+    `params` override the plan's `param` declarations (as `-D name=value` does).
+
+    >>> import planc
+    >>> planc.loads("param tp = 2\\nmesh(batch = auto, model = tp)\\nmodel_parallel(batch = batch)",
+    ...             tp=4).mesh_axes
+    {'batch': None, 'model': 4}
+    """
+    return Plan(check(text, file, params, allow_include_outside=allow_include_outside))
+
+
+def load_plan(path: str | os.PathLike, *, allow_include_outside: bool = False,
+              **params) -> Plan:
+    """Read and check a plan file (`*.kd`); return a `Plan` or raise `PlanError`.
+
+    An unreadable path raises `OSError`; everything wrong inside the file is a
+    `PlanError` whose diagnostics point at the file, line and column.
+    """
+    text = read_plan_text(path)
+    return Plan(check(text, os.fspath(path), params, allow_include_outside=allow_include_outside))

@@ -1,0 +1,139 @@
+"""Pieces every source reader shares: the error type, dtype names, variable checks."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Iterable
+
+from planc.variables import _ITEMSIZE, Variable
+
+
+class SourceError(Exception):
+    """A model source could not be read or understood.
+
+    The message is one line, names the source and says why, e.g.
+    ``model.safetensors: truncated file: header claims 1048576 bytes but only 10 follow``.
+    The CLI prints it and exits with status 2.
+    """
+
+
+# safetensors dtype codes (the "dtype" field of a header entry). F8_E4M3 is the "fn"
+# variant (no infinities) in every library that writes it: torch, paddle, candle.
+SAFETENSORS_DTYPES = {
+    "BOOL": "bool",
+    "U8": "uint8", "I8": "int8",
+    "U16": "uint16", "I16": "int16", "F16": "float16", "BF16": "bfloat16",
+    "U32": "uint32", "I32": "int32", "F32": "float32",
+    "U64": "uint64", "I64": "int64", "F64": "float64",
+    "C64": "complex64",
+    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "F8_E8M0": "float8_e8m0fnu",
+    "F4": "float4_e2m1fn",
+    "F6_E2M3": "float6_e2m3fn", "F6_E3M2": "float6_e3m2fn",
+}
+
+
+def normalize_dtype(dtype: Any) -> str:
+    """The numpy-style name planc uses for `dtype`, or ValueError if it has none.
+
+    Accepts numpy dtypes and scalar types, jax dtypes, ml_dtypes types (bfloat16,
+    float8_*), Keras dtype strings, safetensors codes (``"BF16"``, ``"F8_E4M3"``),
+    numpy type strings (``"<f4"``) and torch dtypes. The result is always a key of
+    `planc.variables._ITEMSIZE`, so byte counts are exact.
+
+    >>> normalize_dtype("BF16"), normalize_dtype("<f4")
+    ('bfloat16', 'float32')
+    """
+    name = _dtype_name(dtype)
+    if name not in _ITEMSIZE:
+        raise ValueError(f"unsupported dtype {_show(dtype)}")
+    return name
+
+
+def _show(dtype: Any) -> str:
+    return repr(dtype) if isinstance(dtype, str) else f"'{dtype}'"
+
+
+def _dtype_name(dtype: Any) -> str:
+    if isinstance(dtype, str):
+        text = dtype.strip()
+        if text in _ITEMSIZE:
+            return text
+        # Exact, case-sensitive: numpy reads "u8" as uint64 and "U8" as an 8-char
+        # string, so only the upper-case safetensors spellings are taken as codes.
+        if text in SAFETENSORS_DTYPES:
+            return SAFETENSORS_DTYPES[text]
+        if text.startswith("torch."):
+            return _dtype_name(text[len("torch."):])
+        return _numpy_name(text, dtype)
+    if type(dtype).__module__ == "torch":
+        return _dtype_name(str(dtype))
+    return _numpy_name(dtype, dtype)
+
+
+def _numpy_name(value: Any, original: Any) -> str:
+    import numpy as np
+
+    try:
+        # ml_dtypes registers bfloat16, float8_* and int4 with numpy; jax depends on it.
+        import ml_dtypes  # noqa: F401
+    except ImportError:
+        pass
+    try:
+        return np.dtype(value).name
+    except Exception:
+        raise ValueError(f"unknown dtype {_show(original)}") from None
+
+
+def make_variable(path: Any, shape: Any, dtype: Any) -> Variable:
+    """A checked `Variable`; ValueError says what is wrong with path, shape or dtype."""
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"variable path must be a non-empty string, not {path!r}")
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ValueError(f"`{path}` has shape {shape!r}, which is not a sequence") from None
+    checked = []
+    for axis, d in enumerate(dims):
+        if isinstance(d, bool):
+            raise ValueError(f"`{path}` has shape {_shape_text(dims)}: dimension {axis} "
+                             f"is {d!r}, not an integer")
+        try:
+            n = operator.index(d)
+        except TypeError:
+            raise ValueError(f"`{path}` has shape {_shape_text(dims)}: dimension {axis} "
+                             f"is {d!r}, not an integer") from None
+        if n < 0:
+            raise ValueError(f"`{path}` has shape {_shape_text(dims)}: dimension {axis} "
+                             f"is negative")
+        checked.append(n)
+    try:
+        name = normalize_dtype(dtype)
+    except ValueError as e:
+        raise ValueError(f"`{path}` has an {e}") from None
+    return Variable(path, tuple(checked), name)
+
+
+def _shape_text(dims: tuple) -> str:
+    return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def finish(variables: Iterable[Variable], origin: str) -> tuple[Variable, ...]:
+    """The variables as a tuple, after the checks every source shares."""
+    out = tuple(variables)
+    if not out:
+        raise SourceError(f"{origin}: no variables found")
+    seen: set[str] = set()
+    for v in out:
+        if v.path in seen:
+            raise SourceError(f"{origin}: two variables have the path `{v.path}`")
+        seen.add(v.path)
+    return out
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """`Type: first line of the message`, short enough for a one-line error."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,363 @@
+"""Python objects as model sources: pytrees, Keras models and ``module:attr`` strings.
+
+Pytrees are walked here, without jax, in their natural order:
+
+- a Mapping (dict, flax FrozenDict, ...): its keys, in iteration order (insertion
+  order for a dict; unlike `jax.tree_util`, keys are not sorted);
+- a list or tuple: the index in decimal; a NamedTuple: the field name;
+- a dataclass instance: the field names in declaration order; fields marked static
+  (``metadata={"pytree_node": False}`` as flax.struct does, or ``{"static": True}`` as
+  equinox does) are skipped;
+- any other object, when jax is already imported: one level of `jax.tree_util`, for
+  custom registered pytree nodes.
+
+The path of a leaf is its keys joined by "/". A leaf is anything with ``.shape`` and
+``.dtype``: numpy and jax arrays, `jax.ShapeDtypeStruct`, tracers, torch tensors. A
+typed PRNG key array (`jax.random.key`) is read as its key data (``uint32``, shape plus
+the key's own trailing dimension, e.g. ``(2,)`` for threefry), as checkpoints store it.
+Leaves that cannot be variables are static data and are skipped: None (an empty
+subtree to JAX), Python numbers (bool, int, float, complex: hyperparameters such as a
+step size, with no memory to lay out), strings, bytes, functions and classes. Any other
+leaf is a SourceError naming its path; so is a bare array at the top, which has no path.
+
+A function (or partial) given directly is evaluated as for ``module:attr`` below.
+
+A Keras model (any object whose ``.variables`` hold objects with ``.path``, ``.shape``
+and ``.dtype``) gives each variable's ``path``, e.g. ``dense/kernel``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import inspect
+import os
+import re
+import sys
+from collections.abc import Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from planc.variables import Variable
+from planc.sources._common import SourceError, finish, make_variable, one_line
+
+MODULE_ATTR = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$")
+
+
+def describe(obj: Any) -> str:
+    """How an object source is named in messages."""
+    if inspect.isroutine(obj) or isinstance(obj, functools.partial):
+        name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+        return f"function {name}" if name else "function"
+    if _is_keras_like(obj):
+        name = getattr(obj, "name", None)
+        return f"Keras model '{name}'" if isinstance(name, str) else f"{type(obj).__name__} model"
+    return f"{type(obj).__name__} pytree"
+
+
+def variables_of_object(obj: Any, origin: str | None = None) -> tuple[Variable, ...]:
+    """The variables of a Keras model or pytree; see the module docstring."""
+    origin = origin or describe(obj)
+    if (inspect.isroutine(obj) or isinstance(obj, functools.partial)
+            or type(obj).__name__ == "PjitFunction"):
+        # A function handed over directly is read like `module:attr` naming it.
+        return _call_abstractly(obj, origin)
+    if _is_variable_list(obj):
+        return finish(_checked_variables(obj, origin), origin)
+    if _is_keras_like(obj):
+        return finish(_keras_variables(obj, origin), origin)
+    out: list[Variable] = []
+    _walk(obj, [], out, origin, set())
+    return finish(out, origin)
+
+
+def _is_variable_list(obj: Any) -> bool:
+    return (isinstance(obj, (list, tuple)) and not hasattr(type(obj), "_fields")
+            and len(obj) > 0 and all(isinstance(v, Variable) for v in obj))
+
+
+def _checked_variables(variables, origin: str) -> list[Variable]:
+    try:
+        return [make_variable(v.path, v.shape, v.dtype) for v in variables]
+    except ValueError as e:
+        raise SourceError(f"{origin}: {e}") from None
+
+
+def _is_keras_like(obj: Any) -> bool:
+    if isinstance(obj, (type, Mapping, list, tuple, str, bytes)) or _is_leaf(obj):
+        return False
+    if dataclasses.is_dataclass(obj):
+        return False
+    # Static lookup: detection must not run a property that builds or computes.
+    return inspect.getattr_static(obj, "variables", None) is not None
+
+
+def _keras_variables(model: Any, origin: str) -> list[Variable]:
+    try:
+        variables = list(model.variables)
+    except Exception as e:
+        raise SourceError(f"{origin}: reading .variables raised {one_line(e)}") from None
+    if not variables:
+        raise SourceError(f"{origin}: the model has no variables yet; build it first "
+                          f"(call it on an input, or model.build(input_shape))")
+    out = []
+    for i, v in enumerate(variables):
+        path = getattr(v, "path", None)
+        if path is None or not hasattr(v, "shape") or not hasattr(v, "dtype"):
+            raise SourceError(f"{origin}: variables[{i}] ({type(v).__name__}) has no "
+                              f".path, .shape and .dtype; planc reads Keras 3 variables")
+        try:
+            out.append(make_variable(path, v.shape, v.dtype))
+        except ValueError as e:
+            raise SourceError(f"{origin}: {e}") from None
+    return out
+
+
+def _is_leaf(obj: Any) -> bool:
+    if isinstance(obj, (Mapping, list, tuple)):
+        return False
+    try:
+        return hasattr(obj, "shape") and hasattr(obj, "dtype")
+    except Exception:
+        return False
+
+
+def _key_data_shape(leaf: Any) -> tuple[Any, Any]:
+    # A typed PRNG key array (jax.random.key) has a dtype such as key<fry> that has no
+    # byte size of its own; it is read as its key data, as jax.random.key_data gives it
+    # and checkpoints store it: uint32 with the key's trailing dimension(s).
+    if str(leaf.dtype).startswith("key<") and "jax" in sys.modules:
+        import jax
+
+        try:
+            data = jax.eval_shape(jax.random.key_data,
+                                  jax.ShapeDtypeStruct(leaf.shape, leaf.dtype))
+            return data.shape, data.dtype
+        except Exception:
+            pass
+    return leaf.shape, leaf.dtype
+
+
+def _is_static(obj: Any) -> bool:
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes, type)):
+        return True
+    # Functions of every kind (plain, ufunc, jitted, partial) are static; a callable
+    # that may hold variables (a Keras model, an equinox module) must not vanish.
+    return (callable(obj) and not isinstance(obj, (Mapping, list, tuple))
+            and not dataclasses.is_dataclass(obj) and not _is_keras_like(obj))
+
+
+def _walk(obj: Any, keys: list[str], out: list[Variable], origin: str, active: set[int]) -> None:
+    if _is_leaf(obj):
+        path = "/".join(keys)
+        if not keys:
+            raise SourceError(f"{origin}: a single array has no path; put it in a dict "
+                              f"to name it")
+        try:
+            shape, dtype = _key_data_shape(obj)
+            out.append(make_variable(path, shape, dtype))
+        except ValueError as e:
+            raise SourceError(f"{origin}: {e}") from None
+        return
+    if _is_static(obj):
+        return
+
+    children = _children(obj, keys, origin)
+    if id(obj) in active:
+        raise SourceError(f"{origin}: the pytree contains itself at `{'/'.join(keys)}`")
+    active.add(id(obj))
+    try:
+        for key, child in children:
+            _walk(child, keys + [key], out, origin, active)
+    finally:
+        active.discard(id(obj))
+
+
+def _children(obj: Any, keys: list[str], origin: str) -> list[tuple[str, Any]]:
+    if isinstance(obj, Mapping):
+        return [(str(k), v) for k, v in obj.items()]
+    if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+        return list(zip(type(obj)._fields, obj))
+    if isinstance(obj, (list, tuple)):
+        return [(str(i), v) for i, v in enumerate(obj)]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if f.metadata.get("pytree_node", True) and not f.metadata.get("static", False)]
+    if "jax" in sys.modules:
+        children = _jax_children(obj)
+        if children is not None:
+            return children
+    where = f" at `{'/'.join(keys)}`" if keys else ""
+    if keys and _is_keras_like(obj):
+        raise SourceError(f"{origin}: the leaf{where} is a Keras model; pass the model "
+                          f"itself as the source")
+    raise SourceError(f"{origin}: the leaf{where} is a {type(obj).__name__}, not an array "
+                      f"(it has no .shape and .dtype)")
+
+
+def _jax_children(obj: Any) -> list[tuple[str, Any]] | None:
+    # Only reached for objects that are neither arrays nor plain containers, so a
+    # custom pytree node registered with jax is the only thing left it could be.
+    import jax
+
+    try:
+        flat, _ = jax.tree_util.tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)
+    except Exception:
+        return None
+    if len(flat) == 1 and flat[0][0] == () and flat[0][1] is obj:
+        return None
+    return [(_key_text(path[0]), child) for path, child in flat]
+
+
+def _key_text(key: Any) -> str:
+    for attr in ("key", "idx", "name"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+# ---------------------------------------------------------------------------------------
+# module:attr
+
+def is_module_attr(text: str) -> bool:
+    """True if `text` has the form ``package.module:attr[.attr]``."""
+    return MODULE_ATTR.match(text) is not None
+
+
+@contextmanager
+def _cwd_on_path() -> Iterator[None]:
+    # A user runs `planc lint plan.kd --model mymodel:build` from the directory that
+    # holds mymodel.py, as with `python -m`. Kept for the call too: a builder may import
+    # a sibling module lazily.
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        if added:
+            try:
+                sys.path.remove(cwd)
+            except ValueError:
+                pass
+
+
+def variables_of_module_attr(spec: str) -> tuple[Variable, ...]:
+    """Import ``module:attr``, read it; a zero-argument callable is called abstractly.
+
+    The attribute may be a Keras model, a pytree, or a zero-argument callable that
+    returns one of those. A callable is run under `jax.eval_shape`, so a pure-JAX init
+    function allocates nothing, and a Keras builder creates its variables as tracers
+    and never fills them. Only if that fails and the callable was building Keras
+    objects is it called plainly (some Keras code needs concrete values); Keras's
+    automatic layer-name counters are restored first, so the names match a fresh run.
+    """
+    m = MODULE_ATTR.match(spec)
+    if m is None:
+        raise SourceError(f"{spec}: not of the form module:attr")
+    module_name, attr_path = m.groups()
+    with _cwd_on_path():
+        module = _import(module_name, spec)
+        obj = module
+        for part in attr_path.split("."):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                raise SourceError(f"{spec}: module '{module_name}' has no attribute "
+                                  f"'{attr_path}'") from None
+            except Exception as e:
+                raise SourceError(f"{spec}: getting '{attr_path}' raised {one_line(e)}") from None
+        if _readable(obj) or not callable(obj):
+            return variables_of_object(obj, spec)
+        return _call_abstractly(obj, spec)
+
+
+def _import(module_name: str, spec: str):
+    importlib.invalidate_caches()
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise SourceError(f"{spec}: cannot import module '{module_name}': no module "
+                              f"named '{e.name}' (searched the current directory and "
+                              f"sys.path)") from None
+        raise SourceError(f"{spec}: importing '{module_name}' raised {one_line(e)}") from None
+    except (Exception, SystemExit) as e:
+        raise SourceError(f"{spec}: importing '{module_name}' raised {one_line(e)}") from None
+
+
+def _readable(obj: Any) -> bool:
+    if isinstance(obj, type):
+        return False
+    return (isinstance(obj, (Mapping, list, tuple)) or _is_leaf(obj) or _is_keras_like(obj)
+            or (dataclasses.is_dataclass(obj)))
+
+
+def _call_abstractly(fn: Callable[[], Any], spec: str) -> tuple[Variable, ...]:
+    try:
+        inspect.signature(fn).bind()
+    except TypeError:
+        raise SourceError(f"{spec}: a callable that needs arguments "
+                          f"{inspect.signature(fn)}; planc calls it with none") from None
+    except ValueError:
+        pass  # no signature to inspect (some builtins): just try the call
+
+    try:
+        import jax
+    except ImportError:
+        return _call_plainly(fn, spec)
+
+    captured: dict[str, tuple[Variable, ...]] = {}
+
+    def traced() -> None:
+        # The result is read inside the trace, so a Keras model (not a JAX type) can
+        # come back too, and nothing but shapes and dtypes ever leaves it.
+        captured["variables"] = variables_of_object(fn(), spec)
+
+    uids = _keras_uids()
+    try:
+        jax.eval_shape(traced)
+    except SourceError:
+        raise
+    except (Exception, SystemExit) as e:
+        if uids is None or _keras_uids() == uids:
+            raise SourceError(f"{spec}: calling it under jax.eval_shape (so that nothing "
+                              f"is allocated) raised {one_line(e)}") from None
+        _restore_keras_uids(uids)
+        return _call_plainly(fn, spec)
+    return captured["variables"]
+
+
+def _call_plainly(fn: Callable[[], Any], spec: str) -> tuple[Variable, ...]:
+    try:
+        result = fn()
+    except (Exception, SystemExit) as e:
+        raise SourceError(f"{spec}: calling it raised {one_line(e)}") from None
+    return variables_of_object(result, spec)
+
+
+def _keras_uids() -> dict | None:
+    # Keras names layers `dense`, `dense_1`, ... from a global counter. A failed
+    # abstract attempt must not shift the names the plain call then gets. The counter
+    # lives in keras.src (no public reader); without it, just don't fall back.
+    if "keras" not in sys.modules:
+        return {}
+    try:
+        from keras.src.backend.common import global_state
+    except Exception:
+        return None
+    uids = global_state.get_global_attribute("object_name_uids")
+    return dict(uids) if uids is not None else {}
+
+
+def _restore_keras_uids(snapshot: dict) -> None:
+    try:
+        from keras.src.backend.common import global_state
+    except Exception:
+        return
+    uids = global_state.get_global_attribute("object_name_uids")
+    if uids is not None:
+        uids.clear()
+        uids.update(snapshot)

@@ -1,0 +1,54 @@
+"""The model side of validation: a variable is a path, a shape and a dtype.
+
+Every model source (pytree, Keras model, checkpoint header, manifest) is reduced to a
+tuple of `Variable`s before the resolver sees it, so the resolver never needs jax or
+keras.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Bytes per element of the dtypes planc meets in checkpoints and pytrees. Sub-byte types
+# count as fractions so a 4-bit checkpoint's memory figures stay honest.
+_ITEMSIZE = {
+    "bool": 1, "int4": 0.5, "uint4": 0.5, "int8": 1, "uint8": 1,
+    "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+    "float8_e4m3b11fnuz": 1, "float8_e8m0fnu": 1, "float4_e2m1fn": 0.5,
+    "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
+    "complex64": 8, "complex128": 16,
+}
+
+
+def itemsize(dtype: str) -> float:
+    """Bytes per element of `dtype` (a numpy-style name); unknown names count as 4."""
+    return _ITEMSIZE.get(dtype, 4)
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One model variable as planc sees it.
+
+    >>> Variable("dense/kernel", (784, 128), "float32").nbytes
+    401408
+    """
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.size * itemsize(self.dtype))
