@@ -203,6 +203,7 @@ class _Checker:
             mesh=mesh, distribution=distribution, batch_axes=batch_axes, match=match,
             overlap=overlap, rules=rules, default=default, outputs=outputs,
             outputs_default=outputs_default, budget=budget, checks=checks, cluster=cluster,
+            layout_span=_header(got.layout[0]) if got.layout else None,
         )
 
     def _once(self, stmts: list, what: str) -> None:
@@ -624,6 +625,12 @@ class _Checker:
                 values[key] = setting
         return Cluster(values.get("coordinator"), values.get("processes"), values.get("process_id"),
                        stmt.span)
+
+
+def _header(block) -> Span:
+    """The `layout {` part of a block, so a diagnostic does not underline the whole block."""
+    s = block.span
+    return Span(s.file, s.line, s.column, s.line, s.column + len("layout"))
 
 
 def sizes_env(params: dict, mesh: Mesh) -> dict[str, int]:

@@ -232,6 +232,8 @@ class PlanIR:
     budget: Budget | None = None
     checks: tuple[Check, ...] = ()
     cluster: Cluster | None = None
+    # Where the first `layout` block starts (what an unmatched variable points at).
+    layout_span: Span | None = field(default=None, compare=False)
     # Source texts by file name, so diagnostics can be rendered later.
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
     # Warnings and notes found while checking (errors raise instead).

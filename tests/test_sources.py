@@ -319,6 +319,7 @@ def test_module_attr_reads_a_module_level_pytree(tmp_path, monkeypatch):
     assert load_variables(f"{name}:PARAMS") == (V("w", (2, 3)),)
 
 
+@pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 def test_module_attr_keras_builder_gives_the_paths_of_a_fresh_run(tmp_path, monkeypatch):
     # get_weights needs concrete values, so the abstract attempt fails and planc calls
     # the builder plainly; the failed attempt must not shift Keras's auto names.

@@ -45,9 +45,17 @@ from planc.sources._common import SourceError, finish, make_variable, one_line
 MODULE_ATTR = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$")
 
 
+def _is_function(obj: Any) -> bool:
+    # Plain functions, methods, partials, and jax.jit-wrapped functions (which are C
+    # objects, not routines, but carry .lower and .trace).
+    return (inspect.isroutine(obj) or isinstance(obj, functools.partial)
+            or (callable(obj) and not isinstance(obj, type)
+                and hasattr(obj, "lower") and hasattr(obj, "trace")))
+
+
 def describe(obj: Any) -> str:
     """How an object source is named in messages."""
-    if inspect.isroutine(obj) or isinstance(obj, functools.partial):
+    if _is_function(obj):
         name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
         return f"function {name}" if name else "function"
     if _is_keras_like(obj):
@@ -59,8 +67,7 @@ def describe(obj: Any) -> str:
 def variables_of_object(obj: Any, origin: str | None = None) -> tuple[Variable, ...]:
     """The variables of a Keras model or pytree; see the module docstring."""
     origin = origin or describe(obj)
-    if (inspect.isroutine(obj) or isinstance(obj, functools.partial)
-            or type(obj).__name__ == "PjitFunction"):
+    if _is_function(obj):
         # A function handed over directly is read like `module:attr` naming it.
         return _call_abstractly(obj, origin)
     if _is_variable_list(obj):

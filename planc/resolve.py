@@ -1,0 +1,423 @@
+"""Resolution: the layout every variable gets, and every problem on the way (DESIGN 1.3).
+
+One engine for every target: the JAX backend, the Keras LayoutMap, the emitted modules
+and the reports all call `Resolver`, so their answers cannot drift apart.
+
+For one path: collect the matching rules (one RE2 pass); a rule whose pattern string
+equals the path wins outright (a Keras exact key); else one match wins, several are an
+error under `overlap error` and the first wins under `overlap first`; no match takes
+`default`, or leaves the variable replicated and reports it. Then `...` is expanded and
+the alternatives tried in order: the first whose rank and divisibility fit is taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import limits
+from .checker import dim_text, layout_text
+from .diagnostics import Diagnostic, Label, Span, error, note, warning
+from .ir import UNSPLIT, AxisEntry, Dim, PlanIR, Rule
+from .matching import Matcher
+from .variables import Variable
+
+
+@dataclass(frozen=True)
+class ResolvedLayout:
+    """The layout one variable gets.
+
+    `axes` has one entry per dimension, as Keras's `TensorLayout.axes`: None (not split),
+    an axis name, or a tuple of axis names (split over several axes, major to minor).
+
+    >>> ResolvedLayout((None, "model"), (1, 1)).text
+    '(_, model)'
+    """
+
+    axes: tuple[AxisEntry, ...]
+    blocks: tuple[int, ...]
+
+    @property
+    def text(self) -> str:
+        return "(" + ", ".join(dim_text(_dim(e, b)) for e, b in zip(self.axes, self.blocks)) + ")"
+
+    @property
+    def is_replicated(self) -> bool:
+        return all(e is None for e in self.axes)
+
+    def mesh_axes(self) -> tuple[str, ...]:
+        out = []
+        for e in self.axes:
+            if isinstance(e, str):
+                out.append(e)
+            elif e:
+                out.extend(e)
+        return tuple(out)
+
+    def split_factor(self, sizes: dict[str, int | None]) -> int | None:
+        """Shards per dimension multiplied out (None while an `auto` size is unknown)."""
+        n = 1
+        for name in self.mesh_axes():
+            s = sizes.get(name)
+            if s is None:
+                return None
+            n *= s
+        return n
+
+    def shard_shape(self, shape, sizes) -> tuple[int, ...] | None:
+        out = []
+        for d, e in zip(shape, self.axes):
+            names = (e,) if isinstance(e, str) else (e or ())
+            k = 1
+            for name in names:
+                if sizes.get(name) is None:
+                    return None
+                k *= sizes[name]
+            out.append(d // k)
+        return tuple(out)
+
+
+def _dim(entry: AxisEntry, block: int) -> Dim:
+    if entry is None:
+        return UNSPLIT
+    return Dim((entry,) if isinstance(entry, str) else tuple(entry), block)
+
+
+def replicated(rank: int) -> ResolvedLayout:
+    return ResolvedLayout((None,) * rank, (1,) * rank)
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """What one variable gets: its layout, the rule that gave it (None: no rule), and
+    which alternative of that rule's layout was taken."""
+
+    variable: Variable
+    layout: ResolvedLayout
+    rule: Rule | None
+    alternative: int = 0
+
+    @property
+    def rule_where(self) -> str:
+        return self.rule.where if self.rule else "-"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    assignments: tuple[Assignment, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    matched: tuple[int, ...]  # per rule: variables whose path it matched
+    won: tuple[int, ...]  # per rule: variables it laid out
+    unchecked: tuple[str, ...] = ()  # auto axes whose unknown size skipped divisibility checks
+
+
+class Resolver:
+    """Resolves variable paths against one block of a plan (`layout` or `outputs`).
+
+    >>> import planc
+    >>> plan = planc.loads('mesh(batch = 2, model = 4)\\nmodel_parallel(batch = batch)\\n'
+    ...                    'layout { ".*kernel" -> (_, model) }')
+    >>> Resolver(plan.ir).layout(Variable("dense/kernel", (8, 16))).axes
+    (None, 'model')
+    """
+
+    def __init__(self, ir: PlanIR, block: str = "layout"):
+        self.ir = ir
+        self.block = block
+        self.rules = ir.rules if block == "layout" else ir.outputs
+        self.default = ir.default if block == "layout" else ir.outputs_default
+        self.matcher = Matcher([r.pattern for r in self.rules], ir.match)
+        self.sizes = {a.name: a.global_size for a in ir.mesh.axes}
+        self._search = None
+        self._fit_cache: dict = {}
+
+    # -- one variable -----------------------------------------------------------------------
+
+    def layout(self, var: Variable) -> ResolvedLayout:
+        """The layout of `var`; raises `PlanError` when resolving it finds an error."""
+        assignment, problems = self.resolve(var)
+        errors = [p for p in problems if p.is_error]
+        if errors:
+            from .diagnostics import PlanError
+
+            raise PlanError(tuple(errors), self.ir.source_dict)
+        return assignment.layout
+
+    def resolve(self, var: Variable) -> tuple[Assignment, list[Diagnostic]]:
+        """The assignment of `var` and the diagnostics resolving it produced."""
+        problems: list[Diagnostic] = []
+        path = var.path
+        if len(path) > limits.MAX_PATH_LENGTH:
+            problems.append(error("P125", f"variable path is {len(path)} characters long "
+                                  f"(limit {limits.MAX_PATH_LENGTH})", None,
+                                  variable=path[:80] + "..."))
+            return Assignment(var, replicated(var.rank), None), problems
+        rule = self._winner(var, self.matcher.match(path), problems)
+        if rule is None:
+            return Assignment(var, replicated(var.rank), None), problems
+        layout, alt = self._fit(rule, var, problems)
+        return Assignment(var, layout, rule, alt), problems
+
+    def _winner(self, var: Variable, hits: tuple[int, ...], problems) -> Rule | None:
+        path = var.path
+        literal = self.matcher.literal(path)
+        if literal is not None:
+            rule = self.rules[literal]
+            others = [self.rules[i] for i in hits if i != literal]
+            if others:
+                problems.append(note(
+                    "P308", f"literal rule for `{path}` overrides {len(others)} regex "
+                    f"rule{'s' if len(others) > 1 else ''} that also match it", rule.pattern_span,
+                    label="exact path: wins, as a Keras exact key does",
+                    secondary=tuple(Label(r.pattern_span, "also matches") for r in others),
+                    variable=path, rule=rule.where))
+            return rule
+        if not hits:
+            if self.default is not None:
+                return self.default
+            problems.append(self._unmatched(var))
+            return None
+        if len(hits) == 1 or self.ir.overlap == "first":
+            return self.rules[hits[0]]
+        rules = [self.rules[i] for i in hits]
+        names = ", ".join(r.label for r in rules)
+        problems.append(error(
+            "P302", f"`{path}` matches {len(rules)} rules: {names}", rules[0].pattern_span,
+            label=f"matches `{path}`",
+            secondary=tuple(Label(r.pattern_span, "also matches") for r in rules[1:]),
+            help=("make the patterns disjoint, add a rule whose pattern is exactly "
+                  f"\"{path}\", or write `overlap first` to let the first rule win"),
+            variable=path, rule=rules[0].where))
+        return rules[0]
+
+    def _unmatched(self, var: Variable) -> Diagnostic:
+        path = var.path
+        helps = []
+        hint = self._search_hint(path)
+        if hint:
+            helps.append(hint)
+        helps.append(f'add a rule for it, e.g. `"{_escape(path)}" -> replicated`, or a '
+                     "`default -> ...` rule")
+        what = f"`{path}` {list(var.shape)} matches no rule and stays replicated"
+        span = self.ir.layout_span or self.ir.mesh.span
+        if var.rank >= 2:
+            return error("P301", what, span, label="no rule here matches it",
+                         help=tuple(helps), variable=path)
+        return note("P301", what, span, label="no rule here matches it", help=tuple(helps),
+                    variable=path)
+
+    def _search_hint(self, path: str) -> str | None:
+        """Name a rule that would match under `match search` (the Keras 3.14 trap)."""
+        if self.ir.match != "full" or not self.rules:
+            return None
+        if self._search is None:
+            self._search = Matcher([r.pattern for r in self.rules], "search")
+        hits = self._search.match(path)
+        if not hits:
+            return None
+        r = self.rules[hits[0]]
+        return (f"{r.label} ({r.where}) matches part of the path; under `match full` a "
+                f"pattern must cover the whole path: write \".*{r.raw}.*\" or `match search`")
+
+    # -- fitting a layout ---------------------------------------------------------------------
+
+    def _fit(self, rule: Rule, var: Variable, problems) -> tuple[ResolvedLayout, int]:
+        key = (rule.index, rule.pattern is None, var.shape)
+        cached = self._fit_cache.get(key)
+        if cached is None:
+            cached = self._fit_uncached(rule, var.shape)
+            self._fit_cache[key] = cached
+        layout, alt, failures = cached
+        if failures:
+            problems.append(self._misfit(rule, var, failures))
+        return layout, alt
+
+    def _fit_uncached(self, rule: Rule, shape: tuple[int, ...]):
+        failures = []
+        for i, alt in enumerate(rule.layout.alternatives):
+            dims = alt.expand(len(shape))
+            if dims is None:
+                failures.append(("rank", i, None))
+                continue
+            bad = self._indivisible(dims, shape)
+            if bad is None:
+                return (ResolvedLayout(tuple(d.entry for d in dims),
+                                       tuple(d.block for d in dims)), i, [])
+            failures.append(("divisible", i, bad))
+        return replicated(len(shape)), -1, failures
+
+    def _indivisible(self, dims, shape):
+        """(dim index, product, block) of the first dimension that does not divide, or None."""
+        for k, (d, n) in enumerate(zip(dims, shape)):
+            if not d.axes:
+                continue
+            prod = 1
+            for a in d.axes:
+                s = self.sizes.get(a)
+                if s is None:  # `auto` not yet known: checked when a count is given
+                    prod = None
+                    break
+                prod *= s
+            if prod is None:
+                continue
+            if n % (prod * d.block):
+                return k, prod, d.block
+        return None
+
+    def _misfit(self, rule: Rule, var: Variable, failures) -> Diagnostic:
+        alts = rule.layout.alternatives
+        path, shape = var.path, var.shape
+        where = rule.where
+        if len(alts) == 1:
+            kind, i, bad = failures[0]
+            alt = alts[0]
+            if kind == "rank":
+                return error("P304", f"layout `{layout_text(alt)}` ({alt.rank_text}) does not fit "
+                             f"`{path}` of rank {var.rank} {list(shape)}", rule.span,
+                             label="rule matched here",
+                             help=_rank_help(alt, var.rank), variable=path, rule=where)
+            return error("P303", self._indivisible_text(alt, var, bad), rule.span,
+                         label="rule matched here", help=self._fallback_help(alt, var, bad),
+                         variable=path, rule=where)
+        reasons = []
+        for kind, i, bad in failures:
+            alt = alts[i]
+            if kind == "rank":
+                reasons.append(f"`{layout_text(alt)}`: {alt.rank_text}, the variable has rank "
+                               f"{var.rank}")
+            else:
+                reasons.append(f"`{layout_text(alt)}`: " + self._indivisible_text(alt, var, bad))
+        return error("P305", f"no alternative of the layout fits `{path}` {list(shape)}",
+                     rule.span, label="rule matched here", help=tuple(reasons) +
+                     ("add an alternative that fits, e.g. `| replicated`",),
+                     variable=path, rule=where)
+
+    def _indivisible_text(self, alt, var: Variable, bad) -> str:
+        k, prod, block = bad
+        dims = alt.expand(var.rank)
+        axes = dims[k].axes
+        names = " x ".join(f"`{a}` (size {self.sizes[a]})" for a in axes)
+        if len(axes) > 1:
+            names += f" = {prod}"
+        if block != 1:
+            return (f"dimension {k} of `{var.path}` (size {var.shape[k]}) is not divisible by "
+                    f"{block} x {names} = {block * prod} (blocks of {block})")
+        return (f"dimension {k} of `{var.path}` (size {var.shape[k]}) is not divisible by "
+                f"{names}")
+
+    def _fallback_help(self, alt, var: Variable, bad) -> str:
+        k = bad[0]
+        dims = list(alt.expand(var.rank))
+        dims[k] = UNSPLIT
+        fallback = "(" + ", ".join(dim_text(d) for d in dims) + ")"
+        return (f"use `{layout_text(alt)} | {fallback}` to fall back when dimension {k} is "
+                f"too small, or choose a mesh whose axes divide {var.shape[k]}")
+
+    # -- many variables ---------------------------------------------------------------------
+
+    def resolve_all(self, variables) -> Resolution:
+        """Resolve every variable; per-rule counts and rule-level findings included."""
+        assignments = []
+        problems: list[Diagnostic] = []
+        n = len(self.rules)
+        matched = [0] * n
+        won = [0] * n
+        taken_from: dict[int, set[int]] = {}
+        match = self.matcher.match
+        for var in variables:
+            hits = match(var.path)
+            for i in hits:
+                matched[i] += 1
+            found: list[Diagnostic] = []
+            rule = self._winner(var, hits, found)
+            if rule is None:
+                assignment = Assignment(var, replicated(var.rank), None)
+            else:
+                layout, alt = self._fit(rule, var, found)
+                assignment = Assignment(var, layout, rule, alt)
+                if rule.pattern is not None:
+                    won[rule.index] += 1
+                    for i in hits:
+                        if i != rule.index:
+                            taken_from.setdefault(i, set()).add(rule.index)
+            assignments.append(assignment)
+            problems += found
+        problems += self._rule_findings(matched, won, taken_from)
+        unchecked = tuple(a.name for a in self.ir.mesh.axes if a.size is None)
+        return Resolution(tuple(assignments), tuple(_grouped(problems)), tuple(matched),
+                          tuple(won), unchecked)
+
+    def _rule_findings(self, matched, won, taken_from) -> list[Diagnostic]:
+        out = []
+        for rule in self.rules:
+            i = rule.index
+            if matched[i] == 0:
+                out.append(warning("P306", f"rule {rule.label} matches no variable of the model",
+                                   rule.pattern_span, label="matches nothing",
+                                   help=_nothing_help(rule, self.ir.match), rule=rule.where))
+            elif won[i] == 0 and self.ir.overlap == "first" and taken_from.get(i):
+                earlier = [self.rules[j] for j in sorted(taken_from[i])]
+                out.append(warning(
+                    "P307", f"rule {rule.label} is shadowed: every variable it matches is "
+                    "taken by an earlier rule", rule.pattern_span, label="never applies",
+                    secondary=tuple(Label(r.pattern_span, "takes its variables") for r in earlier),
+                    help="remove it, or move it above the rules that shadow it",
+                    rule=rule.where))
+        return out
+
+
+def _escape(path: str) -> str:
+    return path.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _rank_help(alt, rank: int) -> str:
+    if alt.ellipsis:
+        return f"the layout needs {alt.rank_text}; match this variable with another rule"
+    return (f"write a layout with {rank} entries, or add `...` to cover the extra dimensions "
+            "(stacked or scanned layers)")
+
+
+def _nothing_help(rule: Rule, mode: str) -> str:
+    if mode == "full":
+        return ("under `match full` the pattern must cover the whole path; check the "
+                "variable names with `planc inspect`, or start the pattern with `.*`")
+    return "check the variable names with `planc inspect`"
+
+
+_GROUPED = {"P301", "P303", "P304", "P305", "P302", "P308"}
+
+
+def _grouped(problems: list[Diagnostic]) -> list[Diagnostic]:
+    """One diagnostic per (code, rule, message shape): 80 layers with the same fault read
+    as one error naming the first variable and counting the rest."""
+    groups: dict[tuple, list[Diagnostic]] = {}
+    order = []
+    for d in problems:
+        if d.code not in _GROUPED or d.variable is None:
+            key = (id(d),)
+        else:
+            key = (d.code, d.severity, d.rule, d.span, _shape_of(d.message, d.variable))
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(d)
+    out = []
+    for key in order:
+        ds = groups[key]
+        first = ds[0]
+        if len(ds) == 1:
+            out.append(first)
+            continue
+        others = [d.variable for d in ds[1:]]
+        shown = ", ".join(f"`{v}`" for v in others[:3]) + (" ..." if len(others) > 3 else "")
+        out.append(Diagnostic(first.code, first.severity,
+                              f"{first.message} (and {len(others)} more: {shown})", first.span,
+                              first.label, first.secondary, first.help, first.variable,
+                              first.rule, first.devices))
+    return out
+
+
+def _shape_of(message: str, variable: str) -> str:
+    """The message with the variable's path and any digits blanked, for grouping."""
+    import re
+
+    return re.sub(r"\d+", "#", message.replace(variable, "<v>"))
