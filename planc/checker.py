@@ -6,7 +6,6 @@ The checker never stops at the first problem: it collects every diagnostic, then
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,13 +16,9 @@ from .ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxi
                  Rule, Setting)
 from .matching import check_pattern
 from .parser import parse
+from .suggest import did_you_mean
 
 Overrides = dict  # name -> int | str (from Python) or str (from -D)
-
-
-def did_you_mean(word: str, choices) -> str | None:
-    close = difflib.get_close_matches(word, sorted(set(choices)), n=1, cutoff=0.6)
-    return f"did you mean `{close[0]}`?" if close else None
 
 
 def read_plan_text(path: str | os.PathLike) -> str:

@@ -167,6 +167,8 @@ def exit_code(diags, strict: bool = False) -> int:
 
 
 def load_model(source: str):
+    # A `module:attr` source may import keras, which must not guess a backend.
+    os.environ.setdefault("KERAS_BACKEND", "jax")
     from .sources import SourceError, load_variables
 
     try:

@@ -86,7 +86,8 @@ class Matcher:
     """All of a rule list's patterns, compiled together for one-pass matching.
 
     ``mode`` is "full" (the whole path must match, as ``re.fullmatch``) or "search"
-    (anywhere in the path, as ``re.search``). Patterns must pass ``check_pattern``.
+    (anywhere in the path, as ``re.search``). Patterns must pass ``check_pattern``;
+    one that does not raises ValueError.
     """
 
     def __init__(self, patterns: Sequence[str], mode: str = "full") -> None:
@@ -154,8 +155,9 @@ def _options() -> re2.Options:
 
 _MAX_MEM = 64 << 20
 _NOTHING = r"[^\x00-\x{10ffff}]"
-# Always matches, so a Set answer without it means RE2's DFA gave up (out of memory):
-# RE2::Set then returns no matches at all rather than an error.
+# When its DFA runs out of memory RE2::Set::Match returns no matches at all, not an
+# error. This pattern always matches, so an answer without it is such a failure. (RE2
+# tries the DFA at Compile, where a failure splits the set, so this is a safety net.)
 _SENTINEL = r"(?s:.*)"
 
 

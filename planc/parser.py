@@ -6,7 +6,6 @@ tables are built once per process and cached on disk by lark between processes.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from importlib import resources
 
@@ -15,6 +14,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from . import ast
 from .diagnostics import Diagnostic, PlanError, Span, error
+from .suggest import closest
 
 # How each terminal reads in an error message.
 _WORDS = {
@@ -362,19 +362,19 @@ def _syntax_diagnostic(exc: UnexpectedInput, text: str, file: str) -> Diagnostic
     secondary = ()
 
     if expected & _STATEMENT_TERMINALS and tok.type == "NAME":
-        close = difflib.get_close_matches(str(tok), STATEMENT_KEYWORDS, n=1, cutoff=0.6)
-        helps.append(f"did you mean `{close[0]}`?" if close else
+        close = closest(str(tok), STATEMENT_KEYWORDS)
+        helps.append(f"did you mean `{close}`?" if close else
                      "statements start with one of: " + ", ".join(f"`{k}`" for k in STATEMENT_KEYWORDS))
         return error("P006", f"unknown statement `{tok}`", span, label="not a statement",
                      help=tuple(helps))
-    if "UNSPLIT" in expected and tok.type in ("COMMA", "RPAR"):
+    if "ELLIPSIS" in expected and tok.type == "COMMA":
         return error("P005", "empty layout entry", span, label="a dimension is missing here",
                      help="write `_` for a dimension that is not split")
     if tok.type == "NAME":
         words = [n.lower() for n in expected if n.lower() in KEYWORDS]
-        close = difflib.get_close_matches(str(tok), words, n=1, cutoff=0.6)
+        close = closest(str(tok), words)
         if close:
-            helps.append(f"did you mean `{close[0]}`?")
+            helps.append(f"did you mean `{close}`?")
     if expected == {"ARROW"}:
         helps.append('a rule is written `"REGEX" -> LAYOUT`')
     opened = _unclosed(text, tok.start_pos if tok.type != "$END" else len(text))

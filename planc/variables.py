@@ -16,6 +16,7 @@ _ITEMSIZE = {
     "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
     "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
     "float8_e4m3b11fnuz": 1, "float8_e8m0fnu": 1, "float4_e2m1fn": 0.5,
+    "float6_e2m3fn": 0.75, "float6_e3m2fn": 0.75,
     "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
     "complex64": 8, "complex128": 16,
 }

@@ -1,0 +1,29 @@
+"""Every test runs on 8 simulated CPU devices with Keras on JAX, set before jax loads."""
+
+import os
+import sys
+from pathlib import Path
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           " --xla_force_host_platform_device_count=8").strip()
+os.environ.setdefault("KERAS_BACKEND", "jax")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANS = ROOT / "plans"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture
+def plan_file(tmp_path):
+    """Write plan text to a `.kd` file and return its path."""
+
+    def write(text: str, name: str = "plan.kd") -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write

@@ -1,0 +1,27 @@
+"""Small helpers shared by the front-end tests."""
+
+import planc
+
+
+def problems(text: str, **params):
+    """The diagnostics `planc.loads` reports for `text` (empty when it checks clean)."""
+    try:
+        plan = planc.loads(text, file="t.kd", **params)
+    except planc.PlanError as exc:
+        return list(exc.diagnostics)
+    return list(plan.diagnostics)
+
+
+def only(text: str, **params):
+    """The single diagnostic for `text`, as (code, line, column, end_column)."""
+    found = problems(text, **params)
+    assert len(found) == 1, [f"{d.code} {d.message}" for d in found]
+    d = found[0]
+    return d.code, d.span.line, d.span.column, d.span.end_column
+
+
+def codes(text: str, **params):
+    return sorted(d.code for d in problems(text, **params))
+
+
+MP = "mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n"
