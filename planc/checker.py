@@ -296,9 +296,10 @@ class _Checker:
     def _mesh(self, got, params, distribution) -> Mesh:
         self._once(got.mesh, "`mesh`")
         if not got.mesh:
-            if distribution == "model_parallel":
+            # Without any distribution statement, P114 "no distribution" already says it.
+            if distribution == "model_parallel" and got.distribution:
                 self.err("P114", "a `model_parallel` plan needs a `mesh(...)` statement",
-                         None if not got.distribution else got.distribution[0].span,
+                         got.distribution[0].span,
                          label="no mesh declared",
                          help="add e.g. `mesh(batch = auto, model = 2)`")
             return Mesh((MeshAxis("batch", None),), None)

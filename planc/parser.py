@@ -7,12 +7,14 @@ tables are built once per process and cached on disk by lark between processes.
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Tree, v_args
+from lark.visitors import Transformer_NonRecursive
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from . import ast
+from . import ast, limits
 from .diagnostics import Diagnostic, PlanError, Span, error
 from .suggest import closest
 
@@ -54,6 +56,13 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
     ('MeshStmt', 1)
     """
     comments: list[ast.Comment] = []
+    deep = _too_deep(text)
+    if deep is not None:
+        line, col = _line_col(text, deep)
+        raise PlanError((error(
+            "P125", f"brackets nested more than {limits.MAX_NESTING} deep "
+            f"(limit {limits.MAX_NESTING})", Span(file, line, col, line, col + 1),
+            label="too deeply nested"),), {file: text})
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as exc:
@@ -77,13 +86,36 @@ def _join(a: Span, b: Span) -> Span:
     return Span(a.file, a.line, a.column, b.end_line, b.end_column)
 
 
-class _Builder(Transformer):
-    """Builds AST nodes bottom-up; every node's span comes from its first and last token."""
+class _Builder(Transformer_NonRecursive):
+    """Builds AST nodes bottom-up; every node's span comes from its first and last token.
+
+    Non-recursive, and expressions deeper than `limits.MAX_NESTING` are refused (P125):
+    `not not ... 1` or `1 + 1 + ...` nest without brackets, and the checker, the
+    formatter and dataclass equality all recurse over the tree it returns.
+    """
 
     def __init__(self, file: str):
         super().__init__()
         self.file = file
         self.problems: list[Diagnostic] = []
+        self._depths: dict[int, tuple[ast.Node, int]] = {}
+        self._too_deep = False
+
+    def _nested(self, node, *children):
+        """`node`, noting its depth; reports the first expression nested too deeply."""
+        depth = 1 + max(self._depth_of(c) for c in children)
+        self._depths[id(node)] = (node, depth)
+        if depth > limits.MAX_NESTING and not self._too_deep:
+            self._too_deep = True
+            self.problems.append(error(
+                "P125", f"expression nested more than {limits.MAX_NESTING} operations deep "
+                f"(limit {limits.MAX_NESTING})", node.span, label="too deeply nested",
+                help="split the condition into several `check` statements"))
+        return node
+
+    def _depth_of(self, node) -> int:
+        got = self._depths.get(id(node))
+        return got[1] if got is not None and got[0] is node else 0
 
     # terminals
     def NAME(self, t):
@@ -244,7 +276,8 @@ class _Builder(Transformer):
         node = items[0]
         for i in range(1, len(items), 2):
             op, right = items[i], items[i + 1]
-            node = ast.BinOp(_join(node.span, right.span), str(op), node, right)
+            node = self._nested(ast.BinOp(_join(node.span, right.span), str(op), node, right),
+                                node, right)
         return node
 
     or_expr = and_expr = sum = term = _binary
@@ -253,14 +286,16 @@ class _Builder(Transformer):
         return self._binary(items)
 
     def not_op(self, items):
-        return ast.UnaryOp(_join(_tok_span(self.file, items[0]), items[1].span), "not", items[1])
+        return self._nested(ast.UnaryOp(_join(_tok_span(self.file, items[0]), items[1].span),
+                                        "not", items[1]), items[1])
 
     def neg(self, items):
-        return ast.UnaryOp(_join(_tok_span(self.file, items[0]), items[1].span), "-", items[1])
+        return self._nested(ast.UnaryOp(_join(_tok_span(self.file, items[0]), items[1].span),
+                                        "-", items[1]), items[1])
 
     def atom(self, items):  # only reached for `( expr )`
-        return ast.Paren(_join(_tok_span(self.file, items[0]), _tok_span(self.file, items[2])),
-                         items[1])
+        return self._nested(ast.Paren(_join(_tok_span(self.file, items[0]),
+                                            _tok_span(self.file, items[2])), items[1]), items[1])
 
     def __default_token__(self, token):
         return token
@@ -338,6 +373,29 @@ def _unclosed(text: str, upto: int) -> tuple[int, str] | None:
             stack.pop()
         i += 1
     return stack[-1] if stack else None
+
+
+# Strings and comments as the grammar lexes them, so brackets inside them are not counted;
+# a lone `"` stops the scan (the lexer reports that string).
+_BRACKET_SCAN = re.compile(r'"(?:[^"\\\n\r]|\\[^\n\r])*"|#[^\n\r]*|[(\[{]|[)\]}]|"')
+
+
+def _too_deep(text: str) -> int | None:
+    """The offset of the first bracket nested deeper than `limits.MAX_NESTING`, or None."""
+    if sum(text.count(c) for c in "([{") <= limits.MAX_NESTING:
+        return None
+    depth = 0
+    for m in _BRACKET_SCAN.finditer(text):
+        c = m.group()
+        if c in "([{":
+            depth += 1
+            if depth > limits.MAX_NESTING:
+                return m.start()
+        elif c in ")]}":
+            depth = max(depth - 1, 0)
+        elif c == '"':
+            return None
+    return None
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:

@@ -174,6 +174,8 @@ class Resolver:
         if not hits:
             if self.default is not None:
                 return self.default
+            if self.block == "layout" and self.ir.distribution == "data_parallel":
+                return None  # data_parallel replicates every variable: nothing to report
             problems.append(self._unmatched(var))
             return None
         if len(hits) == 1 or self.ir.overlap == "first":

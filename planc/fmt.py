@@ -1,0 +1,515 @@
+"""`planc fmt`: rewrite plan text in its one canonical layout, never changing its meaning.
+
+The formatter prints the AST back in a fixed statement order and spelling, and carries
+every comment along (a comment is never lost: the test suite compares the comments before
+and after). Before returning, `format_text` checks its own work: the formatted text must
+check to the same `PlanIR` as the original (or, for a plan with checker errors, parse to
+the same tree), otherwise it raises `FormatterBug` instead of returning changed meaning.
+
+Canonical order: `plan`, `include`, `param`, `mesh`, `slices`, the distribution,
+`match`, `overlap`, `budget`, `check`, `cluster`, `layout`, `outputs`. The checker groups
+statements by kind, so moving statements between kinds is safe, with one exception: an
+`include` inlines its statements where it stands, so moving a local statement across an
+include can change the order of params and rules. When the full canonical order would
+change the IR (or cannot be verified), statements keep their side of every include.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import difflib
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+from . import ast
+from .diagnostics import PlanError, Span
+
+__all__ = ["format_text", "run_fmt", "FormatterBug"]
+
+INDENT = "    "
+
+_ORDER = (
+    (ast.PlanStmt,), (ast.IncludeStmt,), (ast.ParamStmt,), (ast.MeshStmt,), (ast.SlicesStmt,),
+    (ast.DataParallelStmt, ast.ModelParallelStmt), (ast.MatchStmt,), (ast.OverlapStmt,),
+    (ast.BudgetStmt,), (ast.CheckStmt,), (ast.ClusterStmt,), (ast.LayoutBlock,),
+    (ast.OutputsBlock,),
+)
+_RANK = {cls: rank for rank, group in enumerate(_ORDER) for cls in group}
+_BLOCKS = (ast.LayoutBlock, ast.OutputsBlock, ast.ClusterStmt)
+_SIZE = re.compile(r"([0-9_]+)[ \t]*([A-Za-z]+)")
+
+
+class FormatterBug(Exception):
+    """The formatter produced text that does not mean what the input meant (a planc bug)."""
+
+
+# -- public API ----------------------------------------------------------------------------
+
+def format_text(text: str, file: str = "<string>") -> str:
+    """`text` in canonical layout; raises `PlanError` if `text` has a syntax error.
+
+    A plan that parses but has checker errors (an unknown axis, say) is still formatted.
+    `file` names the plan for diagnostics and for resolving `include` paths.
+
+    >>> print(format_text('mesh(batch=auto)  data_parallel # dp\\n'), end="")
+    mesh(batch = auto)
+    <BLANKLINE>
+    data_parallel  # dp
+    """
+    from .checker import check
+    from .parser import parse
+
+    parse(text, file)  # syntax errors are reported against the text exactly as given
+    norm = text.replace("\r\n", "\n").replace("\r", "\n")
+    module = parse(norm, file)
+    try:
+        original_ir = check(text, file)
+    except PlanError:
+        original_ir = None
+
+    statements = list(module.statements)
+    has_includes = any(isinstance(s, ast.IncludeStmt) for s in statements)
+    orders = []
+    if original_ir is not None or not has_includes:
+        orders.append(_canonical_order(statements))
+    if has_includes:
+        orders.append(_include_safe_order(statements))
+
+    problem = ""
+    for order in orders:
+        out = _Printer(norm, module).render(order)
+        _verify_tree(module, order, out, file)
+        if original_ir is None:
+            return out
+        try:
+            new_ir = check(out, file)
+        except PlanError as exc:
+            problem = f"produced text that no longer checks: {exc.diagnostics[0].message}"
+            continue
+        if _shape(new_ir) == _shape(original_ir):
+            return out
+        problem = "would change what the plan means"
+    raise FormatterBug(f"formatting {file} {problem}")
+
+
+def run_fmt(args) -> int:
+    """The `planc fmt` command: 0 when nothing changed (or was written), 1 for a plan with
+    syntax errors or, under `--check`/`--diff`, a file that would change; 2 for an
+    unreadable file or a formatter bug."""
+    from .checker import read_plan_text
+    from .cli import EXIT_OK, EXIT_PLAN, EXIT_USAGE, use_color
+    from .fileio import atomic_write
+    from .render import render_text
+
+    code = EXIT_OK
+    for path in dict.fromkeys(sorted(args.plans)):
+        try:
+            text = read_plan_text(path)
+            new = format_text(text, path)
+        except OSError as exc:
+            print(f"planc: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+            code = max(code, EXIT_USAGE)
+            continue
+        except PlanError as exc:
+            rendered = render_text(exc.diagnostics, exc.sources,
+                                   color=use_color(args.color, sys.stderr))
+            sys.stderr.write(rendered + "\n" if rendered else "")
+            code = max(code, EXIT_PLAN)
+            continue
+        except FormatterBug as exc:
+            print(f"planc: internal error: {exc}; {path} was left as it was "
+                  "(please report this with the input that caused it)", file=sys.stderr)
+            code = max(code, EXIT_USAGE)
+            continue
+        if new == text:
+            continue
+        if args.diff:
+            sys.stdout.write(_unified_diff(text, new, path))
+        if args.check:
+            print(f"would reformat {path}")
+        if args.check or args.diff:
+            code = max(code, EXIT_PLAN)
+            continue
+        try:
+            atomic_write(path, new)
+        except OSError as exc:
+            print(f"planc: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+            code = max(code, EXIT_USAGE)
+            continue
+        print(f"reformatted {path}")
+    return code
+
+
+def _unified_diff(old: str, new: str, path: str) -> str:
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile=path, tofile=path)
+    out = []
+    for line in lines:
+        if not line.endswith("\n"):
+            line += "\n\\ No newline at end of file\n"
+        out.append(line)
+    return "".join(out)
+
+
+# -- statement order --------------------------------------------------------------------------
+
+def _canonical_order(statements):
+    return sorted(statements, key=lambda s: _RANK[type(s)])
+
+
+def _include_safe_order(statements):
+    """Canonical order within the stretches between includes; `plan` always first.
+
+    Every statement stays on its side of every include, so the per-kind statement lists
+    the checker builds (and with them the IR) are exactly those of the source.
+    """
+    keyed, segment = [], 0
+    for i, s in enumerate(statements):
+        if isinstance(s, ast.IncludeStmt):
+            segment += 1
+        key = (0, 0) if isinstance(s, ast.PlanStmt) else (segment, _RANK[type(s)])
+        keyed.append((key, i, s))
+    return [s for _, _, s in sorted(keyed, key=lambda k: (k[0], k[1]))]
+
+
+# -- self-check ---------------------------------------------------------------------------------
+
+def _shape(obj):
+    """A span-free, comparable picture of an AST node or IR object (spans say where, not what)."""
+    if isinstance(obj, Span):
+        return None
+    if isinstance(obj, ast.SizeLit):  # `16GiB` and `16 GiB` are one size
+        return ("SizeLit", obj.value, re.sub(r"[ \t]", "", obj.text))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return (type(obj).__name__,) + tuple(
+            (f.name, _shape(getattr(obj, f.name)))
+            for f in dataclasses.fields(obj) if f.compare and f.name != "span")
+    if isinstance(obj, (tuple, list)):
+        return tuple(_shape(x) for x in obj)
+    if isinstance(obj, dict):
+        return tuple((k, _shape(v)) for k, v in obj.items())
+    return obj
+
+
+def _verify_tree(module: ast.Module, order, out: str, file: str) -> None:
+    from .parser import parse
+
+    try:
+        again = parse(out, file)
+    except PlanError as exc:
+        raise FormatterBug(f"formatting {file} produced text that does not parse: "
+                           f"{exc.diagnostics[0].message}") from None
+    if _shape(tuple(again.statements)) != _shape(tuple(order)):
+        raise FormatterBug(f"formatting {file} changed its syntax tree")
+    before = Counter(c.text for c in module.comments)
+    after = Counter(c.text for c in again.comments)
+    if before != after:
+        lost = ", ".join(repr(t) for t in (before - after)) or "none"
+        raise FormatterBug(f"formatting {file} did not keep every comment (lost: {lost})")
+
+
+# -- comments: where each one goes ------------------------------------------------------------
+
+def _start(node) -> tuple[int, int]:
+    return (node.span.line, node.span.column)
+
+
+def _end(node) -> tuple[int, int]:
+    return (node.span.end_line, node.span.end_column)
+
+
+@dataclass
+class _Unit:
+    """One printed line (a statement, a rule, a setting) with the comments that travel with it."""
+
+    leading: list = field(default_factory=list)  # [(blank line before it, text)]
+    blank: bool = False  # a blank line just before the line itself (after `leading`)
+    trailing: list = field(default_factory=list)  # comments inside it or at its line's end
+
+    def pre_lines(self):
+        """Own-line comments before the line: its leading comments, then all but the last
+        comment from inside it (only one fits at the end of a line)."""
+        pre = list(self.leading)
+        blank = self.blank
+        extras = self.trailing[:-1]
+        if extras:
+            pre.append((blank, extras[0]))
+            pre += [(False, t) for t in extras[1:]]
+            blank = False
+        return pre, blank
+
+    @property
+    def end_comment(self) -> str | None:
+        return self.trailing[-1] if self.trailing else None
+
+
+@dataclass
+class _Region:
+    units: list  # one _Unit per item, in source order
+    head: list  # [(blank, comment)] before the first item
+    head_gap: bool  # a blank line between `head` and the first item
+    tail: list  # [(blank, text)] after the last item, on their own lines
+
+
+def _distribute(items, comments, prev_line: int) -> _Region:
+    """Give each comment to the item it belongs to.
+
+    A comment inside an item's span or at the end of its last line trails it; a comment on
+    its own line before an item leads it; the rest are the region's head or tail. Blank
+    lines are remembered as flags: the element before started at most on `prev_line`.
+    """
+    units = [_Unit() for _ in items]
+    starts = [_start(i) for i in items]
+    head, tail = [], []
+    own_line = []  # (line, end_line, kind, target) in source order, for blank-line flags
+    for c in comments:
+        pos = (c.span.line, c.span.column)
+        j = bisect.bisect_right(starts, pos) - 1
+        if j >= 0 and (pos < _end(items[j]) or c.span.line == items[j].span.end_line):
+            units[j].trailing.append(c.text)
+            continue
+        if j + 1 < len(items):
+            target = head if j < 0 else units[j + 1].leading
+        else:
+            target = tail
+        own_line.append((c.span.line, c.span.line, c, target))
+    for k, item in enumerate(items):
+        own_line.append((item.span.line, item.span.end_line, None, units[k]))
+    own_line.sort(key=lambda e: e[0])
+    last = prev_line
+    head_gap = False
+    for line, end_line, c, target in own_line:
+        blank = line - last >= 2
+        if c is None:
+            target.blank = blank
+            if target is units[0] and head:
+                head_gap = blank
+        else:
+            target.append((blank, c.text))
+        last = end_line
+    return _Region(units, head, head_gap, tail)
+
+
+# -- printing -------------------------------------------------------------------------------------
+
+class _Printer:
+    def __init__(self, text: str, module: ast.Module):
+        self.text = text
+        self.module = module
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.lines: list[str] = []
+
+    # output helpers
+    def blank(self) -> None:
+        if self.lines and self.lines[-1] != "":
+            self.lines.append("")
+
+    def emit(self, line: str) -> None:
+        self.lines.append(line.rstrip())
+
+    def emit_unit(self, unit: _Unit, line: str, indent: str, *, first_blank: bool) -> None:
+        pre, blank = unit.pre_lines()
+        for k, (b, text) in enumerate(pre):
+            if b and (k > 0 or first_blank):
+                self.blank()
+            self.emit(indent + text)
+        if blank and (pre or first_blank):
+            self.blank()
+        end = unit.end_comment
+        self.emit(indent + line + (f"  {end}" if end else ""))
+
+    def source(self, node) -> str:
+        s = node.span
+        a = self.line_starts[s.line - 1] + s.column - 1
+        b = self.line_starts[s.end_line - 1] + s.end_column - 1
+        return self.text[a:b]
+
+    # the file
+    def render(self, order) -> str:
+        statements = list(self.module.statements)
+        region = _distribute(statements, self.module.comments, 0)
+        unit_of = {id(s): u for s, u in zip(statements, region.units)}
+        for k, (b, text) in enumerate(region.head):
+            if b and k:
+                self.blank()
+            self.emit(text)
+        if region.head and statements and region.head_gap:
+            self.blank()
+        previous = None
+        for stmt in order:
+            if previous is not None and (_RANK[type(stmt)] != _RANK[type(previous)]
+                                         or isinstance(stmt, _BLOCKS)):
+                self.blank()
+            unit = unit_of[id(stmt)]
+            if isinstance(stmt, _BLOCKS):
+                self.block(stmt, unit)
+            else:
+                self.emit_unit(unit, self.statement(stmt), "", first_blank=False)
+            previous = stmt
+        for b, text in region.tail:
+            if b:
+                self.blank()
+            self.emit(text)
+        while self.lines and self.lines[-1] == "":
+            self.lines.pop()
+        return "\n".join(self.lines) + "\n" if self.lines else ""
+
+    # blocks
+    def block(self, stmt, unit: _Unit) -> None:
+        keyword = {ast.LayoutBlock: "layout", ast.OutputsBlock: "outputs",
+                   ast.ClusterStmt: "cluster"}[type(stmt)]
+        items = list(stmt.rules if not isinstance(stmt, ast.ClusterStmt) else stmt.args)
+        brace_line = self.brace_line(stmt)
+        inside = [c for c in self.module.comments
+                  if _start(stmt) <= (c.span.line, c.span.column) < _end(stmt)]
+        opening = [c for c in inside if c.span.line <= brace_line]
+        body = [c for c in inside if c.span.line > brace_line]
+        region = _distribute(items, body, brace_line)
+        if items:
+            units = region.units
+            units[0].leading = region.head + units[0].leading
+            if region.head:
+                units[0].blank = region.head_gap
+            tail = region.tail
+        else:
+            units, tail = [], region.head + region.tail
+
+        # The statement's own line carries the opening comments; what follows `}` on its
+        # line ends the closing line.
+        head_unit = _Unit(unit.leading, unit.blank, [c.text for c in opening])
+        closing = [c.text for c in self.module.comments
+                   if (c.span.line, c.span.column) >= _end(stmt)
+                   and c.span.line == stmt.span.end_line]
+        if len(closing) > 1:  # cannot happen (a comment runs to the end of its line)
+            head_unit.leading = head_unit.leading + [(False, t) for t in closing[:-1]]
+            closing = closing[-1:]
+
+        if not items and not tail and not opening:
+            end = f"  {closing[0]}" if closing else ""
+            self.emit_unit(_Unit(unit.leading, unit.blank, []), keyword + " {}" + end, "",
+                           first_blank=False)
+            return
+        self.emit_unit(head_unit, keyword + " {", "", first_blank=False)
+        if isinstance(stmt, ast.ClusterStmt):
+            lines = [f"{kw.name.text} = {self.value(kw.value)}" for kw in items]
+        else:
+            heads = [self.rule_head(r) for r in items]
+            width = max((len(h) for h in heads), default=0)
+            lines = [f"{h.ljust(width)} -> {self.layout(r.layout)}"
+                     for h, r in zip(heads, items)]
+        for k, (u, line) in enumerate(zip(units, lines)):
+            self.emit_unit(u, line, INDENT, first_blank=k > 0)
+        for k, (b, text) in enumerate(tail):
+            if b and (k > 0 or items):
+                self.blank()
+            self.emit(INDENT + text)
+        self.emit("}" + (f"  {closing[0]}" if closing else ""))
+
+    def brace_line(self, stmt) -> int:
+        """The line of the block's `{` (comments may sit between the keyword and it)."""
+        i = self.line_starts[stmt.span.line - 1] + stmt.span.column - 1
+        t = self.text
+        while i < len(t) and t[i] != "{":
+            if t[i] == "#":
+                nl = t.find("\n", i)
+                i = len(t) if nl < 0 else nl
+                continue
+            i += 1
+        return bisect.bisect_right(self.line_starts, i)
+
+    def rule_head(self, rule) -> str:
+        if isinstance(rule, ast.DefaultRule):
+            return "default"
+        return self.string(rule.pattern)
+
+    # statements
+    def statement(self, s) -> str:
+        if isinstance(s, ast.PlanStmt):
+            return f"plan {s.name.text}"
+        if isinstance(s, ast.IncludeStmt):
+            return f"include {self.string(s.path)}"
+        if isinstance(s, ast.ParamStmt):
+            return f"param {s.name.text} = {self.value(s.value)}"
+        if isinstance(s, ast.MeshStmt):
+            axes = ", ".join(f"{a.name.text} = {self.axis_size(a.size)}" for a in s.axes)
+            return f"mesh({axes})"
+        if isinstance(s, ast.SlicesStmt):
+            return f"slices({self.kwargs(s.items)})"
+        if isinstance(s, ast.DataParallelStmt):
+            return "data_parallel"
+        if isinstance(s, ast.ModelParallelStmt):
+            if s.key is None:
+                return "model_parallel"
+            names = ", ".join(n.text for n in s.axes)
+            return f"model_parallel({s.key.text} = {f'({names})' if s.grouped else names})"
+        if isinstance(s, ast.MatchStmt):
+            return f"match {s.mode.text}"
+        if isinstance(s, ast.OverlapStmt):
+            return f"overlap {s.mode.text}"
+        if isinstance(s, ast.BudgetStmt):
+            return f"budget({self.kwargs(s.args)})"
+        if isinstance(s, ast.CheckStmt):
+            return f"check {self.expr(s.expr)}, {self.string(s.message)}"
+        raise TypeError(f"no printer for {type(s).__name__}")
+
+    def kwargs(self, items) -> str:
+        return ", ".join(f"{kw.name.text} = {self.value(kw.value)}" for kw in items)
+
+    def axis_size(self, node) -> str:
+        if isinstance(node, ast.Auto):
+            return "auto"
+        return self.value(node)
+
+    # values
+    @staticmethod
+    def string(s: ast.StrLit) -> str:
+        return f'"{s.raw}"'
+
+    def value(self, v) -> str:
+        if isinstance(v, ast.IntLit):
+            return self.source(v)  # as written, `_` separators included
+        if isinstance(v, ast.SizeLit):
+            digits, unit = _SIZE.fullmatch(v.text).groups()
+            return f"{digits} {unit}"
+        if isinstance(v, ast.StrLit):
+            return self.string(v)
+        if isinstance(v, ast.Name):
+            return v.text
+        if isinstance(v, ast.EnvCall):
+            if v.default is None:
+                return f"env({self.string(v.var)})"
+            return f"env({self.string(v.var)}, {self.value(v.default)})"
+        raise TypeError(f"no printer for {type(v).__name__}")
+
+    # layouts
+    def layout(self, node: ast.LayoutExpr) -> str:
+        return " | ".join(self.alternative(a) for a in node.alternatives)
+
+    def alternative(self, a) -> str:
+        if isinstance(a, ast.Replicated):
+            return "replicated"
+        return "(" + ", ".join(self.entry(e) for e in a.entries) + ")"
+
+    def entry(self, e) -> str:
+        if isinstance(e, ast.Unsplit):
+            return "_"
+        if isinstance(e, ast.Ellipsis):
+            return "..."
+        names = ", ".join(n.text for n in e.axes)
+        body = f"({names})" if e.grouped else names
+        return body + (f"[{self.source(e.block)}]" if e.block is not None else "")
+
+    # expressions: the tree already follows precedence, and written parentheses are nodes
+    def expr(self, e) -> str:
+        if isinstance(e, ast.IntLit):
+            return self.source(e)
+        if isinstance(e, ast.Name):
+            return e.text
+        if isinstance(e, ast.Paren):
+            return f"({self.expr(e.inner)})"
+        if isinstance(e, ast.UnaryOp):
+            return f"not {self.expr(e.operand)}" if e.op == "not" else f"-{self.expr(e.operand)}"
+        return f"{self.expr(e.left)} {e.op} {self.expr(e.right)}"
