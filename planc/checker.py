@@ -94,6 +94,12 @@ class _Checker:
     # -- driver -------------------------------------------------------------------------
 
     def run(self, text: str) -> PlanIR:
+        # Text handed to `loads` is held to the same limit as a file read from disk.
+        if (len(text) * 4 > limits.MAX_PLAN_BYTES
+                and len(text.encode("utf-8", "surrogatepass")) > limits.MAX_PLAN_BYTES):
+            raise PlanError((error("P125", f"plan is larger than {limits.MAX_PLAN_BYTES} bytes",
+                                   Span(self.file, 1, 1, 1, 2), label="plan starts here"),),
+                            {self.file: ""})
         self.sources[self.file] = text
         try:
             module = parse(text, self.file)

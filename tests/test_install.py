@@ -1,0 +1,34 @@
+"""A non-editable install finds its grammar: build a wheel, install it, run `planc lint`."""
+
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+
+from conftest import PLANS, ROOT
+
+
+def test_wheel_ships_the_grammar_and_lints_from_a_fresh_venv(tmp_path):
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(dist), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = dist.glob("planc-*.whl")
+    assert "planc/grammar/planc.lark" in zipfile.ZipFile(wheel).namelist()
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    target = subprocess.run([str(venv / "bin" / "python"), "-c",
+                             "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", target,
+                    str(wheel)], check=True, capture_output=True)
+    # Dependencies (lark, rich, re2) come from the test environment; planc itself only
+    # from the wheel: PYTHONPATH entries do not run the editable install's path hook.
+    env = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
+    out = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          "import planc, planc.cli, sys; print(planc.__file__); "
+                          f"sys.exit(planc.cli.main(['lint', {str(PLANS / 'gemma.kd')!r}]))"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith(target)
