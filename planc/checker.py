@@ -94,12 +94,6 @@ class _Checker:
     # -- driver -------------------------------------------------------------------------
 
     def run(self, text: str) -> PlanIR:
-        # Text handed to `loads` is held to the same limit as a file read from disk.
-        if (len(text) * 4 > limits.MAX_PLAN_BYTES
-                and len(text.encode("utf-8", "surrogatepass")) > limits.MAX_PLAN_BYTES):
-            raise PlanError((error("P125", f"plan is larger than {limits.MAX_PLAN_BYTES} bytes",
-                                   Span(self.file, 1, 1, 1, 2), label="plan starts here"),),
-                            {self.file: ""})
         self.sources[self.file] = text
         try:
             module = parse(text, self.file)
@@ -121,8 +115,8 @@ class _Checker:
     def _key(file: str) -> str:
         try:
             return str(Path(file).resolve())
-        except OSError:
-            return file
+        except (OSError, RuntimeError):  # a symlink loop: RuntimeError before Python 3.13
+            return os.path.normpath(os.path.abspath(file))
 
     def _collect(self, module: ast.Module, got: _Collected, chain: tuple, depth: int):
         top = depth == 0
@@ -136,14 +130,20 @@ class _Checker:
 
     def _include(self, stmt: ast.IncludeStmt, from_file: str, got, chain, depth):
         base = Path(from_file).parent if from_file not in ("<string>", "") else Path.cwd()
+        if "\0" in stmt.path.value:  # no file system takes it; os calls raise ValueError
+            self.err("P117", f"cannot include `{stmt.path.value}`: the path contains a NUL "
+                     "character", stmt.path.span, label="not a file name")
+            return
         target = base / stmt.path.value
         key = self._key(str(target))
         if depth + 1 > limits.MAX_INCLUDE_DEPTH or self.n_files >= limits.MAX_INCLUDED_FILES:
             self.err("P125", f"includes nested deeper than {limits.MAX_INCLUDE_DEPTH} or more "
                      f"than {limits.MAX_INCLUDED_FILES} files", stmt.span, label="too many includes")
             return
-        if not self.allow_outside and self.file not in ("<string>", ""):
-            root = Path(self._key(self.file)).parent
+        if not self.allow_outside:
+            # Text with no file (`loads`) is confined to the working directory's tree.
+            top = self.file if self.file not in ("<string>", "") else os.path.join(os.getcwd(), "_")
+            root = Path(self._key(top)).parent
             if not Path(key).is_relative_to(root):
                 self.err("P124", f"include of `{stmt.path.value}` leaves the plan's directory "
                          f"`{root}`", stmt.path.span, label="outside the plan's directory",
@@ -190,11 +190,15 @@ class _Checker:
         batch_axes = self._batch_axes(dist_stmt, distribution, mesh)
         match = self._mode(got.match, "match", ("full", "search"), "full")
         overlap = self._mode(got.overlap, "overlap", ("error", "first"), "error")
-        rules, default = self._rules(got.layout, mesh, "layout", distribution)
-        outputs, outputs_default = self._rules(got.outputs, mesh, "outputs", distribution)
-        if len(rules) + len(outputs) > limits.MAX_RULES:
-            self.err("P125", f"{len(rules) + len(outputs)} rules (limit {limits.MAX_RULES})",
-                     (got.layout or got.outputs)[0].span, label="too many rules")
+        # Counted before any pattern is compiled, so a flood of rules costs no regex work.
+        every = [r for block in got.layout + got.outputs for r in block.rules]
+        if len(every) > limits.MAX_RULES:
+            self.err("P125", f"{len(every)} rules (limit {limits.MAX_RULES})",
+                     every[limits.MAX_RULES].span, label="one rule too many")
+            rules, default, outputs, outputs_default = (), None, (), None
+        else:
+            rules, default = self._rules(got.layout, mesh, "layout", distribution)
+            outputs, outputs_default = self._rules(got.outputs, mesh, "outputs", distribution)
         budget = self._budget(got, params)
         checks = self._checks(got, params, mesh)
         cluster = self._cluster(got, params)
@@ -456,7 +460,19 @@ class _Checker:
         return tuple(rules), default
 
     def _pattern(self, pat: ast.StrLit) -> None:
-        problem = check_pattern(pat.value)
+        deep = _group_too_deep(pat.value)
+        if deep is not None:
+            col = 1 + _raw_offset(pat.raw, deep)
+            self.err("P125", f"pattern nests groups more than {limits.MAX_PATTERN_NESTING} deep "
+                     f"(limit {limits.MAX_PATTERN_NESTING})", pat.span.shifted(col, 1),
+                     label="too deeply nested", secondary=(Label(pat.span, "in this pattern"),))
+            return
+        try:
+            problem = check_pattern(pat.value)
+        except RecursionError:  # called from deep in someone's stack: still no traceback
+            self.err("P125", "pattern nested too deeply to compile", pat.span,
+                     label="too deeply nested")
+            return
         if problem is None:
             return
         col = 1 + _raw_offset(pat.raw, problem.offset)
@@ -696,6 +712,36 @@ def _names_in(expr):
             stack.append(node.operand)
         elif isinstance(node, ast.Paren):
             stack.append(node.inner)
+
+
+def _group_too_deep(pattern: str) -> int | None:
+    """Offset of the first `(` nested deeper than `limits.MAX_PATTERN_NESTING`, or None.
+
+    Escapes and character classes are skipped as `re` reads them; anything else counted
+    by mistake only makes the check stricter.
+    """
+    depth, i, n = 0, 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i += 1
+            if pattern.startswith("^", i):
+                i += 1
+            if pattern.startswith("]", i):  # a `]` first in a class is a literal
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif c == "(":
+            depth += 1
+            if depth > limits.MAX_PATTERN_NESTING:
+                return i
+        elif c == ")":
+            depth = max(depth - 1, 0)
+        i += 1
+    return None
 
 
 def _raw_offset(raw: str, value_offset: int) -> int:

@@ -134,11 +134,18 @@ def load(path: str, defines: dict, allow_outside: bool):
     return plan, list(plan.diagnostics), plan.ir.source_dict
 
 
-def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, **extra) -> None:
+def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, *,
+                     to_file: bool = True, **extra) -> None:
+    """Render `diags` in `args.format` to `args.output` (atomically) or to `stream`.
+
+    `to_file=False` keeps them off `args.output`, which may name another command's
+    product (`compile -o`).
+    """
     from . import render
 
     stream = stream or sys.stdout
     fmt = getattr(args, "format", "text")
+    output = getattr(args, "output", None) if to_file else None
     diags = sorted(diags, key=Diagnostic.sort_key)
     if fmt == "json":
         text = render.render_json(diags, **extra)
@@ -147,13 +154,16 @@ def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, 
     elif fmt == "sarif":
         text = render.render_sarif(diags)
     else:
-        text = render.render_text(diags, sources, color=use_color(args.color, stream))
+        color = args.color == "always" if output else use_color(args.color, stream)
+        text = render.render_text(diags, sources, color=color)
         text = text + "\n" if text else ""
-    output = getattr(args, "output", None)
-    if output and fmt in ("json", "sarif", "github"):
+    if output:
         from .fileio import atomic_write
 
-        atomic_write(output, text)
+        try:
+            atomic_write(output, text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
     else:
         stream.write(text)
 
@@ -213,11 +223,13 @@ def cmd_compile(args) -> int:
 def cmd_inspect(args) -> int:
     from .sources import write_manifest
 
+    from .sources import SourceError
+
     variables = load_model(args.source)
-    if args.output:
-        write_manifest(variables, args.output, source=args.source)
-    else:
-        write_manifest(variables, sys.stdout, source=args.source)
+    try:
+        write_manifest(variables, args.output or sys.stdout, source=args.source)
+    except SourceError as exc:  # the output cannot be written
+        raise UsageError(str(exc)) from None
     return EXIT_OK
 
 
@@ -240,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"planc: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except PlanError as exc:
-        emit_diagnostics(list(exc.diagnostics), exc.sources, args, stream=sys.stderr)
+        emit_diagnostics(list(exc.diagnostics), exc.sources, args, stream=sys.stderr,
+                         to_file=False)
         return EXIT_PLAN
     except KeyboardInterrupt:
         print("planc: interrupted", file=sys.stderr)

@@ -254,12 +254,12 @@ class _Region:
     tail: list  # [(blank, text)] after the last item, on their own lines
 
 
-def _distribute(items, comments, prev_line: int) -> _Region:
+def _distribute(items, comments, prev_line: int, blanks: "_BlankLines") -> _Region:
     """Give each comment to the item it belongs to.
 
     A comment inside an item's span or at the end of its last line trails it; a comment on
     its own line before an item leads it; the rest are the region's head or tail. Blank
-    lines are remembered as flags: the element before started at most on `prev_line`.
+    lines are remembered as flags; the element before the region ended on `prev_line`.
     """
     units = [_Unit() for _ in items]
     starts = [_start(i) for i in items]
@@ -282,7 +282,7 @@ def _distribute(items, comments, prev_line: int) -> _Region:
     last = prev_line
     head_gap = False
     for line, end_line, c, target in own_line:
-        blank = line - last >= 2
+        blank = blanks.between(last, line)
         if c is None:
             target.blank = blank
             if target is units[0] and head:
@@ -293,6 +293,20 @@ def _distribute(items, comments, prev_line: int) -> _Region:
     return _Region(units, head, head_gap, tail)
 
 
+class _BlankLines:
+    """Which source lines are empty. (A line holding only a comma is not: cluster settings
+    may be separated by commas on lines of their own.)"""
+
+    def __init__(self, text: str):
+        self.upto = [0]
+        for line in text.split("\n"):
+            self.upto.append(self.upto[-1] + (not line.strip()))
+
+    def between(self, a: int, b: int) -> bool:
+        """Whether an empty line lies strictly between lines `a` and `b`."""
+        return b - a >= 2 and self.upto[b - 1] - self.upto[a] > 0
+
+
 # -- printing -------------------------------------------------------------------------------------
 
 class _Printer:
@@ -300,6 +314,7 @@ class _Printer:
         self.text = text
         self.module = module
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.blanks = _BlankLines(text)
         self.lines: list[str] = []
 
     # output helpers
@@ -330,7 +345,7 @@ class _Printer:
     # the file
     def render(self, order) -> str:
         statements = list(self.module.statements)
-        region = _distribute(statements, self.module.comments, 0)
+        region = _distribute(statements, self.module.comments, 0, self.blanks)
         unit_of = {id(s): u for s, u in zip(statements, region.units)}
         for k, (b, text) in enumerate(region.head):
             if b and k:
@@ -367,7 +382,7 @@ class _Printer:
                   if _start(stmt) <= (c.span.line, c.span.column) < _end(stmt)]
         opening = [c for c in inside if c.span.line <= brace_line]
         body = [c for c in inside if c.span.line > brace_line]
-        region = _distribute(items, body, brace_line)
+        region = _distribute(items, body, brace_line, self.blanks)
         if items:
             units = region.units
             units[0].leading = region.head + units[0].leading
@@ -380,9 +395,7 @@ class _Printer:
         # The statement's own line carries the opening comments; what follows `}` on its
         # line ends the closing line.
         head_unit = _Unit(unit.leading, unit.blank, [c.text for c in opening])
-        closing = [c.text for c in self.module.comments
-                   if (c.span.line, c.span.column) >= _end(stmt)
-                   and c.span.line == stmt.span.end_line]
+        closing = unit.trailing[len(inside):]  # the comments inside come first
         if len(closing) > 1:  # cannot happen (a comment runs to the end of its line)
             head_unit.leading = head_unit.leading + [(False, t) for t in closing[:-1]]
             closing = closing[-1:]

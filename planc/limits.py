@@ -4,5 +4,10 @@ MAX_PLAN_BYTES = 1 << 20  # one plan file
 MAX_INCLUDE_DEPTH = 16
 MAX_INCLUDED_FILES = 256
 MAX_RULES = 20_000  # across all blocks and includes
-MAX_NESTING = 200  # brackets open at once; lark's LALR stack is iterative, this bounds the AST
+# Brackets open at once, and the depth of a `check` expression (`not not ...`, `1 + 1 + ...`
+# nest without brackets). lark's parser is iterative; the AST consumers recurse.
+MAX_NESTING = 200
+# Groups open at once inside one rule pattern: Python's re parser and planc's translation
+# to RE2 recurse about three frames per group.
+MAX_PATTERN_NESTING = 100
 MAX_PATH_LENGTH = 65_536  # variable paths longer than this are refused by the resolver

@@ -44,7 +44,10 @@ _UNITS = {
 @functools.lru_cache(maxsize=1)
 def _lark() -> Lark:
     grammar = resources.files("planc.grammar").joinpath("planc.lark").read_text("utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True,
+    # The basic lexer reads the text the same way in every parser state. lark's default
+    # contextual lexer leaves NAME out where no name can follow, so `planner` was read as
+    # `plan ner` and `overlapfirst` as `overlap first`.
+    return Lark(grammar, parser="lalr", lexer="basic", propagate_positions=True,
                 maybe_placeholders=True, cache=True)
 
 
@@ -56,6 +59,11 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
     ('MeshStmt', 1)
     """
     comments: list[ast.Comment] = []
+    # Text handed to `loads` or `format_text` is held to the limit of a file read from disk.
+    if (len(text) * 4 > limits.MAX_PLAN_BYTES
+            and len(text.encode("utf-8", "surrogatepass")) > limits.MAX_PLAN_BYTES):
+        raise PlanError((error("P125", f"plan is larger than {limits.MAX_PLAN_BYTES} bytes",
+                               Span(file, 1, 1, 1, 2), label="plan starts here"),), {file: ""})
     deep = _too_deep(text)
     if deep is not None:
         line, col = _line_col(text, deep)
@@ -302,17 +310,14 @@ class _Builder(Transformer_NonRecursive):
 
 
 def _unescape(raw: str) -> str:
-    out, i = [], 0
-    while i < len(raw):
-        c = raw[i]
-        if c == "\\" and i + 1 < len(raw):
-            nxt = raw[i + 1]
-            out.append('"' if nxt == '"' else c + nxt)
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    # The STRING terminal pairs each backslash with the next character, so every `"` in
+    # `raw` is the second half of a `\\"` pair and a plain replace finds exactly those.
+    return raw.replace('\\"', '"')
+
+
+# Once the text has parsed, no token but STRING and COMMENT holds `"` or `#`, so this
+# finds exactly the lexer's comments, without building a second lexer per call.
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n\r]|\\[^\n\r])*"|#[^\n\r]*')
 
 
 def _comments(text: str, file: str) -> list[ast.Comment]:
@@ -320,9 +325,16 @@ def _comments(text: str, file: str) -> list[ast.Comment]:
     found = []
     if "#" not in text:
         return found
-    for tok in _lark().lex(text, dont_ignore=True):
-        if tok.type == "COMMENT":
-            found.append(ast.Comment(_tok_span(file, tok), str(tok).rstrip()))
+    line, counted = 1, 0
+    for m in _STRING_OR_COMMENT.finditer(text):
+        body = m.group()
+        if body[0] != "#":
+            continue
+        start = m.start()
+        line += text.count("\n", counted, start)
+        counted = start
+        col = start - (text.rfind("\n", 0, start) + 1) + 1
+        found.append(ast.Comment(Span(file, line, col, line, col + len(body)), body.rstrip()))
     return found
 
 
@@ -476,5 +488,16 @@ def _bad_character(exc: UnexpectedCharacters, text: str, file: str) -> Diagnosti
         return error("P004", "unexpected character `:`", span, label="not planc syntax",
                      help="settings are written `name = value`")
     shown = ch if ch.isprintable() else repr(ch)
+    expected = _expected_at(text, pos)
     return error("P004", f"unexpected character `{shown}`", span, label="not planc syntax",
-                 help=f"expected {_describe(set(exc.allowed or ()))}" if exc.allowed else None)
+                 help=f"expected {_describe(expected)}" if expected else None)
+
+
+def _expected_at(text: str, pos: int) -> set[str]:
+    """The terminals the parser could take at `pos` (the basic lexer does not know)."""
+    try:
+        state = _lark().parse_interactive(text[:pos])
+        state.exhaust_lexer()
+        return set(state.accepts()) - {"$END"}
+    except UnexpectedInput:
+        return set()

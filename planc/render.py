@@ -52,13 +52,13 @@ def _render_one(d: Diagnostic, sources) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     head = f"{d.severity.value}[{d.code}]"
     out.append((head, _STYLE[d.severity]))
-    out.append((f": {d.message}\n", "bold"))
+    out.append((f": {_visible(d.message)}\n", "bold"))
     spans = ([Label(d.span, d.label)] if d.span else []) + list(d.secondary)
     gutter = max((len(str(l.span.line)) for l in spans), default=1)
     pad = " " * gutter
     if d.span:
         out.append((f"{pad}--> ", "blue"))
-        out.append((f"{d.span.file}:{d.span.line}:{d.span.column}\n", ""))
+        out.append((f"{_visible(d.span.file)}:{d.span.line}:{d.span.column}\n", ""))
     elif d.devices is None and not spans:
         pass
     shown_file = d.span.file if d.span else None
@@ -66,9 +66,9 @@ def _render_one(d: Diagnostic, sources) -> list[tuple[str, str]]:
         s = label.span
         if s.file != shown_file:
             out.append((f"{pad}::: ", "blue"))
-            out.append((f"{s.file}:{s.line}:{s.column}\n", ""))
+            out.append((f"{_visible(s.file)}:{s.line}:{s.column}\n", ""))
             shown_file = s.file
-        out += _excerpt(s, label.message, sources.get(s.file), gutter,
+        out += _excerpt(s, _visible(label.message), sources.get(s.file), gutter,
                         primary=(i == 0 and d.span is not None), severity=d.severity)
     if d.devices is not None:
         out.append((f"{pad} = ", "blue"))
@@ -76,8 +76,21 @@ def _render_one(d: Diagnostic, sources) -> list[tuple[str, str]]:
     for h in d.help:
         out.append((f"{pad} = ", "blue"))
         out.append(("help", "bold"))
-        out.append((f": {h}\n", ""))
+        out.append((f": {_visible(h)}\n", ""))
     return out
+
+
+def _visible(text: str) -> str:
+    """`text` with control and format characters written as escapes (`\\x1b`, `\\u202e`).
+
+    Messages quote plan text (strings, include paths); without this a plan could move
+    the cursor, recolour or erase a terminal or CI log, or reorder a line with bidi
+    controls.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else c.encode("unicode_escape").decode()
+                   for c in text)
 
 
 def _excerpt(s: Span, message: str, text: str | None, gutter: int, primary: bool,
@@ -156,12 +169,12 @@ def render_github(diags) -> str:
     for d in diags:
         props = []
         if d.span:
-            props += [f"file={_escape_github(d.span.file, True)}", f"line={d.span.line}",
+            props += [f"file={_escape_github(_visible(d.span.file), True)}", f"line={d.span.line}",
                       f"col={d.span.column}", f"endLine={d.span.end_line}",
                       f"endColumn={d.span.end_column}"]
         props.append(f"title={_escape_github(d.code, True)}")
         message = d.message + "".join(f"\nhelp: {h}" for h in d.help)
-        lines.append(f"::{kind[d.severity]} {','.join(props)}::{_escape_github(message)}")
+        lines.append(f"::{kind[d.severity]} {','.join(props)}::{_escape_github(_visible(message))}")
     return "".join(line + "\n" for line in lines)
 
 

@@ -52,13 +52,13 @@ the shard sizes. Sub-byte dtypes count fractional bytes, rounded up per shard.
 
 from __future__ import annotations
 
+import heapq
 import math
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
-from .diagnostics import Diagnostic, PlanError, Severity, Span, error, note, warning
+from .diagnostics import Diagnostic, PlanError, Severity, error, note, warning
 from .ir import PlanIR
 from .resolve import Assignment, ResolvedLayout, Resolver, _escape
 from .variables import Variable, itemsize
@@ -156,6 +156,7 @@ class Report:
     shard_shapes: tuple[tuple[int, ...] | None, ...] = field(default=(), repr=False)
     bytes_per_device: tuple[int | None, ...] = field(default=(), repr=False)
     sources: dict = field(default_factory=dict, repr=False, compare=False)
+    ir: PlanIR | None = field(default=None, repr=False, compare=False)  # as validated
 
     @property
     def ok(self) -> bool:
@@ -184,7 +185,9 @@ class Report:
         n = m.devices
         lines = [("total", f"{human_bytes(m.total_bytes)} in {m.variables} "
                            f"variable{'s' if m.variables != 1 else ''}")]
-        if m.per_device_bytes is None:
+        if m.per_device_bytes is None and not self.assignments:
+            lines.append(("per device", "unknown: the plan does not fit this device count"))
+        elif m.per_device_bytes is None:
             lines.append(("per device", "unknown: an `auto` axis has no size (pass --devices)"))
         else:
             where = f"on each of {n} devices" if n else "per device"
@@ -193,7 +196,8 @@ class Report:
         if m.ideal_bytes is not None:
             lines.append(("ideal", f"{human_bytes(m.ideal_bytes)} (total / {n})"))
         if m.overhead is not None:
-            lines.append(("replication", f"{m.overhead:.2f}x the ideal"))
+            lines.append(("overhead", f"{m.overhead:.2f}x the ideal: what is not split over "
+                                      "every device is held more than once"))
         if m.budget_bytes is not None and m.per_device_bytes is not None:
             need = m.per_device_bytes * m.state
             state = f" x {m.state} (state)" if m.state != 1 else ""
@@ -201,9 +205,8 @@ class Report:
             lines.append(("budget", f"{human_bytes(m.per_device_bytes)}{state} = "
                                     f"{human_bytes(need)} of {human_bytes(m.budget_bytes)}: "
                                     f"{verdict}"))
-        if m.largest_replicated:
-            lines.append(("largest replicated", ", ".join(
-                f"{p} ({human_bytes(b)})" for p, b in m.largest_replicated)))
+        for i, (p, b) in enumerate(m.largest_replicated):
+            lines.append(("largest replicated" if i == 0 else "", f"{human_bytes(b):>9}  {p}"))
         return lines
 
     def render(self, color: bool = False) -> str:
@@ -228,7 +231,8 @@ class Report:
 
     def variable_dicts(self) -> list[dict]:
         """One `VARIABLE` object (see the module docstring) per variable, in model order."""
-        return [variable_dict(a, s, b) for a, s, b in
+        cache: dict = {}
+        return [variable_dict(a, s, b, cache) for a, s, b in
                 zip(self.assignments, self.shard_shapes, self.bytes_per_device)]
 
     def to_dict(self) -> dict:
@@ -258,26 +262,34 @@ def axes_json(axes) -> list:
     return [list(e) if isinstance(e, tuple) else e for e in axes]
 
 
-def variable_dict(a: Assignment, shard: tuple[int, ...] | None, per_device: int | None) -> dict:
+def variable_dict(a: Assignment, shard: tuple[int, ...] | None, per_device: int | None,
+                  cache: dict | None = None) -> dict:
+    """The `VARIABLE` JSON object of one assignment (`cache` shares work between calls)."""
+    cache = {} if cache is None else cache
     v = a.variable
-    rule = None
-    if a.rule is not None:
-        span = a.rule.span
-        rule = {"file": span.file if span else None, "line": span.line if span else None,
-                "pattern": a.rule.pattern}
-    axes = axes_json(a.layout.axes)
+    key = (id(a.layout), id(a.rule))  # ids: the objects outlive the cache; hashing is deep
+    common = cache.get(key)
+    if common is None:
+        rule = None
+        if a.rule is not None:
+            span = a.rule.span
+            rule = {"file": span.file if span else None,
+                    "line": span.line if span else None, "pattern": a.rule.pattern}
+        common = cache[key] = (axes_json(a.layout.axes), list(a.layout.blocks),
+                               a.layout.is_replicated, rule)
+    axes, blocks, replicated, rule = common
     return {
         "path": v.path,
         "shape": list(v.shape),
         "dtype": v.dtype,
-        "axes": axes,
+        "axes": list(axes),
         "partition_spec": list(axes),
-        "blocks": list(a.layout.blocks),
+        "blocks": list(blocks),
         "shard_shape": None if shard is None else list(shard),
         "bytes": v.nbytes,
         "bytes_per_device": per_device,
-        "replicated": a.layout.is_replicated,
-        "rule": rule,
+        "replicated": replicated,
+        "rule": None if rule is None else dict(rule),
         "alternative": a.alternative,
     }
 
@@ -310,6 +322,11 @@ def validate(plan, model, devices: int | None = None, *, progress: bool = False)
 
 
 def _variables(model) -> tuple[Variable, ...]:
+    # A tuple of Variables with distinct paths is what load_variables returns: taken as
+    # it is, so lint's several device counts do not re-check a large model each time.
+    if isinstance(model, tuple) and all(type(v) is Variable for v in model) and \
+            len({v.path for v in model}) == len(model) and model:
+        return model
     from .sources import load_variables
 
     return load_variables(model)
@@ -378,15 +395,26 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
             resolver: Resolver | None, variables) -> Report:
     sizes = {a.name: a.global_size for a in ir.mesh.axes}
     count = ir.mesh.device_count
-    shards, per_device = [], []
+    shards, per_device, sizes_of, replicated = [], [], [], []
+    cache: dict = {}  # most variables share their shape and layout with many others
     for a in assignments:
-        shard = a.layout.shard_shape(a.variable.shape, sizes)
-        shards.append(shard)
-        per_device.append(None if shard is None else _shard_bytes(shard, a.variable.dtype))
-    memory = _memory(ir, assignments, per_device, count, len(variables))
+        v = a.variable
+        key = (id(a.layout), v.shape, v.dtype)  # the assignments keep each layout alive
+        hit = cache.get(key)
+        if hit is None:
+            shard = a.layout.shard_shape(v.shape, sizes)
+            hit = cache[key] = (shard, None if shard is None else _shard_bytes(shard, v.dtype),
+                                v.nbytes, a.layout.is_replicated)
+        shards.append(hit[0])
+        per_device.append(hit[1])
+        sizes_of.append(hit[2])
+        replicated.append(hit[3])
+    total = sum(sizes_of) if assignments else sum(v.nbytes for v in variables)
+    memory = _memory(ir, assignments, per_device, sizes_of, replicated, total, count,
+                     len(variables))
     if resolver is not None:
         found += _budget(ir, memory, per_device, assignments)
-        found += _large_replicated(ir, assignments, count, sizes)
+        found += _large_replicated(ir, assignments, sizes_of, replicated, count, sizes)
         if count is None:
             found += _skipped(ir, assignments, memory)
     if _is_count(devices):
@@ -395,7 +423,7 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
     mesh = {a.name: a.global_size for a in ir.mesh.axes}
     shown = devices if _is_count(devices) else count
     return Report(ir.name, ir.file, diags, tuple(assignments), shown, mesh, memory,
-                  tuple(shards), tuple(per_device), ir.source_dict)
+                  tuple(shards), tuple(per_device), ir.source_dict, ir)
 
 
 def _unique(diags: list[Diagnostic]) -> list[Diagnostic]:
@@ -414,24 +442,27 @@ def _shard_bytes(shard: tuple[int, ...], dtype: str) -> int:
     return math.ceil(n * itemsize(dtype))
 
 
-def _memory(ir: PlanIR, assignments, per_device, count: int | None, n_vars: int) -> MemorySummary:
-    total = sum(a.variable.nbytes for a in assignments)
-    known = all(b is not None for b in per_device)
-    most = sum(per_device) if known and assignments else (0 if known else None)
+def _memory(ir: PlanIR, assignments, per_device, nbytes, replicated, total: int,
+            count: int | None, n_variables: int) -> MemorySummary:
+    known = bool(assignments) and all(b is not None for b in per_device)
+    most = sum(per_device) if known else None
     ideal = total / count if count else None
     overhead = (most / ideal) if (most is not None and ideal) else None
-    replicated = []
+    copies = []
     if count is None or count > 1:
-        replicated = [(a.variable.path, a.variable.nbytes) for a in assignments
-                      if a.layout.is_replicated and a.variable.nbytes > 0]
-    replicated.sort(key=lambda t: (-t[1], t[0]))
+        copies = [(a.variable.path, n) for a, n, r in zip(assignments, nbytes, replicated)
+                  if r and n > 0]
     heavy = [(a.variable.path, b) for a, b in zip(assignments, per_device) if b]
-    heavy.sort(key=lambda t: (-t[1], t[0]))
     budget = ir.budget
-    return MemorySummary(n_vars, total, count, most, ideal, overhead,
-                         tuple(replicated[:_TOP]), tuple(heavy[:_TOP]),
+    return MemorySummary(n_variables, total, count, most, ideal, overhead,
+                         _largest(copies), _largest(heavy),
                          budget.state if budget else 1,
                          budget.per_device if budget else None)
+
+
+def _largest(items: list[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    """The `_TOP` largest (path, bytes), ties in model order."""
+    return tuple(heapq.nsmallest(_TOP, items, key=lambda t: -t[1]))
 
 
 def _budget(ir: PlanIR, memory: MemorySummary, per_device, assignments) -> list[Diagnostic]:
@@ -441,36 +472,31 @@ def _budget(ir: PlanIR, memory: MemorySummary, per_device, assignments) -> list[
     need = memory.per_device_bytes * budget.state
     if need <= budget.per_device:
         return []
-    state = (f" x {budget.state} (parameters and optimizer state) = {_gib(need)}"
+    state = (f" x {budget.state} (parameters and optimizer state) = {human_bytes(need)}"
              if budget.state != 1 else "")
     top = ", ".join(f"`{p}` {human_bytes(b)}" for p, b in memory.largest_per_device)
     devices = f" on {memory.devices} devices" if memory.devices else ""
     return [error(
-        "P309", f"the variables need {_gib(memory.per_device_bytes)} per device{state}"
-        f"{devices}, over the budget of {_gib(budget.per_device)}", budget.span,
-        label=f"{_gib(budget.per_device)} per device",
+        "P309", f"the variables need {human_bytes(memory.per_device_bytes)} per device{state}"
+        f"{devices}, over the budget of {human_bytes(budget.per_device)}", budget.span,
+        label=f"{human_bytes(budget.per_device)} per device",
         help=(f"largest per device: {top}",
               "split these over more mesh axes, use more devices, or raise the budget"))]
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
-
-
-def _large_replicated(ir: PlanIR, assignments, count: int | None, sizes) -> list[Diagnostic]:
+def _large_replicated(ir: PlanIR, assignments, nbytes, replicated, count: int | None,
+                      sizes) -> list[Diagnostic]:
     # Under data_parallel replication is the declared strategy, not an oversight.
     if ir.distribution == "data_parallel" or (count is not None and count <= 1):
         return []
-    groups: dict[tuple, list[Assignment]] = {}
-    for a in assignments:
-        v = a.variable
-        if not a.layout.is_replicated or v.nbytes < LARGE_REPLICATED_BYTES:
-            continue
-        groups.setdefault((a.rule.where if a.rule else None), []).append(a)
+    groups: dict[str | None, list[Assignment]] = {}
+    for a, n, r in zip(assignments, nbytes, replicated):
+        if r and n >= LARGE_REPLICATED_BYTES:
+            groups.setdefault((a.rule.where if a.rule else None), []).append(a)
     out = []
     on = f"all {count} devices" if count else "every device"
     for members in groups.values():
-        members.sort(key=lambda a: (-a.variable.nbytes, a.variable.path))
+        members.sort(key=lambda a: -a.variable.nbytes)  # stable: ties in model order
         a = members[0]
         v = a.variable
         rule = a.rule

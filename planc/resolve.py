@@ -319,16 +319,43 @@ class Resolver:
     def resolve_all(self, variables) -> Resolution:
         """Resolve every variable; per-rule counts and rule-level findings included."""
         assignments = []
+        append = assignments.append
         problems: list[Diagnostic] = []
-        n = len(self.rules)
+        rules = self.rules
+        n = len(rules)
         matched = [0] * n
         won = [0] * n
         taken_from: dict[int, set[int]] = {}
         match = self.matcher.match
+        literal = self.matcher.literal
+        fits = self._fit_cache
+        default = self.default
+        default_index = default.index if default is not None else None
         for var in variables:
-            hits = match(var.path)
-            for i in hits:
+            path = var.path
+            hits = match(path)
+            # Fast path, the common case in large models: one regex rule (or none and a
+            # `default`), no literal key, and a layout already known to fit this shape.
+            # It reaches the answer the general path below would, without building the
+            # diagnostics lists that stay empty.
+            if len(hits) == 1:
+                i = hits[0]
                 matched[i] += 1
+                rule = rules[i]
+                if literal(path) is None:
+                    cached = fits.get((rule.index, False, var.shape))
+                    if cached is not None and not cached[2]:
+                        append(Assignment(var, cached[0], rule, cached[1]))
+                        won[rule.index] += 1
+                        continue
+            elif not hits and default_index is not None and literal(path) is None:
+                cached = fits.get((default_index, True, var.shape))
+                if cached is not None and not cached[2]:
+                    append(Assignment(var, cached[0], default, cached[1]))
+                    continue
+            else:
+                for i in hits:
+                    matched[i] += 1
             found: list[Diagnostic] = []
             rule = self._winner(var, hits, found)
             if rule is None:
@@ -341,7 +368,7 @@ class Resolver:
                     for i in hits:
                         if i != rule.index:
                             taken_from.setdefault(i, set()).add(rule.index)
-            assignments.append(assignment)
+            append(assignment)
             problems += found
         problems += self._rule_findings(matched, won, taken_from)
         unchecked = tuple(a.name for a in self.ir.mesh.axes if a.size is None)

@@ -1,0 +1,58 @@
+"""Benchmark 2: CLI latency, `planc lint PLAN --model MANIFEST` against `python -c "import jax"`.
+
+Both are run as fresh subprocesses (the console script the user runs, and the
+interpreter the user's training script starts with), median of the runs after a
+warm-up that fills the OS file cache. Wall time is what a user waits; CPU time
+(user + system of the child) is shown too because the machine is shared.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import PYTHON, ROOT, Results, args, command_time, status  # noqa: E402
+
+TARGET = 0.3
+
+
+def planc_command() -> list[str]:
+    script = Path(PYTHON).parent / "planc"
+    head = [str(script)] if script.exists() else [PYTHON, "-m", "planc"]
+    return head + ["lint", "plans/gemma.kd", "--model", "plans/models/gemma_2b.json"]
+
+
+def main():
+    a = args(__doc__.splitlines()[0])
+    runs = 1 if a.size == "tiny" else 5
+    results = Results("cli_latency", "CLI latency: planc lint vs import jax", a.size)
+    lint = planc_command()
+    jax_cmd = [PYTHON, "-c", "import jax"]
+    # Interleaved, so a burst of load on the machine hits both alike.
+    planc_t = command_time(lint, runs=runs, warmup=1)
+    jax_t = command_time(jax_cmd, runs=runs, warmup=1)
+    planc_t2 = command_time(lint, runs=runs, warmup=0)
+    jax_t2 = command_time(jax_cmd, runs=runs, warmup=0)
+    from common import Timing
+
+    planc_t = Timing(planc_t.cpu_runs + planc_t2.cpu_runs, planc_t.wall_runs + planc_t2.wall_runs)
+    jax_t = Timing(jax_t.cpu_runs + jax_t2.cpu_runs, jax_t.wall_runs + jax_t2.wall_runs)
+    ratio = planc_t.wall / jax_t.wall
+    cpu_ratio = planc_t.cpu / jax_t.cpu
+    shown = " ".join(Path(x).name if i == 0 else x for i, x in enumerate(lint))
+    results.row(f"`{shown}`", f"{planc_t.wall * 1e3:.0f} ms wall, {planc_t.cpu * 1e3:.0f} ms CPU",
+                planc_wall_s=planc_t.wall, planc_cpu_s=planc_t.cpu, runs=2 * runs)
+    results.row('`python -c "import jax"`',
+                f"{jax_t.wall * 1e3:.0f} ms wall, {jax_t.cpu * 1e3:.0f} ms CPU",
+                jax_wall_s=jax_t.wall, jax_cpu_s=jax_t.cpu)
+    results.row("planc lint / import jax (CPU time)", f"{cpu_ratio:.2f}x", f"<= {TARGET}x",
+                status(cpu_ratio <= TARGET), ratio=cpu_ratio)
+    results.row("planc lint / import jax (wall time)", f"{ratio:.2f}x", f"<= {TARGET}x",
+                status(ratio <= TARGET), ratio=ratio)
+    results.ratio("cli_latency", ratio, "(planc lint wall time / import jax wall time)", a.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""What every benchmark script shares: timing, peak memory, machine facts, results.
+
+A script prints its figures as it goes and its ratio line last
+(``RATIO <name> <value> <meaning>``). With ``--json PATH`` it also writes every figure
+there, for `bench/run.py` to put in BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = Path(__file__).resolve().parent
+PYTHON = sys.executable
+
+# Every child sees 8 simulated CPU devices and Keras on JAX, as `make bench` exports.
+ENV = dict(os.environ)
+ENV.setdefault("KERAS_BACKEND", "jax")
+ENV.setdefault("JAX_PLATFORMS", "cpu")
+if "xla_force_host_platform_device_count" not in ENV.get("XLA_FLAGS", ""):
+    ENV["XLA_FLAGS"] = (ENV.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+os.environ.update({k: ENV[k] for k in ("KERAS_BACKEND", "JAX_PLATFORMS", "XLA_FLAGS")})
+
+
+class Timing:
+    """Medians of repeated runs: CPU seconds of this process and wall seconds.
+
+    The in-process benchmarks compare CPU time: on a shared 2-core machine the wall
+    clock also counts the time spent waiting for a core, which says nothing about the
+    code. Both are kept and shown.
+    """
+
+    def __init__(self, cpu: list[float], wall: list[float]):
+        self.cpu_runs, self.wall_runs = cpu, wall
+        self.cpu = statistics.median(cpu)
+        self.wall = statistics.median(wall)
+
+    def scaled(self, factor: float) -> "Timing":
+        return Timing([t * factor for t in self.cpu_runs], [t * factor for t in self.wall_runs])
+
+
+def median_time(fn, runs: int = 5, warmup: int = 1) -> Timing:
+    """Median CPU and wall time of ``fn()`` over ``runs`` runs after ``warmup`` untimed ones.
+
+    The collector runs before each call and is off during it, so one run's garbage is
+    not charged to the next.
+    """
+    for _ in range(warmup):
+        fn()
+    cpu, wall = [], []
+    for _ in range(runs):
+        gc.collect()
+        gc.disable()
+        try:
+            c, t = time.process_time(), time.perf_counter()
+            fn()
+            wall.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+        finally:
+            gc.enable()
+    return Timing(cpu, wall)
+
+
+def command_time(cmd: list[str], runs: int = 5, warmup: int = 1, cwd=ROOT) -> Timing:
+    """Median wall and CPU (user + system) seconds of ``cmd`` run as a subprocess."""
+    import resource
+
+    def once():
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+        dt = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode not in (0, 1):  # 1: a lint that found problems still ran
+            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: "
+                               f"{proc.stderr.decode(errors='replace')[-2000:]}")
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return cpu, dt
+
+    for _ in range(warmup):
+        once()
+    done = [once() for _ in range(runs)]
+    return Timing([c for c, _ in done], [w for _, w in done])
+
+
+_PEAK = ("import resource, subprocess, sys, time\n"
+         "t = time.perf_counter()\n"
+         "p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)\n"
+         "dt = time.perf_counter() - t\n"
+         "sys.stderr.write(p.stderr.decode(errors='replace')[-4000:])\n"
+         "sys.stdout.write(p.stdout.decode(errors='replace'))\n"
+         "print('PEAK_KB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
+         "'RC', p.returncode, 'WALL', dt)\n")
+
+
+def peak_memory(cmd: list[str], cwd=ROOT) -> tuple[int, float, str]:
+    """(peak RSS in bytes, wall seconds, stdout) of ``cmd`` run in a fresh process.
+
+    A fresh wrapper process runs ``cmd`` and reads ``RUSAGE_CHILDREN.ru_maxrss``, so
+    the figure is that one child's high-water mark and nothing else's.
+    """
+    proc = subprocess.run([PYTHON, "-c", _PEAK, *cmd], cwd=cwd, env=ENV,
+                          capture_output=True, text=True)
+    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    parts = last.split()
+    if len(parts) != 6 or parts[0] != "PEAK_KB" or parts[3] not in ("0", "1"):
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+    body = "\n".join(proc.stdout.strip().splitlines()[:-1])
+    return int(parts[1]) * 1024, float(parts[5]), body
+
+
+def machine() -> dict:
+    """CPU model, cores, memory and the library versions, for the report's header."""
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    versions = {"python": platform.python_version()}
+    from importlib.metadata import PackageNotFoundError, version
+
+    for pkg in ("planc", "jax", "jaxlib", "keras", "google-re2", "lark", "numpy"):
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = "-"
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_bytes": mem,
+            "os": platform.platform(), "versions": versions}
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def args(description: str, sizes=("tiny", "full")) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--size", choices=sizes, default="full",
+                   help="tiny: a seconds-long smoke run; full: the benchmark")
+    p.add_argument("--json", metavar="PATH", help="also write the figures here as JSON")
+    return p.parse_args()
+
+
+class Results:
+    """Figures of one benchmark, printed as they come and written as JSON at the end."""
+
+    def __init__(self, bench: str, title: str, size: str):
+        self.data = {"bench": bench, "title": title, "size": size, "rows": [], "notes": []}
+
+    def row(self, figure: str, value: str, target: str = "", status: str = "", **raw):
+        """One line of the table: what was measured, its value, its target, pass/miss."""
+        self.data["rows"].append({"figure": figure, "value": value, "target": target,
+                                  "status": status, "raw": raw})
+        extra = f"  [target {target}: {status}]" if target else ""
+        print(f"{figure}: {value}{extra}", flush=True)
+
+    def note(self, text: str):
+        self.data["notes"].append(text)
+        print(f"note: {text}", flush=True)
+
+    def ratio(self, name: str, value: float, meaning: str, path: str | None):
+        """Print the ratio line (always last) and write the JSON."""
+        self.data["ratio"] = {"name": name, "value": value, "meaning": meaning}
+        if path:
+            Path(path).write_text(json.dumps(self.data, indent=1, default=str))
+        print(f"RATIO {name} {value:.4g} {meaning}", flush=True)
+
+
+def status(ok: bool) -> str:
+    return "pass" if ok else "MISS"

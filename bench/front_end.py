@@ -1,0 +1,124 @@
+"""Benchmark 4: front-end throughput: parse + check of a 1,000-rule plan, and resolution
+of a 10,000-variable manifest.
+
+Parse + check is `planc.loads(text)`: the lark parse, the AST, every pattern checked
+and translated to RE2, the IR. It is timed warm (the parser built once per process,
+as the CLI does, but the pattern-translation cache cleared before every run, so each
+run translates all 1,000 patterns) and cold (a fresh interpreter: `import planc`
+plus the first `loads`). Side by side: what Keras does with the same rules before a
+lookup can happen, `re.compile` of every key and a `LayoutMap` of them.
+
+Resolution of the manifest is timed three ways: reading the manifest file into
+Variables, `Resolver(ir).resolve_all` of them, and `plan.validate(manifest, 8)` (read,
+resolve, shard shapes, memory, report), each as variables per second, with the Keras
+`LayoutMap` loop over the same paths beside them.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import PYTHON, Results, args, command_time, median_time, status  # noqa: E402
+from models import manifest_text, model_for, rule_set  # noqa: E402
+
+TARGET_S = 0.2
+FULL = {"rules": 1_000, "variables": 10_000, "manifest_rules": 100}
+TINY = {"rules": 60, "variables": 300, "manifest_rules": 20}
+
+_COLD = ("import sys, time; t = time.perf_counter(); import planc; "
+         "planc.loads(open(sys.argv[1]).read()); print(time.perf_counter() - t)")
+
+
+def main():
+    a = args(__doc__.splitlines()[0])
+    grid = TINY if a.size == "tiny" else FULL
+    results = Results("front_end", "Front-end throughput", a.size)
+
+    import planc
+    from planc import matching
+    from planc.resolve import Resolver
+    from planc.sources import load_variables
+
+    # The 1,000-rule plan: per-layer and per-expert-range rules of the 100k-path MoE.
+    rules = rule_set(model_for(100_000 if a.size == "full" else 1_000), grid["rules"])
+    text = rules.plan_text()
+
+    def parse_check():
+        matching._translate.cache_clear()
+        return planc.loads(text)
+
+    plan = parse_check()
+    assert len(plan.rules) == grid["rules"] - 1 and plan.default is not None
+    warm = median_time(parse_check, runs=7, warmup=1)
+    ok = warm.cpu <= TARGET_S
+    results.row(f"parse + check, {grid['rules']:,}-rule plan ({len(text) / 1024:.0f} KiB), warm",
+                f"{warm.cpu * 1e3:.0f} ms CPU ({warm.wall * 1e3:.0f} ms wall)",
+                f"<= {TARGET_S * 1e3:.0f} ms", status(ok) if a.size == "full" else "n/a (tiny)",
+                cpu_s=warm.cpu, wall_s=warm.wall)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan_path = Path(tmp) / "rules.kd"
+        plan_path.write_text(text)
+        cold = command_time([PYTHON, "-c", _COLD, str(plan_path)], runs=5, warmup=1)
+        results.row("import planc + first parse + check (fresh interpreter)",
+                    f"{cold.wall * 1e3:.0f} ms wall, {cold.cpu * 1e3:.0f} ms CPU "
+                    "(the interpreter's own start-up included)", cpu_s=cold.cpu, wall_s=cold.wall)
+
+        import jax
+        from keras.distribution import DeviceMesh, LayoutMap, TensorLayout
+
+        mesh = DeviceMesh((4, 2), list(rules.model.axes), jax.devices())
+
+        def keras_build():
+            re.purge()
+            lm = LayoutMap(mesh)
+            for key, axes in rules.keras_entries():
+                re.compile(key)
+                lm[key] = TensorLayout(axes)
+            return lm
+
+        keras = median_time(keras_build, runs=7, warmup=1)
+        results.row("Keras: re.compile every key + build the LayoutMap",
+                    f"{keras.cpu * 1e3:.0f} ms CPU (no checking at all)", cpu_s=keras.cpu)
+
+        # The 10,000-variable manifest.
+        model = model_for(grid["variables"])
+        mrules = rule_set(model, grid["manifest_rules"])
+        mplan = planc.loads(mrules.plan_text())
+        manifest = Path(tmp) / "model.json"
+        manifest.write_text(manifest_text(model))
+        variables = load_variables(str(manifest))
+        n = len(variables)
+        read = median_time(lambda: load_variables(str(manifest)), runs=5, warmup=1)
+        resolve = median_time(lambda: Resolver(mplan.ir).resolve_all(variables), runs=5, warmup=1)
+        report = mplan.validate(str(manifest), 8)
+        assert not [d for d in report.diagnostics if d.is_error], report.diagnostics[:1]
+        validate = median_time(lambda: mplan.validate(str(manifest), 8), runs=5, warmup=1)
+        lm = LayoutMap(DeviceMesh((4, 2), list(model.axes), jax.devices()))
+        for key, axes in mrules.keras_entries():
+            lm[key] = TensorLayout(axes)
+        paths = [v.path for v in variables]
+        keras_loop = median_time(lambda: [lm[p] for p in paths], runs=5, warmup=1)
+        what = f"{n:,}-variable manifest ({model.name}), {grid['manifest_rules']} rules"
+        results.row(f"read the {what}", f"{n / read.cpu:,.0f} variables/s "
+                    f"({read.cpu * 1e3:.0f} ms)", vars_per_s=n / read.cpu)
+        results.row("  resolve (Resolver + resolve_all)", f"{n / resolve.cpu:,.0f} variables/s "
+                    f"({resolve.cpu * 1e3:.0f} ms)", vars_per_s=n / resolve.cpu)
+        results.row("  plan.validate(manifest, 8): read + resolve + report",
+                    f"{n / validate.cpu:,.0f} variables/s ({validate.cpu * 1e3:.0f} ms)",
+                    vars_per_s=n / validate.cpu)
+        results.row("  Keras LayoutMap loop, same rules and paths",
+                    f"{n / keras_loop.cpu:,.0f} variables/s ({keras_loop.cpu * 1e3:.0f} ms)",
+                    vars_per_s=n / keras_loop.cpu)
+    results.note("CPU time of this process, median of 5-7 runs after a warm-up")
+    results.ratio("parse_check_vs_target", warm.cpu / TARGET_S,
+                  f"(parse + check CPU time / the {TARGET_S * 1e3:.0f} ms target)", a.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Benchmark 5: validation without allocation, `planc lint` of a Llama-3-405B-shaped model
+at 8, 64 and 512 devices.
+
+The model is a manifest of Hugging Face names and shapes (126 layers, hidden 16384,
+128 heads, 8 KV heads, ffn 53248, vocab 128256, bfloat16: 1,137 variables, 405.9 B
+parameters, 812 GB), written by `bench/models.py`; the plan is `bench/llama3_405b.kd`.
+No parameter is ever created, so the check needs kilobytes per variable, not the
+model's 812 GB. Side by side: the model's bytes against the peak RSS of the check.
+The lint runs in fresh processes: its wall time is the median of the runs after a
+warm-up, its peak RSS the wrapper's ``RUSAGE_CHILDREN.ru_maxrss``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import BENCH, PYTHON, Results, args, command_time, gib, peak_memory, status  # noqa: E402
+from models import llama3_405b  # noqa: E402
+
+PLAN = BENCH / "llama3_405b.kd"
+
+
+def write_manifest(path: Path, tiny: bool) -> tuple[int, int]:
+    variables = llama3_405b()
+    if tiny:  # the first 4 layers and the head: same shapes, same rules
+        variables = [v for v in variables if not v[0].startswith("model.layers.")
+                     or int(v[0].split(".")[2]) < 4]
+    path.write_text(json.dumps({
+        "planc_manifest": 1, "source": "bench/models.py llama3_405b",
+        "variables": [{"dtype": "bfloat16", "path": p, "shape": list(s)} for p, s in variables]}))
+    return len(variables), sum(math.prod(s) for _, s in variables) * 2
+
+
+def main():
+    a = args(__doc__.splitlines()[0])
+    results = Results("validate_405b", "Validation without allocation: Llama-3-405B", a.size)
+    script = Path(PYTHON).parent / "planc"
+    head = [str(script)] if script.exists() else [PYTHON, "-m", "planc"]
+    with tempfile.TemporaryDirectory() as tmp:
+        manifest = Path(tmp) / "llama3_405b.json"
+        count, nbytes = write_manifest(manifest, a.size == "tiny")
+        cmd = head + ["lint", str(PLAN), "--model", str(manifest), "--devices", "8,64,512"]
+        peak, wall, out = peak_memory(cmd)
+        report = peak_memory(head + ["lint", str(PLAN), "--model", str(manifest),
+                                     "--devices", "8,64,512", "--format", "json"])[2]
+        timing = command_time(cmd, runs=2 if a.size == "tiny" else 5, warmup=1)
+        import planc
+
+        plan = planc.load_plan(PLAN)
+        per_device = {n: plan.validate(str(manifest), n).memory.per_device_bytes
+                      for n in (8, 64, 512)}
+    found = json.loads(report) if report.strip().startswith(("{", "[")) else None
+    diags = found.get("diagnostics", found) if isinstance(found, dict) else (found or [])
+    errors = [d for d in diags if isinstance(d, dict) and d.get("severity") == "error"]
+    results.row("model", f"{count:,} variables, {nbytes / 1e9:,.0f} GB in bfloat16 "
+                f"({nbytes / 2 / 1e9:.1f} B parameters)", variables=count, model_bytes=nbytes)
+    results.row("`planc lint bench/llama3_405b.kd --model <manifest> --devices 8,64,512`",
+                f"{timing.wall:.2f} s wall, {timing.cpu:.2f} s CPU; "
+                f"{len(diags)} diagnostics, {len(errors)} errors",
+                "completes", status(not errors), wall_s=timing.wall, cpu_s=timing.cpu)
+    results.row("what it checked: the most loaded device holds",
+                ", ".join(f"{b / 1e9:.1f} GB at {n}" for n, b in per_device.items()) +
+                " (budget 141 GB)", per_device_bytes=per_device)
+    results.row("peak RSS of the lint", f"{gib(peak)} ({peak / nbytes:.1e}x the model's bytes)",
+                "fits the 24 GiB machine", status(peak < 24 * 2**30), peak_bytes=peak)
+    results.ratio("validate_405b_peak_over_model", peak / nbytes,
+                  "(peak RSS of the lint / the model's bytes)", a.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,472 @@
+"""The JAX target: a plan as `jax.sharding` objects (DESIGN section 4).
+
+Every layout comes from `planc.resolve.Resolver`, the one matching engine; this module
+only turns its answers into `Mesh`, `PartitionSpec` and `NamedSharding`, and moves
+arrays. The `Plan` facade calls these functions (`plan.mesh()`, `plan.shard(tree)`, ...).
+
+Choices a user should know:
+
+- **Mesh.** `auto` is resolved for the number of devices given (default
+  `jax.devices()`). Devices are ordered by `jax.experimental.mesh_utils`, which knows
+  the TPU topology (and sorts GPUs by id); elsewhere it is a plain row-major reshape,
+  as Keras's `DeviceMesh` does. The mesh's axis types are JAX's default (Auto), as
+  Keras builds it. A device count that does not fit the mesh is a `PlanError` (P201).
+- **Slices.** `slices(axis = N)` meshes are built with
+  `mesh_utils.create_hybrid_device_mesh` from the per-slice shape and the slice
+  counts. Devices with a `slice_index` (multi-slice TPU) are grouped by it; devices
+  without one are grouped by process when there is one process per slice
+  (`process_is_granule=True`); a single process without slice indices (CPU, simulated
+  devices) takes contiguous runs of its device list as the slices, so a multi-slice
+  plan can be tried on one host.
+- **Blocks.** JAX has no block sharding: `model[128]` is a divisibility constraint
+  (the dimension must divide by 128 x size(model), checked by the resolver) and the
+  `PartitionSpec` entry is the plain axis `"model"`. Contiguous equal shards of a
+  dimension divisible by 128 x n are whole blocks of 128 anyway.
+- **Paths.** A pytree leaf's path is its keys joined by "/", exactly as
+  `planc.sources` reads pytrees (dict keys, sequence indices, field names).
+- **Errors first.** `shardings`, `shard`, `init` and `shard_batch` resolve every leaf
+  and raise one `PlanError` with every diagnostic before any array is created or moved.
+- **Optimizer state.** With `params=`, a leaf takes the layout of the parameter whose
+  path is the longest "/"-suffix of the leaf's path and whose shape equals the leaf's
+  (optax's `mu`, `nu`, ... mirror the parameter tree); any other leaf (a step count,
+  a factored second moment) is replicated. `init` does this for the second element
+  when `fn` returns a plain 2-tuple `(params, opt_state)`.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from ..diagnostics import PlanError, Span, error
+from ..ir import PlanIR
+from ..resolve import ResolvedLayout, Resolver
+from ..sources.objects import _key_text
+from ..variables import Variable
+
+__all__ = [
+    "make_mesh", "partition_spec", "shardings", "shard", "init", "init_jit",
+    "data_sharding", "shard_batch", "output_sharding", "tree_paths",
+]
+
+
+# -- the plan on a device count ------------------------------------------------------------
+
+# Binding `auto` and compiling a Resolver's RE2 sets cost more than resolving a path, so
+# both are kept per IR object. Keyed by identity, not equality: two equal IRs from
+# different files must keep their own spans for diagnostics.
+_CACHE: dict[tuple, tuple[weakref.ref, object]] = {}
+_CACHE_LIMIT = 256
+
+
+def _cached(ir: PlanIR, key: tuple, make):
+    full = (id(ir),) + key
+    hit = _CACHE.get(full)
+    if hit is not None and hit[0]() is ir:
+        return hit[1]
+    value = make()
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    _CACHE[full] = (weakref.ref(ir), value)
+    return value
+
+
+def _bound(plan, devices: int) -> PlanIR:
+    """The plan's IR with `auto` resolved for `devices` devices (P201 if it does not fit)."""
+    ir = plan.ir
+    if ir.mesh.auto_axis is None and ir.mesh.device_count == devices:
+        return ir
+    return _cached(ir, ("bound", devices), lambda: plan.with_devices(devices).ir)
+
+
+def _resolver(ir: PlanIR, block: str = "layout") -> Resolver:
+    return _cached(ir, ("resolver", block), lambda: Resolver(ir, block))
+
+
+def _sizes(ir: PlanIR) -> dict[str, int | None]:
+    return {a.name: a.global_size for a in ir.mesh.axes}
+
+
+def _ir_for_mesh(plan, mesh: Mesh) -> PlanIR:
+    """The plan bound to `mesh`'s device count, after checking the mesh is the plan's."""
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"mesh must be a jax.sharding.Mesh, not {type(mesh).__name__}")
+    names = tuple(mesh.axis_names)
+    if sorted(names) != sorted(plan.axis_names):
+        raise ValueError(f"the mesh has axes {names}, but plan {plan.name!r} has "
+                         f"{tuple(plan.axis_names)}; build the mesh with plan.mesh()")
+    ir = _bound(plan, int(mesh.devices.size))
+    wrong = [f"`{a.name}` is {mesh.shape[a.name]} in the mesh but {a.global_size} in the plan"
+             for a in ir.mesh.axes if mesh.shape[a.name] != a.global_size]
+    if wrong:
+        raise ValueError(f"the mesh does not match plan {plan.name!r}: " + "; ".join(wrong))
+    return ir
+
+
+# -- mesh ------------------------------------------------------------------------------------
+# `_device_grid` and what it calls use only numpy and jax: planc's emitted modules carry
+# a copy of their source text (see planc.emit_jax), so both build the same device order.
+
+def _device_grid(shape, slices, devices):
+    """`devices` arranged as an array of `shape` (global axis sizes), `slices[i]` slices
+    along axis i; raises ValueError when the devices cannot form such a mesh."""
+    import numpy as np
+    from jax.experimental import mesh_utils
+
+    devices = list(devices)
+    shape, slices = tuple(shape), tuple(slices)
+    total = count = 1
+    for n, k in zip(shape, slices):
+        total, count = total * n, count * k
+    if total != len(devices):
+        raise ValueError(f"{len(devices)} devices cannot form a mesh of shape {shape}")
+    if count == 1:
+        return _ordered_devices(shape, devices)
+    per_slice = tuple(g // s for g, s in zip(shape, slices))
+    if all(getattr(d, "slice_index", None) is not None for d in devices):
+        return mesh_utils.create_hybrid_device_mesh(per_slice, slices, devices)
+    processes = sorted({d.process_index for d in devices})
+    if len(processes) == count:
+        return mesh_utils.create_hybrid_device_mesh(per_slice, slices, devices,
+                                                    process_is_granule=True)
+    if len(processes) != 1:
+        raise ValueError(f"the devices have no slice index and come from {len(processes)} "
+                         f"processes, which cannot stand for {count} slices")
+    # One process without slice indices (CPU, simulated devices): contiguous runs of the
+    # device list stand in for slices, placed as create_hybrid_device_mesh places them.
+    size = len(devices) // count
+    blocks = [_ordered_devices(per_slice, devices[i * size:(i + 1) * size])
+              for i in range(count)]
+    grid = np.empty(slices, dtype=object)
+    for i, index in enumerate(np.ndindex(*slices)):
+        grid[index] = blocks[i]
+    return np.block(grid.tolist())
+
+
+def _ordered_devices(shape, devices):
+    """mesh_utils' topology-aware order where it has one, a row-major reshape otherwise."""
+    import numpy as np
+    from jax.experimental import mesh_utils
+
+    try:
+        return mesh_utils.create_device_mesh(shape, devices)
+    except (ValueError, NotImplementedError, AssertionError, KeyError):
+        # A device subset or shape the topology code cannot place.
+        return np.asarray(devices, dtype=object).reshape(shape)
+
+
+def _device_list(devices) -> list:
+    if devices is None:
+        return list(jax.devices())
+    if isinstance(devices, np.ndarray):
+        devices = devices.ravel().tolist()
+    devices = list(devices)
+    if not devices:
+        raise ValueError("no devices given")
+    seen = set()
+    for d in devices:
+        if not hasattr(d, "platform") or not hasattr(d, "id"):
+            raise TypeError(f"expected jax devices, got {type(d).__name__}")
+        if (d.platform, d.id) in seen:
+            raise ValueError(f"device {d} is listed twice")
+        seen.add((d.platform, d.id))
+    return devices
+
+
+def make_mesh(plan, devices=None) -> Mesh:
+    """A `jax.sharding.Mesh` for `plan` over `devices` (default: `jax.devices()`).
+
+    `auto` takes the devices the other axes leave; a count that does not fit raises
+    `PlanError` (P201). See the module docstring for the device order and slices.
+    """
+    devices = _device_list(devices)
+    ir = _bound(plan, len(devices))
+    try:
+        grid = _device_grid(ir.mesh.shape, ir.mesh.slice_shape, devices)
+    except ValueError as exc:
+        span = ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+        raise PlanError((error("P201", f"the devices do not fit the mesh: {exc}", span,
+                               label="this mesh", devices=len(devices)),),
+                        ir.source_dict) from None
+    return Mesh(grid, ir.mesh.names)
+
+
+def _mesh(plan, mesh):
+    if mesh is None:
+        mesh = make_mesh(plan)
+    return mesh, _ir_for_mesh(plan, mesh)
+
+
+# -- one variable ------------------------------------------------------------------------
+
+def _shape(shape) -> tuple[int, ...]:
+    try:
+        out = tuple(shape)
+    except TypeError:
+        raise TypeError(f"shape must be a sequence of integers, not {shape!r}") from None
+    for d in out:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise ValueError(f"shape must hold non-negative integers, not {shape!r}")
+    return tuple(int(d) for d in out)
+
+
+def _spec(layout: ResolvedLayout) -> PartitionSpec:
+    return PartitionSpec(*layout.axes)
+
+
+def _ir_for_devices(plan) -> PlanIR:
+    ir = plan.ir
+    if ir.mesh.auto_axis is not None:
+        # A size for `auto` changes which alternatives fit: use the devices JAX sees.
+        ir = _bound(plan, len(jax.devices()))
+    return ir
+
+
+def partition_spec(plan, path: str, shape) -> PartitionSpec:
+    """The `PartitionSpec` the plan gives variable `path` of `shape`.
+
+    An `auto` axis takes its size from `len(jax.devices())`. Raises `PlanError` when the
+    variable has no valid layout (unmatched with rank >= 2, ambiguous, rank mismatch,
+    indivisible dimension).
+
+    A block (`model[128]`) is a divisibility constraint only: its entry is `"model"`.
+    """
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a string, not {type(path).__name__}")
+    ir = _ir_for_devices(plan)
+    return _spec(_layout(ir, Variable(path, _shape(shape))))
+
+
+def _layout(ir: PlanIR, var: Variable) -> ResolvedLayout:
+    return _resolver(ir).layout(var)
+
+
+# -- pytrees -------------------------------------------------------------------------------
+
+def tree_paths(tree) -> tuple[list[tuple[str, object]], object]:
+    """`([(path, leaf), ...], treedef)`: every leaf with its "/"-joined path, as
+    `planc.sources` names pytree leaves, in `jax.tree_util` order."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    return [("/".join(_key_text(k) for k in keys), leaf) for keys, leaf in flat], treedef
+
+
+def _leaf_shape(leaf) -> tuple[int, ...]:
+    shape = getattr(leaf, "shape", None)
+    if shape is None:
+        return tuple(np.shape(leaf))  # a Python number: a scalar
+    return tuple(int(d) for d in shape)
+
+
+def _resolve_leaves(ir: PlanIR, leaves) -> tuple[list[PartitionSpec], list]:
+    """Specs for `[(path, leaf)]` by the plan's rules, and the errors found."""
+    variables = [Variable(path, _leaf_shape(leaf)) for path, leaf in leaves]
+    resolution = _resolver(ir).resolve_all(variables)
+    errors = [d for d in resolution.diagnostics if d.is_error]
+    return [_spec(a.layout) for a in resolution.assignments], errors
+
+
+def _mirror(leaves, param_leaves, param_specs) -> list[PartitionSpec]:
+    """Each leaf's spec from the parameter whose path is its longest "/"-suffix and whose
+    shape is its shape; replicated when there is none."""
+    table = {path: (_leaf_shape(leaf), spec)
+             for (path, leaf), spec in zip(param_leaves, param_specs)}
+    out = []
+    for path, leaf in leaves:
+        shape = _leaf_shape(leaf)
+        parts = path.split("/")
+        spec = None
+        for i in range(len(parts)):
+            hit = table.get("/".join(parts[i:]))
+            if hit is not None and hit[0] == shape:
+                spec = hit[1]
+                break
+        out.append(spec if spec is not None else PartitionSpec(*(None,) * len(shape)))
+    return out
+
+
+def _tree_specs(ir: PlanIR, tree, params=None):
+    """(treedef, leaves, specs, errors) for `tree`; with `params`, mirrored from them."""
+    leaves, treedef = tree_paths(tree)
+    if params is None:
+        specs, errors = _resolve_leaves(ir, leaves)
+        return treedef, leaves, specs, errors
+    param_leaves, _ = tree_paths(params)
+    param_specs, errors = _resolve_leaves(ir, param_leaves)
+    return treedef, leaves, _mirror(leaves, param_leaves, param_specs), errors
+
+
+def _raise(ir: PlanIR, errors) -> None:
+    if errors:
+        raise PlanError(tuple(errors), ir.source_dict)
+
+
+def shardings(plan, tree, mesh=None, params=None):
+    """A pytree of `NamedSharding` with `tree`'s structure, one per leaf.
+
+    Leaves are arrays, `jax.ShapeDtypeStruct`s or anything with `.shape`; Python numbers
+    are scalars (replicated). With `params=`, the leaves mirror the parameters' layouts
+    (optimizer state; see the module docstring). Every error of every leaf is raised in
+    one `PlanError`.
+    """
+    mesh, ir = _mesh(plan, mesh)
+    treedef, _, specs, errors = _tree_specs(ir, tree, params)
+    _raise(ir, errors)
+    return jax.tree_util.tree_unflatten(treedef, [NamedSharding(mesh, s) for s in specs])
+
+
+def shard(plan, tree, mesh=None):
+    """`tree` placed on the mesh as the plan lays it out (`jax.device_put`).
+
+    Nothing moves unless every leaf resolves without error.
+    """
+    placement = shardings(plan, tree, mesh=mesh)
+    return jax.device_put(tree, placement)
+
+
+def _init_shardings(mesh, ir: PlanIR, shapes):
+    if type(shapes) is tuple and len(shapes) == 2:
+        params, state = shapes
+        treedef, _, specs, errors = _tree_specs(ir, params)
+        state_def, _, state_specs, _ = _tree_specs(ir, state, params=params)
+        _raise(ir, errors)
+        return (jax.tree_util.tree_unflatten(treedef, [NamedSharding(mesh, s) for s in specs]),
+                jax.tree_util.tree_unflatten(state_def,
+                                             [NamedSharding(mesh, s) for s in state_specs]))
+    treedef, _, specs, errors = _tree_specs(ir, shapes)
+    _raise(ir, errors)
+    return jax.tree_util.tree_unflatten(treedef, [NamedSharding(mesh, s) for s in specs])
+
+
+def init_jit(plan, fn, *args, mesh=None, **kwargs):
+    """`(jitted, out_shardings)`: `fn` compiled to write its outputs straight into the
+    plan's shardings. `init` calls it; it is public so the compiled program can be
+    inspected (`jitted.lower(*args).compile().output_shardings`)."""
+    mesh, ir = _mesh(plan, mesh)
+    shapes = jax.eval_shape(fn, *args, **kwargs)
+    out = _init_shardings(mesh, ir, shapes)
+    return jax.jit(fn, out_shardings=out), out
+
+
+def init(plan, fn, *args, mesh=None, **kwargs):
+    """Run `fn(*args, **kwargs)` so that its outputs are born sharded.
+
+    The output shapes come from `jax.eval_shape`; `fn` then runs under `jax.jit` with
+    those shardings as `out_shardings`, so each device computes only its own shards and
+    no device ever holds a full copy of a sharded variable. When `fn` returns a plain
+    2-tuple it is read as `(params, opt_state)`: the state mirrors the parameters.
+    Arguments are traced: pass configuration through `functools.partial`.
+    """
+    jitted, _ = init_jit(plan, fn, *args, mesh=mesh, **kwargs)
+    return jitted(*args, **kwargs)
+
+
+# -- data ----------------------------------------------------------------------------------
+
+def _batch_entry(ir: PlanIR):
+    axes = ir.batch_axes
+    return axes[0] if len(axes) == 1 else tuple(axes)
+
+
+def data_sharding(plan, rank: int = 2, mesh=None) -> NamedSharding:
+    """The sharding of a batch of `rank` dimensions: dimension 0 over the batch axes
+    (a tuple of axes, major to minor, when there are several), the rest not split."""
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"a batch needs rank >= 1 (its first dimension is split), "
+                         f"not {rank!r}")
+    mesh, ir = _mesh(plan, mesh)
+    return NamedSharding(mesh, PartitionSpec(_batch_entry(ir), *(None,) * (rank - 1)))
+
+
+def _local_batch_shards(mesh: Mesh, axes) -> int:
+    """How many distinct batch shards this process's devices hold."""
+    names = list(mesh.axis_names)
+    where = [names.index(a) for a in axes]
+    me = jax.process_index()
+    seen = set()
+    for index in np.ndindex(*mesh.devices.shape):
+        if mesh.devices[index].process_index == me:
+            seen.add(tuple(index[i] for i in where))
+    return len(seen)
+
+
+def shard_batch(plan, batch, mesh=None):
+    """`batch` (a pytree of arrays, this process's part of the global batch) as global
+    arrays split over the batch axes (`jax.make_array_from_process_local_data`).
+
+    A global batch that the batch axes do not divide, or a scalar leaf, raises one
+    `PlanError` (P312) naming every such leaf before anything is placed.
+    """
+    mesh, ir = _mesh(plan, mesh)
+    leaves, treedef = tree_paths(batch)
+    axes = ir.batch_axes
+    total = math.prod(mesh.shape[a] for a in axes)
+    local_shards = _local_batch_shards(mesh, axes)
+    axes_text = " x ".join(f"`{a}` (size {mesh.shape[a]})" for a in axes)
+    if len(axes) > 1:
+        axes_text += f" = {total}"
+    span = ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+    problems = []
+    arrays = []
+    for path, leaf in leaves:
+        arr = leaf if hasattr(leaf, "shape") and hasattr(leaf, "dtype") else np.asarray(leaf)
+        name = f"`{path}`" if path else "the batch"
+        if arr.ndim == 0:
+            problems.append(error("P312", f"{name} is a scalar: it has no batch dimension to "
+                                  f"split over {axes_text}", span, label="batch axes of this mesh",
+                                  variable=path or None))
+            continue
+        local = int(arr.shape[0])
+        if local % local_shards:
+            if jax.process_count() == 1:
+                what = f"the global batch of {name} is {local}"
+            else:
+                what = (f"this process's batch of {name} is {local}, which its "
+                        f"{local_shards} batch shards do not divide")
+            lower = local - local % total
+            examples = f"{lower} or {lower + total}" if lower else f"{total}"
+            problems.append(error(
+                "P312", f"{what}, not divisible by the batch axes {axes_text}", span,
+                label="batch axes of this mesh", variable=path or None,
+                help=f"use a global batch that is a multiple of {total} (e.g. {examples}), "
+                     "or drop the remainder"))
+            continue
+        arrays.append(arr)
+    if problems:
+        raise PlanError(tuple(problems), ir.source_dict)
+    out = [jax.make_array_from_process_local_data(
+        NamedSharding(mesh, PartitionSpec(_batch_entry(ir), *(None,) * (a.ndim - 1))), a)
+        for a in arrays]
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+# -- activations ----------------------------------------------------------------------------
+
+def output_sharding(plan, path: str, rank: int, mesh=None) -> NamedSharding | None:
+    """The sharding the plan's `outputs` rules give the output of layer `path` (for
+    `jax.lax.with_sharding_constraint`), or None when no output rule matches it.
+
+    Output rules match the layer's path (`decoder_block_0/attention`), not Keras's
+    `"<layer>/output"` key. Only the rank decides among alternatives: XLA pads an
+    activation dimension its axes do not divide, so that is not an error.
+    """
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a string, not {type(path).__name__}")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise ValueError(f"rank must be a non-negative integer, not {rank!r}")
+    mesh, ir = _mesh(plan, mesh)
+    if not ir.outputs and ir.outputs_default is None:
+        return None
+    # A dimension every axis product (and block) divides, so only the rank can fail.
+    blocks = [d.block for r in ir.outputs + ((ir.outputs_default,) if ir.outputs_default
+                                             else ())
+              for alt in r.layout.alternatives for d in alt.head + alt.tail]
+    size = math.prod(a.global_size for a in ir.mesh.axes) * max(blocks, default=1)
+    assignment, problems = _resolver(ir, "outputs").resolve(Variable(path, (size,) * rank))
+    if assignment.rule is None:
+        return None
+    _raise(ir, [p for p in problems if p.is_error])
+    return NamedSharding(mesh, _spec(assignment.layout))

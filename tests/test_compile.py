@@ -1,0 +1,277 @@
+"""`planc compile`: the emitted JAX module, the JSON target, refusal, determinism, safety."""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import planc
+from conftest import PLANS, ROOT
+from planc.cli import main
+from planc.compile import fingerprint
+from planc.sources import write_manifest
+from planc.variables import Variable
+
+GEMMA = str(PLANS / "gemma.kd")
+GEMMA_2B = str(PLANS / "models" / "gemma_2b.json")
+
+# Rule strings that would end or escape a Python literal if pasted in: quotes of every
+# kind, backslashes, a closing triple quote, code, and the Unicode line separators.
+ADVERSARIAL = [
+    'a\\"\\"\\"b',                      # a"""b
+    "__import__('os')",
+    "'''; __import__('os').system('exit 1') #",
+    'x\\\\y',                            # x\\y (a regex for one backslash)
+    "\\\\",
+    'end\\\\\\"',                        # end\\" : a backslash then a quote
+    "\u2028line\u2029sep\x85next",
+    "tab\tvt\x0bff\x0c",
+    "\\}\\{\\[\\]\\) -> \\(",
+]
+
+
+def adversarial_plan() -> str:
+    rules = "".join(f'    "{p}" -> replicated\n' for p in ADVERSARIAL)
+    return ("mesh(data = auto, model = 2)\nmodel_parallel(batch = data)\n"
+            f"layout {{\n{rules}    default -> (data, ...)\n}}\n")
+
+
+def compile_cli(*args, capsys=None):
+    code = main(["compile", "--color", "never", *map(str, args)])
+    return code
+
+
+def imports_of(text: str) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def load_module(path, name="emitted"):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- the emitted module ------------------------------------------------------------------
+
+def test_compile_writes_a_module_that_imports_only_jax_numpy_and_re(tmp_path):
+    out = tmp_path / "gemma_sharding.py"
+    assert compile_cli(GEMMA, "-o", out) == 0
+    assert imports_of(out.read_text()) == {"jax", "numpy", "re"}
+
+
+def test_emitted_module_defines_the_documented_api(tmp_path):
+    out = tmp_path / "gemma_sharding.py"
+    assert compile_cli(GEMMA, "-o", out) == 0
+    m = load_module(out)
+    assert m.MESH_AXES == ("batch", "model")
+    assert m.MESH_SHAPE == (None, 2)
+    assert m.BATCH_AXES == ("batch",)
+    assert m.TABLE is None
+    assert m.FINGERPRINT == fingerprint(planc.load_plan(GEMMA).ir)
+    for name in ("make_mesh", "partition_spec", "shardings", "shard", "data_sharding",
+                 "output_sharding"):
+        assert callable(getattr(m, name))
+
+
+def test_compile_without_output_prints_the_module(capsys):
+    assert compile_cli(GEMMA) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('"""Sharding plan gemma, compiled by planc')
+    assert "MESH_AXES = ('batch', 'model')" in out
+
+
+def test_define_and_devices_bind_the_mesh(tmp_path):
+    out = tmp_path / "m.py"
+    assert compile_cli(GEMMA, "-D", "tp=4", "--devices", "8", "-o", out) == 0
+    assert load_module(out).MESH_SHAPE == (2, 4)
+
+
+def test_compile_with_model_embeds_the_resolved_table(tmp_path):
+    out = tmp_path / "m.py"
+    assert compile_cli(GEMMA, "--model", GEMMA_2B, "--devices", "8", "-o", out) == 0
+    table = load_module(out).TABLE
+    assert table["token_embedding/embeddings"] == ("model", "batch")
+    assert table["decoder_block_0/attention/key/kernel"] == (None, "batch", None)
+    assert len(table) == 164
+
+
+def test_fingerprint_ignores_where_the_plan_file_lives(tmp_path):
+    text = (PLANS / "gemma.kd").read_text()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "gemma.kd").write_text("# moved\n" + text)
+    moved = planc.load_plan(tmp_path / "a" / "gemma.kd")
+    assert fingerprint(moved.ir) == fingerprint(planc.load_plan(GEMMA).ir)
+
+
+def test_fingerprint_changes_with_the_plan():
+    base = planc.load_plan(GEMMA)
+    assert fingerprint(planc.load_plan(GEMMA, tp=4).ir) != fingerprint(base.ir)
+    edited = planc.loads((PLANS / "gemma.kd").read_text().replace("(batch, model)",
+                                                                  "(model, batch)"))
+    assert fingerprint(edited.ir) != fingerprint(base.ir)
+
+
+# -- refusal and atomic writes -------------------------------------------------------------
+
+BAD_FOR_GEMMA = """
+mesh(batch = auto, model = 2)
+model_parallel(batch = batch)
+layout {
+    "token_embedding/embeddings" -> (model, batch)
+}
+"""
+
+
+def test_compile_refuses_a_plan_with_errors_against_the_model(plan_file, tmp_path, capsys):
+    out = tmp_path / "m.py"
+    assert compile_cli(plan_file(BAD_FOR_GEMMA), "--model", GEMMA_2B, "-o", out) == 1
+    err = capsys.readouterr().err
+    assert "error[P301]" in err and "error[P313]" in err
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.kd"]  # no temporary left over
+
+
+def test_refused_compile_leaves_an_existing_file_intact(plan_file, tmp_path):
+    out = tmp_path / "m.py"
+    out.write_text("previous\n")
+    assert compile_cli(plan_file(BAD_FOR_GEMMA), "--model", GEMMA_2B, "-o", out) == 1
+    assert out.read_text() == "previous\n"
+
+
+def test_plan_syntax_error_leaves_an_existing_file_intact(plan_file, tmp_path, capsys):
+    out = tmp_path / "m.py"
+    out.write_text("previous\n")
+    assert compile_cli(plan_file("mesh(batch = auto\n"), "-o", out) == 1
+    assert out.read_text() == "previous\n"
+    assert "error[" in capsys.readouterr().err
+
+
+def test_json_diagnostics_never_overwrite_the_output_file(plan_file, tmp_path, capsys):
+    out = tmp_path / "m.py"
+    out.write_text("previous\n")
+    assert compile_cli(plan_file(BAD_FOR_GEMMA), "--model", GEMMA_2B, "--format", "json",
+                       "-o", out) == 1
+    assert out.read_text() == "previous\n"
+    doc = json.loads(capsys.readouterr().err)
+    assert "P313" in {d["code"] for d in doc["diagnostics"]}
+
+
+def test_devices_that_do_not_fit_are_a_plan_error(tmp_path, capsys):
+    out = tmp_path / "m.py"
+    assert compile_cli(GEMMA, "--devices", "7", "-o", out) == 1
+    assert "P201" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_unwritable_output_is_a_usage_error(tmp_path, capsys):
+    assert compile_cli(GEMMA, "-o", tmp_path / "missing" / "m.py") == 2
+    assert capsys.readouterr().err.startswith(f"planc: cannot write {tmp_path / 'missing'}")
+
+
+def test_keras_target_without_its_emitter_is_a_usage_error(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "planc.emit_keras", None)  # import now fails
+    assert compile_cli(GEMMA, "--target", "keras") == 2
+    assert "keras target not available" in capsys.readouterr().err
+
+
+# -- JSON target -------------------------------------------------------------------------------
+
+def test_json_target_follows_the_documented_schema(tmp_path):
+    out = tmp_path / "plan.json"
+    assert compile_cli(GEMMA, "--target", "json", "--model", GEMMA_2B, "--devices", "8",
+                       "-o", out) == 0
+    doc = json.loads(out.read_text())
+    assert list(doc) == ["schema", "plan", "fingerprint", "planc_version", "params", "mesh",
+                         "distribution", "batch_axes", "match", "overlap", "rules", "default",
+                         "outputs", "outputs_default", "table"]
+    assert doc["schema"] == "planc.compiled/1"
+    assert doc["mesh"] == {"axes": ["batch", "model"], "shape": [4, 2], "slices": [1, 1],
+                           "devices": 8}
+    assert doc["rules"][1]["layout"]["text"] == "(model, batch, _) | (_, batch, _)"
+    assert doc["rules"][1]["layout"]["alternatives"][1] == {
+        "replicated": False, "ellipsis": False, "tail": [],
+        "head": [{"axes": [], "block": 1}, {"axes": ["batch"], "block": 1},
+                 {"axes": [], "block": 1}]}
+    key = doc["table"]["decoder_block_0/attention/key/kernel"]
+    assert key == {"shape": [1, 2048, 256], "dtype": "bfloat16",
+                   "partition_spec": [None, "batch", None], "rule": 1}
+    assert doc["table"]["final_normalization/scale"]["rule"] == -1  # the default
+
+
+def test_json_target_without_model_has_no_table(capsys):
+    assert compile_cli(GEMMA, "--target", "json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["table"] is None and doc["mesh"]["shape"] == [None, 2]
+
+
+# -- determinism -----------------------------------------------------------------------------
+
+def _compile_in_subprocess(seed: str, *args) -> bytes:
+    env = {**os.environ, "PYTHONHASHSEED": seed}
+    done = subprocess.run([sys.executable, "-m", "planc", "compile", *args], cwd=ROOT,
+                          env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+@pytest.mark.parametrize("target", ["jax", "json"])
+def test_output_is_byte_identical_across_runs_and_hash_seeds(target, tmp_path):
+    plan = tmp_path / "adversarial.kd"
+    plan.write_text(adversarial_plan(), encoding="utf-8")
+    model = tmp_path / "model.json"
+    write_manifest([Variable("w", (8, 4)), Variable("b", (4,))], model)
+    args = [str(plan), "--model", str(model), "--target", target]
+    outputs = {_compile_in_subprocess(seed, *args) for seed in ("0", "1", "4242")}
+    assert len(outputs) == 1
+
+
+# -- plan text stays data ----------------------------------------------------------------------
+
+def test_rule_strings_stay_data_in_the_emitted_module(tmp_path):
+    plan_path = tmp_path / "adversarial.kd"
+    plan_path.write_text(adversarial_plan(), encoding="utf-8")
+    out = tmp_path / "adversarial_sharding.py"
+    assert compile_cli(plan_path, "-o", out) == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.isascii()
+    tree = ast.parse(text)
+    # Nothing but imports, assignments, functions and the docstring at the top level.
+    kinds = {type(node).__name__ for node in tree.body}
+    assert kinds <= {"Expr", "Import", "ImportFrom", "Assign", "FunctionDef"}
+    m = load_module(out, "adversarial_sharding")
+    plan = planc.load_plan(plan_path)
+    assert [pattern for pattern, _ in m.RULES] == [r.pattern for r in plan.rules]
+    assert len(m.RULES) == len(ADVERSARIAL)
+
+
+def test_variable_paths_stay_data_in_the_table(tmp_path):
+    paths = ['w"""x', "q'''\\", "line\u2028sep", "__import__('os')"]
+    model = tmp_path / "model.json"
+    write_manifest([Variable(p, (8, 4)) for p in paths], model)
+    plan = tmp_path / "p.kd"
+    plan.write_text("mesh(data = 4, model = 2)\nmodel_parallel(batch = data)\n"
+                    "layout { default -> (data, model) }\n")
+    out = tmp_path / "m.py"
+    assert compile_cli(plan, "--model", model, "-o", out) == 0
+    assert list(load_module(out, "paths_module").TABLE) == paths
+
+
+def test_a_plan_name_from_an_odd_file_stem_cannot_end_the_docstring(tmp_path):
+    plan = tmp_path / 'x"""y\\.kd'
+    plan.write_text("data_parallel\n")
+    out = tmp_path / "m.py"
+    assert compile_cli(plan, "-o", out) == 0
+    m = load_module(out, "stem_module")
+    assert m.PLAN_NAME == 'x"""y\\'

@@ -1,0 +1,304 @@
+"""`planc compile --target keras`: a module that needs only Keras, whose LayoutMap keys
+mean what planc means under both Keras regex modes, or a P311 saying why it cannot."""
+
+import ast
+import os
+import re
+import subprocess
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               " --xla_force_host_platform_device_count=8").strip()
+
+import pytest  # noqa: E402
+
+import planc  # noqa: E402
+from planc.cli import main as planc_main  # noqa: E402
+from planc.emit_keras import emit_keras_module  # noqa: E402
+from planc.resolve import Resolver  # noqa: E402
+from planc.variables import Variable  # noqa: E402
+
+MESH = "mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\n"
+
+
+def keras_lookup(layouts: dict, path: str, mode: str):
+    """Keras's `LayoutMap.__getitem__`: an exact key first, then every key as a regex
+    (`re.search` in Keras <= 3.13, `re.fullmatch` in >= 3.14); two matches raise."""
+    if path in layouts:
+        return layouts[path]
+    test = re.search if mode == "search" else re.fullmatch
+    hits = [k for k in layouts if test(k, path)]
+    if len(hits) > 1:
+        return "ambiguous"
+    return layouts[hits[0]] if hits else None
+
+
+def planc_answer(plan, path: str, shape=(8, 8)):
+    assignment, problems = Resolver(plan.ir).resolve(Variable(path, shape))
+    if any(p.code == "P302" for p in problems):
+        return "ambiguous"
+    return assignment.layout.axes
+
+
+def same_layout(keras_axes, planc_axes, rank=2) -> bool:
+    if "ambiguous" in (keras_axes, planc_axes):
+        return keras_axes == planc_axes
+    full = lambda axes: tuple(axes or ()) + (None,) * (rank - len(axes or ()))  # noqa: E731
+    return full(keras_axes) == full(planc_axes)
+
+
+def layouts_of(text: str) -> dict:
+    namespace: dict = {}
+    tree = ast.parse(text)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and node.targets[0].id in ("VARIABLE_LAYOUTS",
+                                                                   "OUTPUT_LAYOUTS"):
+            namespace[node.targets[0].id] = ast.literal_eval(node.value)
+    return namespace
+
+
+PATHS = [
+    "dense/kernel", "dense/bias", "dense_1/kernel", "x/dense/kernel", "dense/kernel_2",
+    "sequential/dense/kernel", "head/kernel", "head/bias", "mha/query/kernel",
+    "mha/key/kernel", "MHA/Attention_Output/kernel", "mha/attention_output/kernel",
+    "xdense/kernel", "decoder/head/kernel", "model.norm.weight", "modelXnormXweight",
+    "tok/embeddings", "a", "",
+]
+
+PLANS = {
+    "full, error": """
+layout {
+    "dense(_\\d+)?/kernel"   -> (_, model)
+    "head/kernel"            -> (model, _)
+    ".*/bias"                -> replicated
+    "mha/(?P<w>query|key)/kernel" -> (batch, model)
+}""",
+    "search, error": """
+match search
+layout {
+    "dense/kernel"   -> (_, model)
+    "^head"          -> (model, _)
+    "query"          -> (batch, model)
+}""",
+    "full, first, literals and default": """
+overlap first
+layout {
+    ".*kernel"                   -> (_, model)
+    "dense/kernel"               -> (model, _)
+    "(?i)mha/attention_output/.*" -> (batch, model)
+    "model.norm.weight"          -> (batch, _)
+    ".*"                         -> replicated
+}""",
+    "search, first, default": """
+match search
+overlap first
+layout {
+    "dense"          -> (_, model)
+    "kernel"         -> (model, _)
+    "head/kernel"    -> (batch, model)
+    default          -> (batch, _)
+}""",
+    "full, error, literal inside a regex": """
+layout {
+    ".*kernel"       -> (_, model)
+    "dense/kernel"   -> (model, _)
+    default          -> (model, batch)
+}""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_keys_give_planc_resolution_under_search_and_fullmatch(name):
+    plan = planc.loads(MESH + PLANS[name], file="t.kd")
+    layouts = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
+    # A rule's pattern is a path it wins (planc's literal rule) when it reads as a path;
+    # the emitted module does not treat texts with regex operators as paths.
+    paths = PATHS + [r.pattern for r in plan.rules if not re.search(r"[\\^$*+?{}\[\]()|]",
+                                                                     r.pattern)]
+    for path in paths:
+        expected = planc_answer(plan, path)
+        for mode in ("search", "fullmatch"):
+            got = keras_lookup(layouts, path, mode)
+            assert same_layout(got, expected), (name, path, mode, got, expected)
+
+
+def test_keys_are_anchored_so_search_means_fullmatch():
+    plan = planc.loads(MESH + PLANS["full, error"], file="t.kd")
+    keys = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
+    assert keys and all(k.startswith("^") and k.endswith("$") for k in keys)
+    # The raw pattern would substring-match under Keras <= 3.13; the key does not.
+    assert re.search("head/kernel", "decoder/head/kernel")
+    assert not any(re.search(k, "decoder/head/kernel") for k in keys)
+
+
+def test_the_simulated_fullmatch_lookup_is_the_installed_keras_lookup():
+    keras = pytest.importorskip("keras")
+    plan = planc.loads(MESH + PLANS["full, first, literals and default"], file="t.kd")
+    layouts = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
+    mesh = keras.distribution.DeviceMesh((8,), ["batch"], ["cpu:0"] * 8)
+    real = keras.distribution.LayoutMap(mesh)
+    for key in layouts:
+        real[key] = tuple(a if a is None else "batch" for a in layouts[key])
+    for path in PATHS:
+        ours = keras_lookup(layouts, path, "fullmatch")
+        theirs = real[path]
+        assert (ours is None) == (theirs is None), path
+
+
+def gemma():
+    from conftest import PLANS as plans
+    from planc.sources import load_variables
+
+    plan = planc.load_plan(plans / "gemma.kd").with_devices(8)
+    return plan, load_variables(str(plans / "models" / "gemma_2b.json"))
+
+
+def test_gemma_compiled_with_its_model_lays_out_every_variable_as_planc():
+    plan, variables = gemma()
+    layouts = layouts_of(emit_keras_module(plan, variables))["VARIABLE_LAYOUTS"]
+    resolver = Resolver(plan.ir)
+    for v in variables:
+        expected = resolver.layout(v).axes
+        for mode in ("search", "fullmatch"):
+            assert same_layout(keras_lookup(layouts, v.path, mode), expected, v.rank), v.path
+
+
+def test_emitted_module_imports_only_keras_at_top_level():
+    tree = ast.parse(emit_keras_module(*gemma()))
+    imported = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module.split(".")[0])
+    assert imported == {"keras"}
+
+
+def test_emitted_module_is_the_same_bytes_under_any_hash_seed():
+    code = ("import planc; from planc.emit_keras import emit_keras_module; "
+            "import sys; sys.stdout.write(emit_keras_module(planc.loads(sys.argv[1], "
+            "file='t.kd')))")
+    text = MESH + PLANS["full, first, literals and default"]
+    runs = {subprocess.run([sys.executable, "-c", code, text], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
+            for seed in ("0", "1")}
+    assert len(runs) == 1 and runs.pop() == emit_keras_module(planc.loads(text, file="t.kd"))
+
+
+def p311(text: str, variables=None):
+    with pytest.raises(planc.PlanError) as caught:
+        emit_keras_module(planc.loads(text, file="t.kd"), variables=variables)
+    return caught.value
+
+
+def test_a_multi_axis_dimension_is_p311_naming_the_rule():
+    err = p311("mesh(data = 2, fsdp = 2, model = 2)\nmodel_parallel(batch = data)\n"
+               'layout {\n    "w" -> ((data, fsdp), model)\n}\n')
+    d = err.errors[0]
+    assert d.code == "P311" and '"w"' in d.message and d.span.line == 4
+    assert "JAX" in " ".join(d.help)
+
+
+def test_a_batch_over_several_axes_is_p311():
+    err = p311("mesh(data = 2, fsdp = 4)\nmodel_parallel(batch = (data, fsdp))\n")
+    assert [d.code for d in err.errors] == ["P311"]
+    assert "(data, fsdp)" in err.errors[0].message
+
+
+def test_a_shape_dependent_rule_without_a_model_is_p311_suggesting_model():
+    err = p311(MESH + 'layout {\n    "a" -> (model, _) | replicated\n}\n')
+    d = err.errors[0]
+    assert d.code == "P311" and d.span.line == 4 and "--model" in " ".join(d.help)
+
+
+def test_a_shape_dependent_rule_with_a_model_becomes_one_exact_key_per_variable():
+    plan = planc.loads(MESH + 'layout {\n    ".*kernel" -> (model, _) | (_, model)\n'
+                       '    default -> replicated\n}\n', file="t.kd")
+    variables = [Variable("a/kernel", (8, 6)), Variable("b/kernel", (6, 8)),
+                 Variable("b/bias", (8,))]
+    layouts = layouts_of(emit_keras_module(plan, variables))["VARIABLE_LAYOUTS"]
+    assert layouts == {"^(?:a/kernel)$": ("model", None), "^(?:b/kernel)$": (None, "model")}
+    for v in variables:
+        for mode in ("search", "fullmatch"):
+            assert same_layout(keras_lookup(layouts, v.path, mode),
+                               Resolver(plan.ir).layout(v).axes, v.rank)
+
+
+def test_a_plan_with_errors_against_the_model_is_refused():
+    err = p311(MESH + 'layout {\n    "a" -> (model, _)\n}\n', [Variable("a", (6, 8))])
+    assert err.errors[0].code == "P303"
+
+
+def test_an_output_rule_with_an_end_anchor_is_p311():
+    err = p311(MESH + 'outputs {\n    "dense$" -> (batch, _)\n}\n')
+    assert err.errors[0].code == "P311" and "/output" in err.errors[0].message
+
+
+def test_output_rules_are_layer_path_keys_followed_by_output():
+    plan = planc.loads(MESH + 'outputs {\n    "ffw" -> (batch, _, model)\n'
+                       '    default -> (batch, ...)\n}\n', file="t.kd")
+    layouts = layouts_of(emit_keras_module(plan))["OUTPUT_LAYOUTS"]
+    for mode in ("search", "fullmatch"):
+        assert keras_lookup(layouts, "ffw/output", mode) == ("batch", None, "model")
+        assert keras_lookup(layouts, "head/output", mode) == ("batch",)
+        assert keras_lookup(layouts, "x/ffw/output", mode) == ("batch",)
+
+
+def test_blocks_are_kept_as_a_comment():
+    text = emit_keras_module(planc.loads(MESH + 'layout {\n    "w" -> (_, model[16])\n}\n',
+                                         file="t.kd"))
+    assert layouts_of(text)["VARIABLE_LAYOUTS"] == {"^(?:w)$": (None, "model")}
+    assert "(_, model[16])" in text and "blocks" in text
+
+
+def test_compile_target_keras_writes_the_module(plan_file, tmp_path, capsys):
+    path = plan_file(MESH + 'layout {\n    ".*kernel" -> (_, model)\n}\n')
+    out = tmp_path / "plan_keras.py"
+    assert planc_main(["compile", str(path), "--target", "keras", "-o", str(out)]) == 0
+    assert out.read_text() == emit_keras_module(planc.load_plan(path))
+
+
+def test_compile_target_keras_reports_p311_and_writes_nothing(plan_file, tmp_path, capsys):
+    path = plan_file(MESH + 'layout {\n    "w" -> (model, _) | replicated\n}\n')
+    out = tmp_path / "plan_keras.py"
+    code = planc_main(["compile", str(path), "--target", "keras", "-o", str(out),
+                       "--color", "never"])
+    err = capsys.readouterr().err
+    assert code == 1 and not out.exists()
+    assert "error[P311]" in err and f"{path}:4" in err and "--model" in err
+
+
+def test_the_emitted_distribution_lays_out_a_model_as_plan_activate(tmp_path):
+    keras = pytest.importorskip("keras")
+    import importlib.util
+
+    from jax.sharding import PartitionSpec as P
+
+    plan = planc.loads(MESH + PLANS["full, first, literals and default"]
+                       + '\noutputs {\n    "dense" -> (batch, model)\n}\n', file="t.kd")
+    module_path = tmp_path / "plan_keras.py"
+    module_path.write_text(emit_keras_module(plan))
+    spec = importlib.util.spec_from_file_location("plan_keras", module_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def build():
+        inp = keras.Input((16,))
+        x = keras.layers.Dense(8, name="dense")(inp)
+        return keras.Model(inp, keras.layers.Dense(8, name="head")(x))
+
+    emitted = module.distribution()
+    assert [str(d) for d in emitted.device_mesh.devices.flat] == \
+        [str(d) for d in plan.device_mesh.devices.flat]
+    with emitted.scope():
+        ours = build()
+        out = ours.get_layer("dense")(keras.ops.ones((4, 16)))
+    with plan.activate():
+        theirs = build()
+    assert out.sharding.spec == P("batch", "model")
+    assert [v.value.sharding.spec for v in ours.variables] == \
+        [v.value.sharding.spec for v in theirs.variables]
+    assert emitted.get_tensor_layout("dense/output").axes == ("batch", "model")
+    assert emitted.get_tensor_layout("head/output") is None
