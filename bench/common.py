@@ -29,6 +29,9 @@ ENV.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in ENV.get("XLA_FLAGS", ""):
     ENV["XLA_FLAGS"] = (ENV.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 os.environ.update({k: ENV[k] for k in ("KERAS_BACKEND", "JAX_PLATFORMS", "XLA_FLAGS")})
+# A user's Python caches bytecode; without it every start-up recompiles every changed
+# module from source, which would charge the compiler to the command being timed.
+ENV.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 class Timing:
@@ -103,13 +106,13 @@ _PEAK = ("import resource, subprocess, sys, time\n"
          "'RC', p.returncode, 'WALL', dt)\n")
 
 
-def peak_memory(cmd: list[str], cwd=ROOT) -> tuple[int, float, str]:
+def peak_memory(cmd: list[str], cwd=ROOT, env=None) -> tuple[int, float, str]:
     """(peak RSS in bytes, wall seconds, stdout) of ``cmd`` run in a fresh process.
 
     A fresh wrapper process runs ``cmd`` and reads ``RUSAGE_CHILDREN.ru_maxrss``, so
     the figure is that one child's high-water mark and nothing else's.
     """
-    proc = subprocess.run([PYTHON, "-c", _PEAK, *cmd], cwd=cwd, env=ENV,
+    proc = subprocess.run([PYTHON, "-c", _PEAK, *cmd], cwd=cwd, env=env or ENV,
                           capture_output=True, text=True)
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     parts = last.split()

@@ -259,10 +259,46 @@ def _planc_layout(axes: Axes | None) -> str:
 
 
 def _alternation(numbers) -> str:
+    """A regex for a contiguous run of layer or expert numbers, as a person writes it:
+    ``12`` or ``(?:[0-9]|[1-4][0-9]|5[0-5])`` for 0..55."""
     numbers = list(numbers)
-    if len(numbers) == 1:
-        return str(numbers[0])
-    return "(?:" + "|".join(str(n) for n in numbers) + ")"
+    lo, hi = numbers[0], numbers[-1]
+    assert numbers == list(range(lo, hi + 1)), numbers
+    if lo == hi:
+        return str(lo)
+    parts = []
+    for n in range(len(str(lo)), len(str(hi)) + 1):
+        a = max(lo, 10 ** (n - 1) if n > 1 else 0)
+        b = min(hi, 10 ** n - 1)
+        if a <= b:
+            parts += _same_length(str(a), str(b))
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _digits(a: int, b: int) -> str:
+    return str(a) if a == b else ("[0-9]" if (a, b) == (0, 9) else f"[{a}-{b}]")
+
+
+def _same_length(a: str, b: str) -> list[str]:
+    """Regex alternatives for the digit strings a..b, both of one length."""
+    if len(a) == 1:
+        return [_digits(int(a), int(b))]
+    if a[0] == b[0]:
+        return [a[0] + x for x in _same_length(a[1:], b[1:])]
+    k = len(a) - 1
+    out = []
+    first, last = int(a[0]), int(b[0])
+    if a[1:] != "0" * k:
+        out += [a[0] + x for x in _same_length(a[1:], "9" * k)]
+        first += 1
+    tail = b[1:] != "9" * k
+    if tail:
+        last -= 1
+    if first <= last:
+        out.append(_digits(first, last) + "[0-9]" * k)
+    if tail:
+        out += [b[0] + x for x in _same_length("0" * k, b[1:])]
+    return out
 
 
 def _split(n: int, parts: int) -> list[range]:

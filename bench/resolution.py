@@ -27,8 +27,10 @@ from models import model_for, rule_set  # noqa: E402
 FULL = {"sizes": (1_000, 10_000, 100_000), "rules": (10, 100, 500)}
 TINY = {"sizes": (300,), "rules": (10, 40)}
 TARGET = 50.0  # planc at least 50x faster than Keras at the largest size
-# Time budget for the repeated Keras timing of one (V, R) cell; above it, sample.
+# CPU-time budget for the repeated Keras timing of one (V, R) cell; above it, sample
+# (never fewer than MIN_SAMPLE paths).
 KERAS_BUDGET_S = 12.0
+MIN_SAMPLE = 2_000
 
 
 def _norm(axes, rank: int):
@@ -59,9 +61,9 @@ def run_cell(V: int, R: int, mesh, results: Results, keras_budget: float):
     lm = keras_layout_map(rules, mesh)
 
     # Same answers first, on every path (this is also the warm-up of both sides).
-    t = time.perf_counter()
+    t = time.process_time()
     keras_answers = [lm[p] for p in paths]
-    keras_once = time.perf_counter() - t
+    keras_once = time.process_time() - t
     resolution = Resolver(ir).resolve_all(variables)
     errors = [d for d in resolution.diagnostics if d.is_error]
     if errors:
@@ -75,7 +77,7 @@ def run_cell(V: int, R: int, mesh, results: Results, keras_budget: float):
     planc_t = median_time(lambda: Resolver(ir).resolve_all(variables), runs=5, warmup=1)
 
     step = 1
-    while keras_once / step * 6 > keras_budget and step < len(paths):
+    while keras_once / step * 6 > keras_budget and len(paths) // (2 * step) >= MIN_SAMPLE:
         step *= 2
     sample = paths[::step]
     keras_t = median_time(lambda: [lm[p] for p in sample], runs=5, warmup=1)

@@ -562,7 +562,8 @@ class _Checker:
             ok = self._check_names(stmt.expr, params, mesh, names)
             if not ok:
                 continue
-            check = Check(stmt.expr, stmt.message.value, tuple(dict.fromkeys(names)), stmt.span)
+            check = Check(stmt.expr, _expr_key(stmt.expr), stmt.message.value,
+                          tuple(dict.fromkeys(names)), stmt.span)
             out.append(check)
             env = sizes_env(dict((k, v) for k, (_, v) in params.items()), mesh)
             if all(n in env for n in check.names):
@@ -698,6 +699,19 @@ def _eval(node, env):
         "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
         ">": lambda: a > b, ">=": lambda: a >= b,
     }[op]()
+
+
+def _expr_key(node) -> tuple:
+    """The expression as nested tuples without spans: what two plans compare."""
+    if isinstance(node, ast.IntLit):
+        return ("int", node.value)
+    if isinstance(node, ast.Name):
+        return ("name", node.text)
+    if isinstance(node, ast.Paren):
+        return _expr_key(node.inner)
+    if isinstance(node, ast.UnaryOp):
+        return (node.op, _expr_key(node.operand))
+    return (node.op, _expr_key(node.left), _expr_key(node.right))
 
 
 def _names_in(expr):

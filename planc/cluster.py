@@ -73,19 +73,26 @@ class _Value:
     origin: str  # for messages: `env NAME`, `plan.kd:3:17`, ...
 
 
-def _plan_value(setting, key: str, environ) -> _Value | None:
-    """A `cluster` block setting read now, or None when it gives no value."""
+def _plan_value(setting, key: str, environ) -> tuple[_Value | None, _Value | None]:
+    """A `cluster` block setting read now: `(value, fallback)`.
+
+    `value` is a literal, or the `env(...)` variable when it is set; `fallback` is the
+    `env(...)` default, used only when no Keras convention variable is set either.
+    """
     if setting is None:
-        return None
+        return None, None
     where = (f"{setting.span.file}:{setting.span.line}:{setting.span.column}"
              if setting.span else "the plan's cluster block")
-    origin = f"env {setting.env} ({where})" if setting.env and setting.env in environ else where
+    if setting.env is not None and setting.env not in environ:
+        default = None if setting.value is None else _Value(setting.value, where)
+        return None, default
+    origin = f"env {setting.env} ({where})" if setting.env else where
     try:
         value = setting.read(environ)
     except ValueError:
         raise ClusterError(f"cluster setting `{key}` must be an integer, but env "
                            f"{setting.env}={environ[setting.env]!r} ({where})") from None
-    return None if value is None else _Value(value, origin)
+    return (None if value is None else _Value(value, origin)), None
 
 
 def _env_value(name: str, environ) -> _Value | None:
@@ -125,17 +132,20 @@ def parse_address(text: str, origin: str = "coordinator") -> tuple[str, int]:
 def cluster_spec(plan=None, environ=None) -> ClusterSpec:
     """Read and check where this process sits in the cluster, starting nothing.
 
-    Each setting comes from the plan's `cluster` block when it gives one (its `env(...)`
-    values read from `environ` now), else from the Keras convention variables. With no
-    setting at all the result is a single process.
+    Each setting is, in this order: the `cluster` block's literal or the variable its
+    `env("NAME", default)` names, when set in `environ`; the Keras convention variable;
+    the `env(...)` default. So one plan serves a scheduler (which sets NAME), `planc
+    launch` (which sets the Keras variables) and a laptop (neither: the defaults). With
+    no setting at all the result is a single process.
     """
     environ = os.environ if environ is None else environ
     block = getattr(getattr(plan, "ir", plan), "cluster", None) if plan is not None else None
     values = {}
     for key, var in (("coordinator", JOB_ADDRESSES), ("processes", NUM_PROCESSES),
                      ("process_id", PROCESS_ID)):
-        v = _plan_value(getattr(block, key), key, environ) if block is not None else None
-        values[key] = v if v is not None else _env_value(var, environ)
+        v, fallback = (_plan_value(getattr(block, key), key, environ) if block is not None
+                       else (None, None))
+        values[key] = v or _env_value(var, environ) or fallback
     given = [k for k, v in values.items() if v is not None]
     if not given:
         return ClusterSpec(None, 1, 0)

@@ -16,7 +16,7 @@ under Keras <= 3.13 (`re.search`) and >= 3.14 (`re.fullmatch`) alike:
 
 - **Anchoring.** Every key is `^(?:...)$`: under `re.search` it must then match the
   whole path, which is what `re.fullmatch` asks. A `match search` plan's pattern P
-  becomes `^(?:.*(?:P).*)$`. Leading inline flags (`(?i)`) become a scoped group.
+  becomes `^.*(?:P).*$`. Leading inline flags (`(?i)`) become a scoped group.
 - **Precedence** (which Keras lacks: it raises on two matching keys) is written into
   the keys with negative lookaheads, which Python's `re` has: under `overlap first`,
   rule i excludes what rules 0..i-1 match; a rule whose pattern is itself a path
@@ -30,9 +30,10 @@ under Keras <= 3.13 (`re.search`) and >= 3.14 (`re.fullmatch`) alike:
 - **Shapes.** A Keras key has one layout; a rule whose layout depends on the shape
   (alternatives `|`, or `...` before other dimensions) is written as one exact key per
   variable it lays out, resolved against the model (`--model`); without a model it is
-  P311. `(model, ...)` is the prefix `("model",)`: JAX leaves the trailing dimensions
-  unsplit. A block (`model[128]`) is a divisibility check planc already made, kept as a
-  comment.
+  P311. `(model, ...)` is the prefix `("model",)` and `replicated` is `()`:
+  `PlanModelParallel` fills a variable's remaining dimensions with None, and JAX leaves
+  an activation's trailing dimensions unsplit. A block (`model[128]`) is a divisibility
+  check planc already made, kept as a comment.
 - **Not expressible** (P311): a dimension or a batch split over several mesh axes
   (`TensorLayout` rejects them; use the JAX target or `plan.to_keras()` on the JAX
   backend), an output rule whose layout depends on the shape or whose pattern has an
@@ -46,6 +47,7 @@ module and this one agree; on other backends it reshapes `list_devices()` row-ma
 from __future__ import annotations
 
 import ast as pyast
+import functools
 import re
 
 from . import __version__
@@ -219,9 +221,7 @@ class _Block:
 
     def __init__(self, ir: PlanIR, block: str):
         self.ir = ir
-        self.block = block
         self.rules = ir.rules if block == "layout" else ir.outputs
-        self.default = ir.default if block == "layout" else ir.outputs_default
         self.suffix = _OUTPUT if block == "outputs" else ""
         self.literals = [r for r in self.rules if _plausible_path(r.pattern)]
 
@@ -381,7 +381,14 @@ def _batch_problem(ir: PlanIR) -> Diagnostic | None:
 
 # -- the module ----------------------------------------------------------------------------
 
-def _runtime_functions(names) -> str:
+@functools.lru_cache(maxsize=None)
+def _device_order_source() -> str:
+    """planc's device-order code (`planc.emit_jax._shared_source`), read once."""
+    return _shared_source()
+
+
+@functools.lru_cache(maxsize=None)
+def _runtime_functions(names: tuple[str, ...]) -> str:
     """Functions of the JAX module's runtime (`_bind`, `_eval`, `_run_checks`), copied so
     both modules resolve `auto` and evaluate `check`s identically."""
     tree = pyast.parse(_JAX_RUNTIME)
@@ -431,7 +438,7 @@ def emit_keras_module(plan, variables=None) -> str:
     out.append("OUTPUT_LAYOUTS = {\n" + "".join(out_lines) + "}\n\n\n")
     out.append(_runtime_functions(("_bind", "_eval", "_run_checks")))
     out.append("\n\n")
-    out.append(_shared_source())
+    out.append(_device_order_source())
     out.append(_RUNTIME)
     return "".join(out)
 

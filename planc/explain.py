@@ -54,7 +54,7 @@ import sys
 
 from .diagnostics import Diagnostic
 from .matching import Matcher
-from .report import Report, axes_json, human_bytes, severity_counts, validate
+from .report import Report, _shard_bytes, axes_json, human_bytes, severity_counts, validate
 from .resolve import Resolver
 from .variables import Variable
 
@@ -209,8 +209,6 @@ def trace(resolver: Resolver, var: Variable) -> dict:
     info["blocks"] = list(layout.blocks)
     shard = layout.shard_shape(var.shape, resolver.sizes)
     info["shard_shape"] = None if shard is None else list(shard)
-    from .report import _shard_bytes
-
     info["bytes_per_device"] = None if shard is None else _shard_bytes(shard, var.dtype)
     return info
 
@@ -294,8 +292,7 @@ class _Out:
             # Piped: as wide as the content, whatever the environment says.
             self.console = Console(file=self.buf, force_terminal=color, no_color=not color,
                                    color_system="standard" if color else None,
-                                   width=100_000, highlight=False, soft_wrap=True,
-                                   _environ={})
+                                   width=100_000, highlight=False, soft_wrap=True)
         self.width = self.console.width
 
     def print(self, *objects, **kw) -> None:
@@ -470,19 +467,21 @@ def _print_trace(console, info: dict | None) -> None:
     table.add_column("matches", no_wrap=True)
     winner = info["winner"]
     for r in info["rules"]:
-        if r["matches"]:
-            verdict = "exact path" if r["literal"] else "yes"
+        if r["literal"]:
+            verdict = "exact path"
+        elif r["matches"]:
+            verdict = "yes"
         else:
             verdict = "no"
             if r["matches_other_mode"]:
                 verdict += f" (would under `match {other}`)"
         is_winner = winner is not None and winner["file"] == r["file"] and \
             winner["line"] == r["line"] and winner["pattern"] == r["pattern"]
-        style = "bold green" if is_winner else (None if r["matches"] else "dim")
+        style = "bold green" if is_winner else ("" if r["matches"] else "dim")
         mark = "  <- wins" if is_winner else ""
         table.add_row(f"{os.path.basename(r['file'] or '')}:{r['line']}",
-                      Text('"' + r["pattern"].replace('"', '\\"') + '"', style=style or ""),
-                      Text(verdict + mark, style=style or ""))
+                      Text('"' + r["pattern"].replace('"', '\\"') + '"', style=style),
+                      Text(verdict + mark, style=style))
     d = info["default"]
     if d is not None:
         is_winner = info["reason"] == "default"
@@ -508,8 +507,8 @@ def _print_trace(console, info: dict | None) -> None:
                 line.append(f": {alt['why']}")
             console.print(line)
         if info["taken"] == -1:
-            console.print(Text("  none fits: the variable stays replicated (P305/P303/P304)",
-                               style="red"))
+            console.print(Text("  none fits: the variable stays replicated, an error "
+                               "(below)", style="red"))
     console.print()
     result = Text.assemble(("result: ", "bold"), (_layout_cell(info), "bold"))
     result.append(f"   shard {_shape(info['shard_shape'])}"

@@ -208,7 +208,9 @@ def _verify_tree(module: ast.Module, order, out: str, file: str) -> None:
     after = Counter(c.text for c in again.comments)
     if before != after:
         lost = ", ".join(repr(t) for t in (before - after)) or "none"
-        raise FormatterBug(f"formatting {file} did not keep every comment (lost: {lost})")
+        added = ", ".join(repr(t) for t in (after - before)) or "none"
+        raise FormatterBug(f"formatting {file} did not keep its comments as they were "
+                           f"(lost: {lost}; added: {added})")
 
 
 # -- comments: where each one goes ------------------------------------------------------------
@@ -380,14 +382,14 @@ class _Printer:
         brace_line = self.brace_line(stmt)
         inside = [c for c in self.module.comments
                   if _start(stmt) <= (c.span.line, c.span.column) < _end(stmt)]
-        opening = [c for c in inside if c.span.line <= brace_line]
-        body = [c for c in inside if c.span.line > brace_line]
+        first = _start(items[0]) if items else _end(stmt)
+        opening = [c for c in inside
+                   if c.span.line <= brace_line and (c.span.line, c.span.column) < first]
+        body = [c for c in inside if c not in opening]
         region = _distribute(items, body, brace_line, self.blanks)
         if items:
             units = region.units
-            units[0].leading = region.head + units[0].leading
-            if region.head:
-                units[0].blank = region.head_gap
+            units[0].leading = region.head  # inside a block, the head leads the first item
             tail = region.tail
         else:
             units, tail = [], region.head + region.tail

@@ -237,9 +237,14 @@ _HOSTILE_BYTES = (b"\x00", b"\xff", b"\xc3", b"\xe2\x80", b"\xed\xa0\x80", b"\xe
 
 
 def corpus(directory: str | os.PathLike | None = None) -> dict[str, bytes]:
-    """The example plans (`plans/*.kd` next to the package, or in `directory`), by name."""
-    root = Path(directory) if directory else Path(__file__).resolve().parent.parent / "plans"
-    return {p.name: p.read_bytes() for p in sorted(root.glob("*.kd"))}
+    """The example plans (`plans/*.kd` of the source tree, or in `directory`), by name."""
+    roots = [Path(directory)] if directory else [
+        Path(__file__).resolve().parent.parent / "plans", Path.cwd() / "plans"]
+    for root in roots:
+        found = {p.name: p.read_bytes() for p in sorted(root.glob("*.kd"))}
+        if found:
+            return found
+    return {}
 
 
 def mutate(data: bytes, rng: random.Random, steps: int | None = None) -> bytes:
@@ -668,6 +673,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the fixed hostile inputs and the subprocess runs")
     parser.add_argument("--progress", action="store_true", help="a line every 1000 cases")
     args = parser.parse_args(argv)
+    if not corpus():
+        print("planc fuzz: no example plans (plans/*.kd) to mutate; run it from the "
+              "source tree", file=sys.stderr)
+        return 2
     started = time.monotonic()
     count, failures = run(args.cases, args.seed, jobs=args.jobs, extras=args.extras,
                           progress=args.progress)

@@ -20,7 +20,7 @@ class MeshAxis:
 
     name: str
     size: int | None
-    span: Span | None = None
+    span: Span | None = field(default=None, compare=False)
     slices: int = 1
 
     @property
@@ -31,7 +31,8 @@ class MeshAxis:
 @dataclass(frozen=True)
 class Mesh:
     axes: tuple[MeshAxis, ...]
-    span: Span | None = None  # None: the implied `mesh(batch = auto)` of data_parallel
+    # None: the implied `mesh(batch = auto)` of data_parallel
+    span: Span | None = field(default=None, compare=False)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -180,9 +181,14 @@ class Budget:
 
 @dataclass(frozen=True)
 class Check:
-    """`check expr, "message"`; `expr` is the AST expression (already name-checked)."""
+    """`check expr, "message"`; `expr` is the AST expression (already name-checked).
 
-    expr: object
+    Plans compare by meaning, so `key` (the expression without its spans) is compared
+    and `expr` is not.
+    """
+
+    expr: object = field(compare=False)
+    key: tuple
     message: str
     names: tuple[str, ...]  # axis and param names the expression reads
     span: Span | None = field(default=None, compare=False)

@@ -150,11 +150,15 @@ class Plan:
 
     # -- validation (planc.resolve) ---------------------------------------------------------
 
-    def validate(self, model, devices: int | None = None):
-        """Check the plan against a model's variables; returns a `planc.Report`."""
+    def validate(self, model, devices: int | None = None, *, progress: bool = False):
+        """Check the plan against a model's variables; returns a `planc.report.Report`.
+
+        `model` is a Keras model, a pytree, a checkpoint or manifest path, `module:attr`,
+        or a sequence of `planc.Variable`. `progress` draws a bar on a terminal.
+        """
         from .report import validate
 
-        return validate(self, model, devices)
+        return validate(self, model, devices, progress=progress)
 
     def resolve(self, model, devices: int | None = None):
         """`{path: Layout}` for every variable of `model`; raises `PlanError` on errors."""

@@ -166,7 +166,8 @@ class Resolver:
             if others:
                 problems.append(note(
                     "P308", f"literal rule for `{path}` overrides {len(others)} regex "
-                    f"rule{'s' if len(others) > 1 else ''} that also match it", rule.pattern_span,
+                    + ("rules that also match it" if len(others) > 1
+                       else "rule that also matches it"), rule.pattern_span,
                     label="exact path: wins, as a Keras exact key does",
                     secondary=tuple(Label(r.pattern_span, "also matches") for r in others),
                     variable=path, rule=rule.where))

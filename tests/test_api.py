@@ -122,3 +122,8 @@ def test_import_planc_and_lint_load_neither_jax_nor_keras():
             "print(sorted(heavy))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_plans_that_differ_only_in_layout_of_the_text_are_equal():
+    text = (PLANS / "jax_stacked.kd").read_text()
+    assert planc.loads(text) == planc.loads("\n\n" + text.replace("% model", "%   model"))

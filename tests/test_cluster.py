@@ -79,6 +79,21 @@ def test_cluster_block_wins_over_keras_env():
     assert (spec.coordinator, spec.processes, spec.process_id) == ("10.9.9.9:7", 2, 0)
 
 
+def test_env_reads_fall_back_to_keras_env_before_their_defaults():
+    # One plan for a scheduler, for `planc launch` and for a laptop.
+    plan = with_cluster('coordinator = env("COORD"), processes = env("NTASKS", 1), '
+                        'process_id = env("PROCID", 0)')
+    launched = cluster_spec(plan, environ=keras_env(addresses="127.0.0.1:5", processes="2",
+                                                    process_id="1"))
+    assert (launched.coordinator, launched.processes, launched.process_id) == \
+        ("127.0.0.1:5", 2, 1)
+    scheduled = cluster_spec(plan, environ={"COORD": "10.0.0.1:9", "NTASKS": "4",
+                                            "PROCID": "3", **keras_env()})
+    assert (scheduled.coordinator, scheduled.processes, scheduled.process_id) == \
+        ("10.0.0.1:9", 4, 3)
+    assert not cluster_spec(plan, environ={}).multi_process
+
+
 def test_a_setting_the_block_leaves_unset_comes_from_keras_env():
     plan = with_cluster('coordinator = "10.9.9.9:7", processes = 2, process_id = env("RANK")')
     env = {"KERAS_DISTRIBUTION_PROCESS_ID": "1"}

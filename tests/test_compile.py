@@ -39,9 +39,8 @@ def adversarial_plan() -> str:
             f"layout {{\n{rules}    default -> (data, ...)\n}}\n")
 
 
-def compile_cli(*args, capsys=None):
-    code = main(["compile", "--color", "never", *map(str, args)])
-    return code
+def compile_cli(*args):
+    return main(["compile", "--color", "never", *map(str, args)])
 
 
 def imports_of(text: str) -> set[str]:
@@ -208,6 +207,7 @@ def test_json_target_follows_the_documented_schema(tmp_path):
     assert key == {"shape": [1, 2048, 256], "dtype": "bfloat16",
                    "partition_spec": [None, "batch", None], "rule": 1}
     assert doc["table"]["final_normalization/scale"]["rule"] == -1  # the default
+    assert doc["fingerprint"] == fingerprint(planc.load_plan(GEMMA).with_devices(8).ir)
 
 
 def test_json_target_without_model_has_no_table(capsys):
@@ -275,3 +275,62 @@ def test_a_plan_name_from_an_odd_file_stem_cannot_end_the_docstring(tmp_path):
     assert compile_cli(plan, "-o", out) == 0
     m = load_module(out, "stem_module")
     assert m.PLAN_NAME == 'x"""y\\'
+
+
+# -- the emitted module at run time (in this process; see test_differential for a process
+# without planc) ----------------------------------------------------------------------------
+
+CHECKED = """
+mesh(data = auto, model = 2)
+model_parallel(batch = data)
+check data % 2 == 0, "data must be even"
+layout {
+    "w" -> (data, model)
+    "v" -> (model)
+}
+"""
+
+
+def test_emitted_module_runs_plan_checks_when_it_builds_a_mesh(plan_file, tmp_path):
+    import jax
+
+    out = tmp_path / "checked.py"
+    path = plan_file(CHECKED)
+    assert compile_cli(path, "-o", out) == 0
+    m = load_module(out, "checked_module")
+    assert dict(m.make_mesh(jax.devices()[:4]).shape) == {"data": 2, "model": 2}
+    with pytest.raises(ValueError, match=r"check failed: data must be even \(data = 3\)"):
+        m.make_mesh(jax.devices()[:6])
+    with pytest.raises(planc.PlanError, match="data must be even"):
+        planc.load_plan(path).mesh(jax.devices()[:6])
+
+
+def test_emitted_shardings_report_every_error_together(plan_file, tmp_path):
+    import numpy as np
+
+    out = tmp_path / "checked.py"
+    assert compile_cli(plan_file(CHECKED), "-o", out) == 0
+    m = load_module(out, "checked_module2")
+    with pytest.raises(ValueError) as exc:
+        m.shardings({"w": np.zeros((6, 4)), "v": np.zeros(3), "u": np.zeros((2, 2))})
+    text = str(exc.value)
+    assert "3 variable(s)" in text
+    assert "`w` [6, 4]" in text and "`v` [3]" in text and "`u` [2, 2] matches no rule" in text
+
+
+def test_emitted_shard_places_leaves_as_the_plan_does(plan_file, tmp_path):
+    import numpy as np
+
+    out = tmp_path / "checked.py"
+    path = plan_file(CHECKED)
+    assert compile_cli(path, "-o", out) == 0
+    m = load_module(out, "checked_module3")
+    tree = {"w": np.arange(32.0).reshape(8, 4), "v": np.zeros(4)}
+    ours = planc.load_plan(path).shard(tree)
+    theirs = m.shard(tree)
+    for key in tree:
+        assert theirs[key].sharding.spec == ours[key].sharding.spec
+        assert [s.device.id for s in theirs[key].addressable_shards] == \
+            [s.device.id for s in ours[key].addressable_shards]
+        np.testing.assert_array_equal(np.asarray(theirs[key]), tree[key])
+    assert m.data_sharding(2).spec == planc.load_plan(path).data_sharding(2).spec

@@ -2,23 +2,19 @@
 mean what planc means under both Keras regex modes, or a P311 saying why it cannot."""
 
 import ast
+import functools
 import os
 import re
 import subprocess
 import sys
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               " --xla_force_host_platform_device_count=8").strip()
+import pytest
 
-import pytest  # noqa: E402
-
-import planc  # noqa: E402
-from planc.cli import main as planc_main  # noqa: E402
-from planc.emit_keras import emit_keras_module  # noqa: E402
-from planc.resolve import Resolver  # noqa: E402
-from planc.variables import Variable  # noqa: E402
+import planc
+from planc.cli import main as planc_main
+from planc.emit_keras import emit_keras_module
+from planc.resolve import Resolver
+from planc.variables import Variable
 
 MESH = "mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\n"
 
@@ -35,11 +31,22 @@ def keras_lookup(layouts: dict, path: str, mode: str):
     return layouts[hits[0]] if hits else None
 
 
+@functools.lru_cache(maxsize=8)
+def resolver(plan):
+    return Resolver(plan.ir)
+
+
 def planc_answer(plan, path: str, shape=(8, 8)):
-    assignment, problems = Resolver(plan.ir).resolve(Variable(path, shape))
+    assignment, problems = resolver(plan).resolve(Variable(path, shape))
     if any(p.code == "P302" for p in problems):
         return "ambiguous"
     return assignment.layout.axes
+
+
+def reads_as_path(pattern: str) -> bool:
+    """A rule's pattern is a path the rule wins (planc's literal rule); the emitted module
+    honours that for patterns without regex operators other than `.`."""
+    return not re.search(r"[\\^$*+?{}\[\]()|]", pattern)
 
 
 def same_layout(keras_axes, planc_axes, rank=2) -> bool:
@@ -113,15 +120,42 @@ layout {
 def test_keys_give_planc_resolution_under_search_and_fullmatch(name):
     plan = planc.loads(MESH + PLANS[name], file="t.kd")
     layouts = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
-    # A rule's pattern is a path it wins (planc's literal rule) when it reads as a path;
-    # the emitted module does not treat texts with regex operators as paths.
-    paths = PATHS + [r.pattern for r in plan.rules if not re.search(r"[\\^$*+?{}\[\]()|]",
-                                                                     r.pattern)]
+    paths = PATHS + [r.pattern for r in plan.rules if reads_as_path(r.pattern)]
     for path in paths:
         expected = planc_answer(plan, path)
         for mode in ("search", "fullmatch"):
             got = keras_lookup(layouts, path, mode)
             assert same_layout(got, expected), (name, path, mode, got, expected)
+
+
+POOL = ["dense/kernel", "dense.*", ".*kernel", ".*", "x/.*", "(?i)DENSE/kernel",
+        r"dense_\d+/kernel", "head", "^head", "kernel$", "a|b", "(?P<n>dense)/bias",
+        "mha/(query|key)/kernel", "model.norm.weight", ".*/bias", "dense/k.*",
+        "(?x) dense / kernel  # verbose", "x/dense/kernel", "b"]
+LAYOUTS = ["(_, model)", "(model, _)", "(batch, model)", "replicated", "(model, ...)"]
+
+
+def test_keys_agree_with_planc_on_random_rule_sets():
+    import random
+
+    rng = random.Random(5)
+    checked = 0
+    for _ in range(60):
+        patterns = rng.sample(POOL, rng.randint(1, 6))
+        rules = "\n".join(f'    "{p}" -> {rng.choice(LAYOUTS)}' for p in patterns)
+        if rng.random() < 0.4:
+            rules += f"\n    default -> {rng.choice(LAYOUTS)}"
+        text = (f"{MESH}match {rng.choice(['full', 'search'])}\n"
+                f"overlap {rng.choice(['error', 'first'])}\nlayout {{\n{rules}\n}}\n")
+        plan = planc.loads(text, file="t.kd")
+        layouts = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
+        for path in PATHS + [p for p in patterns if reads_as_path(p)]:
+            expected = planc_answer(plan, path)
+            for mode in ("search", "fullmatch"):
+                got = keras_lookup(layouts, path, mode)
+                assert same_layout(got, expected), (text, path, mode, got, expected)
+                checked += 1
+    assert checked > 2000
 
 
 def test_keys_are_anchored_so_search_means_fullmatch():
@@ -135,16 +169,22 @@ def test_keys_are_anchored_so_search_means_fullmatch():
 
 def test_the_simulated_fullmatch_lookup_is_the_installed_keras_lookup():
     keras = pytest.importorskip("keras")
-    plan = planc.loads(MESH + PLANS["full, first, literals and default"], file="t.kd")
-    layouts = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
-    mesh = keras.distribution.DeviceMesh((8,), ["batch"], ["cpu:0"] * 8)
-    real = keras.distribution.LayoutMap(mesh)
-    for key in layouts:
-        real[key] = tuple(a if a is None else "batch" for a in layouts[key])
-    for path in PATHS:
-        ours = keras_lookup(layouts, path, "fullmatch")
-        theirs = real[path]
-        assert (ours is None) == (theirs is None), path
+    plans = [PLANS["full, first, literals and default"], PLANS["full, error"]]
+    for body in plans:
+        plan = planc.loads(MESH + body, file="t.kd")
+        layouts = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
+        real = keras.distribution.LayoutMap(plan.device_mesh)
+        for key, axes in layouts.items():
+            real[key] = axes
+        for path in PATHS + ["mha/query/kernel/x"]:
+            ours = keras_lookup(layouts, path, "fullmatch")
+            try:
+                theirs = real[path]
+            except ValueError:  # Keras: "matches multiple layout specification keys"
+                theirs = "ambiguous"
+            else:
+                theirs = None if theirs is None else theirs.axes
+            assert ours == theirs, path
 
 
 def gemma():
@@ -270,19 +310,33 @@ def test_compile_target_keras_reports_p311_and_writes_nothing(plan_file, tmp_pat
     assert "error[P311]" in err and f"{path}:4" in err and "--model" in err
 
 
-def test_the_emitted_distribution_lays_out_a_model_as_plan_activate(tmp_path):
-    keras = pytest.importorskip("keras")
+def emitted_module(plan, tmp_path):
+    """The module `planc compile --target keras` writes for `plan`, imported."""
     import importlib.util
 
+    path = tmp_path / "plan_keras.py"
+    path.write_text(emit_keras_module(plan))
+    spec = importlib.util.spec_from_file_location("plan_keras", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_emitted_data_parallel_plan_is_keras_data_parallel(tmp_path):
+    keras = pytest.importorskip("keras")
+    module = emitted_module(planc.loads("data_parallel"), tmp_path)
+    dist = module.distribution()
+    assert type(dist) is keras.distribution.DataParallel
+    assert dist.device_mesh.shape == (8,)
+
+
+def test_the_emitted_distribution_lays_out_a_model_as_plan_activate(tmp_path):
+    keras = pytest.importorskip("keras")
     from jax.sharding import PartitionSpec as P
 
     plan = planc.loads(MESH + PLANS["full, first, literals and default"]
                        + '\noutputs {\n    "dense" -> (batch, model)\n}\n', file="t.kd")
-    module_path = tmp_path / "plan_keras.py"
-    module_path.write_text(emit_keras_module(plan))
-    spec = importlib.util.spec_from_file_location("plan_keras", module_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = emitted_module(plan, tmp_path)
 
     def build():
         inp = keras.Input((16,))

@@ -8,15 +8,9 @@ Keras or XLA fail.
 """
 
 import json
-import os
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               " --xla_force_host_platform_device_count=8").strip()
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
 keras = pytest.importorskip("keras")
 from jax.sharding import PartitionSpec as P  # noqa: E402

@@ -1,17 +1,11 @@
 """The Keras target's objects: DeviceMesh, LayoutMap, DataParallel / ModelParallel, the
 distribution scope and the module-level functions, on 8 simulated CPU devices."""
 
-import os
 import subprocess
 import sys
 import textwrap
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               " --xla_force_host_platform_device_count=8").strip()
-
-import pytest  # noqa: E402
+import pytest
 
 keras = pytest.importorskip("keras")
 import jax  # noqa: E402
@@ -134,6 +128,15 @@ def test_an_output_rule_never_lays_out_a_variable():
     layout_map = load('layout { default -> replicated }\noutputs { ".*" -> (batch, ...) }').layout_map
     assert layout_map.lookup("dense/kernel", (8, 8)).axes == (None, None)
     assert layout_map["anything/output"].axes == ("batch",)
+
+
+def test_an_output_rule_that_depends_on_the_shape_is_p311_before_keras_runs():
+    # Keras passes a layer output's path alone: alternatives cannot be chosen.
+    with pytest.raises(planc.PlanError) as caught:
+        load('layout { default -> replicated }\n'
+             'outputs {\n    "ffw" -> (batch, _) | (batch, _, _)\n}').to_keras()
+    d = caught.value.errors[0]
+    assert d.code == "P311" and '"ffw"' in d.message and d.span.line == 5
 
 
 def test_keys_planc_does_not_know_come_back_none_which_keras_replicates():

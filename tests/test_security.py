@@ -224,15 +224,17 @@ def test_env_setting_reads_only_the_variable_it_names():
     assert environ.asked == {"MY_RANK"}
 
 
-def test_cluster_block_reads_only_the_environment_variables_the_plan_writes_down():
-    from planc.cluster import cluster_spec
+def test_cluster_start_up_reads_only_the_plans_names_and_the_keras_convention():
+    from planc.cluster import JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID, cluster_spec
 
     plan = planc.loads("data_parallel\n" + CLUSTER)
-    environ = RecordingEnviron(MY_RANK="1", SECRET="hunter2",
-                               KERAS_DISTRIBUTION_PROCESS_ID="7")
+    environ = RecordingEnviron(MY_RANK="1", SECRET="hunter2")
     spec = cluster_spec(plan, environ)
     assert (spec.coordinator, spec.processes, spec.process_id) == ("10.0.0.1:1234", 2, 1)
-    assert environ.asked <= {"MY_COORDINATOR", "MY_PROCESSES", "MY_RANK"}
+    # The three Keras variables are planc's fixed fallback (`planc launch` sets them);
+    # a plan cannot name anything else into being read.
+    assert environ.asked <= {"MY_COORDINATOR", "MY_PROCESSES", "MY_RANK",
+                             JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID}
 
 
 def test_checking_a_plan_reads_no_environment_variable(monkeypatch):

@@ -422,7 +422,9 @@ def _define_classes():
         if rank == 0:
             return kd.TensorLayout((), dist.device_mesh)
         total = _num_batch_shards(plan)
-        if dist.num_processes == 1 and data_shape[0] is not None and data_shape[0] % total:
+        # Several processes each hold part of the batch: JAX checks the global one.
+        single = getattr(dist, "num_processes", 1) == 1
+        if single and data_shape[0] is not None and data_shape[0] % total:
             raise PlanError((_indivisible_batch(plan, int(data_shape[0]), total),),
                             plan.ir.source_dict)
         axes = plan.batch_axes
