@@ -2,7 +2,8 @@
 
 Both are run as fresh subprocesses (the console script the user runs, and the
 interpreter the user's training script starts with), median of the runs after a
-warm-up that fills the OS file cache. Wall time is what a user waits; CPU time
+warm-up that fills the OS file cache and writes the bytecode cache, alternating the
+two commands run by run. Wall time is what a user waits; CPU time
 (user + system of the child) is shown too because the machine is shared.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import PYTHON, ROOT, Results, args, command_time, status  # noqa: E402
+from common import PYTHON, Results, Timing, args, command_time, status  # noqa: E402
 
 TARGET = 0.3
 
@@ -26,24 +27,24 @@ def planc_command() -> list[str]:
 
 def main():
     a = args(__doc__.splitlines()[0])
-    runs = 1 if a.size == "tiny" else 5
+    runs = 1 if a.size == "tiny" else 9
     results = Results("cli_latency", "CLI latency: planc lint vs import jax", a.size)
     lint = planc_command()
     jax_cmd = [PYTHON, "-c", "import jax"]
-    # Interleaved, so a burst of load on the machine hits both alike.
-    planc_t = command_time(lint, runs=runs, warmup=1)
-    jax_t = command_time(jax_cmd, runs=runs, warmup=1)
-    planc_t2 = command_time(lint, runs=runs, warmup=0)
-    jax_t2 = command_time(jax_cmd, runs=runs, warmup=0)
-    from common import Timing
-
-    planc_t = Timing(planc_t.cpu_runs + planc_t2.cpu_runs, planc_t.wall_runs + planc_t2.wall_runs)
-    jax_t = Timing(jax_t.cpu_runs + jax_t2.cpu_runs, jax_t.wall_runs + jax_t2.wall_runs)
+    # Alternated run by run, so a burst of load on the shared machine hits both alike.
+    command_time(lint, runs=1, warmup=0)  # warm-up, discarded
+    command_time(jax_cmd, runs=1, warmup=0)  # warm-up, discarded
+    planc_runs, jax_runs = [], []
+    for _ in range(runs):
+        planc_runs.append(command_time(lint, runs=1, warmup=0))
+        jax_runs.append(command_time(jax_cmd, runs=1, warmup=0))
+    planc_t = Timing([t.cpu for t in planc_runs], [t.wall for t in planc_runs])
+    jax_t = Timing([t.cpu for t in jax_runs], [t.wall for t in jax_runs])
     ratio = planc_t.wall / jax_t.wall
     cpu_ratio = planc_t.cpu / jax_t.cpu
     shown = " ".join(Path(x).name if i == 0 else x for i, x in enumerate(lint))
     results.row(f"`{shown}`", f"{planc_t.wall * 1e3:.0f} ms wall, {planc_t.cpu * 1e3:.0f} ms CPU",
-                planc_wall_s=planc_t.wall, planc_cpu_s=planc_t.cpu, runs=2 * runs)
+                planc_wall_s=planc_t.wall, planc_cpu_s=planc_t.cpu, runs=runs)
     results.row('`python -c "import jax"`',
                 f"{jax_t.wall * 1e3:.0f} ms wall, {jax_t.cpu * 1e3:.0f} ms CPU",
                 jax_wall_s=jax_t.wall, jax_cpu_s=jax_t.cpu)

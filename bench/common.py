@@ -27,7 +27,8 @@ ENV = dict(os.environ)
 ENV.setdefault("KERAS_BACKEND", "jax")
 ENV.setdefault("JAX_PLATFORMS", "cpu")
 if "xla_force_host_platform_device_count" not in ENV.get("XLA_FLAGS", ""):
-    ENV["XLA_FLAGS"] = (ENV.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+    ENV["XLA_FLAGS"] = (ENV.get("XLA_FLAGS", "") +
+                        " --xla_force_host_platform_device_count=8").strip()
 os.environ.update({k: ENV[k] for k in ("KERAS_BACKEND", "JAX_PLATFORMS", "XLA_FLAGS")})
 # A user's Python caches bytecode; without it every start-up recompiles every changed
 # module from source, which would charge the compiler to the command being timed.

@@ -32,9 +32,11 @@ BENCHMARKS = [
 ]
 
 TITLES = {
-    "resolution": "1. Resolution at scale (planc `Resolver(ir).resolve_all` vs Keras `LayoutMap[path]` loop)",
+    "resolution": ("1. Resolution at scale (planc `Resolver(ir).resolve_all` vs Keras "
+                   "`LayoutMap[path]` loop)"),
     "cli_latency": "2. CLI latency (`planc lint` vs `python -c \"import jax\"`)",
-    "born_sharded": "3. Born-sharded initialisation (peak host memory, ~1 GB model, 8 simulated devices)",
+    "born_sharded": ("3. Born-sharded initialisation (peak host memory, ~1 GB model, "
+                     "8 simulated devices)"),
     "front_end": "4. Front-end throughput",
     "validate_405b": "5. Validation without allocation (Llama-3-405B shapes, --devices 8,64,512)",
 }
@@ -42,23 +44,32 @@ TITLES = {
 # What limits a figure when its target is missed: shown under the table of that benchmark.
 LIMITS = {
     "resolution": (
-        "planc spends about 3 us of CPU per variable: ~1 us in RE2's set match itself, ~1 us "
-        "in the Python wrappers around it (re2's `Set.Match` encodes the str and "
-        "`Matcher.match`/`_Group.match` sort and copy the hits), and ~1 us building the "
-        "`Assignment`. Keras's loop costs ~1 us per rule per path, so with few rules "
-        "(R = 10) the two are within a small factor; planc's lead grows with R because its "
-        "cost does not."),
+        "planc spends about 3-6 us of CPU per variable: ~1 us in RE2's set match itself, "
+        "~1 us in the Python wrappers around it (re2's `Set.Match` encodes the str; "
+        "`Matcher.match` and `_Group.match` sort and copy the hits) and ~1 us building the "
+        "`Assignment`. Keras's loop costs ~1 us per rule per path, so with 10 rules the two "
+        "are within a small factor; planc's lead grows with R because its cost does not."),
     "cli_latency": (
-        "`planc lint` must start a Python interpreter (~20-30 ms), import lark, re2, rich "
-        "and planc's front end, build the LALR parser (cached on disk by lark) and read "
-        "the manifest; see `python -X importtime -m planc lint ...` for the import tree."),
+        "of planc's ~0.3 s of CPU, ~35 ms is the interpreter's start-up; importing planc is "
+        "~120-140 ms, of which the dataclass-heavy `planc.ast` (~24 ms) and `planc.ir` "
+        "(~9 ms), lark with the stdlib modules it pulls in (logging, inspect, urllib, "
+        "pickle: ~35 ms) and re2 (~16 ms); the run itself is ~30-45 ms, of which lark "
+        "loading its cached LALR tables and compiling its lexer's regexes (~25 ms) and "
+        "argparse building all six subcommands (~10 ms). See `python -X importtime -m "
+        "planc lint ...`."),
     "born_sharded": (
-        "On simulated CPU devices every device's buffers are host memory, so the "
-        "parameters alone are 1x; what exceeds that is XLA's temporaries while the "
-        "random initialisers run (one leaf's full random bits before the scale)."),
+        "not the sharding: the parameters are born sharded (1x in total, the busiest device "
+        "holds 1/8 plus its temporaries). XLA:CPU's default concurrency-optimised scheduler "
+        "keeps every leaf's random bits alive at once (the 'XLA temporaries' figure, about "
+        "1x the model); with `--xla_cpu_enable_concurrency_optimized_scheduler=false` "
+        "`plan.init` meets the target. `compile(compiler_options=...)` does not carry this "
+        "option on jax 0.10, so only the XLA_FLAGS setting works; `plan.init` could instead "
+        "initialise in groups of leaves to bound the temporaries on any scheduler."),
     "front_end": (
-        "Every pattern is parsed by Python's `re` parser, re-emitted for RE2 and compiled "
-        "by RE2 once to check it; with long alternations that is most of the time."),
+        "see the two 'of which' rows: the lark parse into the AST, and checking each pattern "
+        "(Python's `re` parses it twice, once in `re.compile` and once in `_parser.parse`; "
+        "it is then re-emitted for RE2 and compiled by RE2). Checked patterns are cached "
+        "per process, so a plan loaded again is cheaper."),
     "validate_405b": "",
 }
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import BENCH, PYTHON, Results, args, command_time, gib, peak_memory, status  # noqa: E402
+from common import (BENCH, PYTHON, Results, args, command_time, gib,  # noqa: E402
+                    peak_memory, status)
 from models import llama3_405b  # noqa: E402
 
 PLAN = BENCH / "llama3_405b.kd"

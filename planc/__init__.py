@@ -14,7 +14,19 @@ from .variables import Variable
 
 __version__ = "0.1.0"
 
+# The Keras counterparts (`keras.distribution.set_distribution` ...) load keras, so they
+# are imported on first use only.
+_KERAS_API = ("set_distribution", "distribution", "list_devices", "distribute_tensor")
+
 __all__ = [
     "CODES", "Diagnostic", "Plan", "PlanError", "Severity", "Span", "Variable",
-    "load_plan", "loads", "__version__",
+    "load_plan", "loads", "__version__", *_KERAS_API,
 ]
+
+
+def __getattr__(name):
+    if name in _KERAS_API:
+        from . import keras_api
+
+        return getattr(keras_api, name)
+    raise AttributeError(f"module 'planc' has no attribute {name!r}")

@@ -6,7 +6,9 @@ The checker never stops at the first problem: it collects every diagnostic, then
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,9 +24,18 @@ Overrides = dict  # name -> int | str (from Python) or str (from -D)
 
 
 def read_plan_text(path: str | os.PathLike) -> str:
-    """A plan file's text. OSError for an unreadable path; PlanError for bad bytes."""
-    p = Path(path)
-    with open(p, "rb") as f:
+    """A plan file's text. OSError for an unreadable path; PlanError for bad bytes.
+
+    Only a regular file is read: a FIFO or a device (`/dev/zero`, a symlink to
+    `/proc/self/fd/0`) would block or never end. Opening does not block on a FIFO.
+    """
+    fd = os.open(Path(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with open(fd, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         data = f.read(limits.MAX_PLAN_BYTES + 1)
     name = str(path)
     if len(data) > limits.MAX_PLAN_BYTES:
@@ -90,11 +101,14 @@ class _Checker:
         self.diags: list[Diagnostic] = []
         self.sources: dict[str, str] = {}
         self.n_files = 0
+        self._mesh_names: tuple = (None, frozenset())
+        self._scan_budget, self._cell_budget = _HINT_SCANS, _HINT_CELLS
 
     # -- driver -------------------------------------------------------------------------
 
     def run(self, text: str) -> PlanIR:
         self.sources[self.file] = text
+        self.total_bytes = len(text.encode("utf-8", "surrogatepass"))
         try:
             module = parse(text, self.file)
         except PlanError as exc:
@@ -110,6 +124,32 @@ class _Checker:
 
     def err(self, code, message, span, **kw):
         self.diags.append(error(code, message, span, **kw))
+
+    def _axis_set(self, mesh: Mesh) -> frozenset:
+        """`mesh.names` as a set, built once per mesh (the property builds a tuple per call,
+        and a plan can name thousands of axes thousands of times)."""
+        if self._mesh_names[0] is not mesh:
+            self._mesh_names = (mesh, frozenset(mesh.names))
+        return self._mesh_names[1]
+
+    def _hint(self, word: str, *choices) -> str | None:
+        """`did_you_mean(word, choices)` within this check's budget, or None.
+
+        Each suggestion compares `word` with every choice; thousands of unknown names
+        against thousands of parameters would otherwise take hours. Choices whose length
+        alone rules them out are skipped, which never changes the answer.
+        """
+        size = sum(len(c) for c in choices)
+        if size > self._scan_budget or len(word) > 64:
+            return None
+        self._scan_budget -= size
+        near = [c for cs in choices for c in cs
+                if abs(len(c) - len(word)) <= max(1, min(len(c), len(word)) // 3)]
+        cost = sum((len(word) + 1) * (len(c) + 1) for c in near)
+        if cost > self._cell_budget:
+            return None
+        self._cell_budget -= cost
+        return did_you_mean(word, near)
 
     @staticmethod
     def _key(file: str) -> str:
@@ -158,10 +198,18 @@ class _Checker:
             text = read_plan_text(target)
         except PlanError as exc:
             self.diags.extend(exc.diagnostics)
+            self.sources.update(exc.sources)
             return
         except OSError as exc:
             self.err("P117", f"cannot include `{stmt.path.value}`: {exc.strerror or exc}",
                      stmt.path.span, label="not found", help=f"looked for `{target}`")
+            return
+        # Each file is within its limit; this bounds the work of many large includes.
+        self.total_bytes += len(text.encode("utf-8"))
+        if self.total_bytes > limits.MAX_TOTAL_BYTES:
+            self.err("P125", f"the plan and its includes are larger than "
+                     f"{limits.MAX_TOTAL_BYTES} bytes together", stmt.span,
+                     label="one include too many")
             return
         name = str(target)
         self.sources[name] = text
@@ -246,7 +294,7 @@ class _Checker:
                          help='write a literal, e.g. `param tp = 2` or `param mode = "x"`')
         for oname, raw in self.overrides.items():
             if oname not in params:
-                hint = did_you_mean(oname, params)
+                hint = self._hint(oname, params)
                 declared = ", ".join(f"`{p}`" for p in params) or "none"
                 self.err("P109", f"`{oname}` is overridden but the plan declares no such "
                          f"parameter (declared: {declared})", None,
@@ -282,7 +330,7 @@ class _Checker:
             if node.text not in params:
                 self.err("P108", f"unknown parameter `{node.text}`", node.span,
                          label="not declared",
-                         help=did_you_mean(node.text, params) or
+                         help=self._hint(node.text, params) or
                          f"declare it: `param {node.text} = ...`")
                 return None
             value = params[node.text][1]
@@ -349,7 +397,7 @@ class _Checker:
         counts: dict[str, int] = {}
         for kw in got.slices[0].items:
             n = kw.name.text
-            if n not in mesh.names:
+            if n not in self._axis_set(mesh):
                 self._unknown_axis(kw.name, mesh)
                 continue
             if n in counts:
@@ -367,10 +415,9 @@ class _Checker:
             self.err("P008", "`None` is Python; planc writes `_` for a dimension that is not split",
                      name.span, label="write `_` here", help="replace `None` with `_`")
             return
-        hint = did_you_mean(name.text, mesh.names)
-        axes = ", ".join(f"`{n}`" for n in mesh.names)
+        hint = self._hint(name.text, mesh.names)
         self.err("P101", f"unknown {what} `{name.text}`", name.span, label="not in the mesh",
-                 help=hint or f"the mesh axes are {axes}")
+                 help=hint or f"the mesh axes are {_listing(mesh.names)}")
 
     # distribution ---------------------------------------------------------------------------
 
@@ -397,18 +444,18 @@ class _Checker:
         if stmt.key.text != "batch":
             self.err("P119", f"`model_parallel` takes `batch = AXES`, not `{stmt.key.text}`",
                      stmt.key.span, label="unknown setting", help="write `batch = AXIS`")
-        out = []
+        out: dict[str, None] = {}  # ordered, and `in` is O(1) for a batch of many axes
         for n in stmt.axes:
-            if n.text not in mesh.names:
-                hint = did_you_mean(n.text, mesh.names)
+            if n.text not in self._axis_set(mesh):
+                hint = self._hint(n.text, mesh.names)
                 self.err("P113", f"batch axis `{n.text}` is not a mesh axis", n.span,
                          label="not in the mesh", help=hint or "the mesh axes are " +
-                         ", ".join(f"`{a}`" for a in mesh.names))
+                         _listing(mesh.names))
             elif n.text in out:
                 self.err("P104", f"batch axis `{n.text}` is named twice", n.span,
                          label="named again")
             else:
-                out.append(n.text)
+                out[n.text] = None
         return tuple(out)
 
     def _mode(self, stmts, what, choices, default) -> str:
@@ -418,7 +465,7 @@ class _Checker:
         mode = stmts[0].mode
         if mode.text not in choices:
             self.err("P119", f"unknown `{what}` mode `{mode.text}`", mode.span,
-                     label="not a mode", help=did_you_mean(mode.text, choices) or
+                     label="not a mode", help=self._hint(mode.text, choices) or
                      "choose " + " or ".join(f"`{c}`" for c in choices))
             return default
         return mode.text
@@ -509,7 +556,7 @@ class _Checker:
             if isinstance(entry, ast.Split):
                 names = []
                 for n in entry.axes:
-                    if n.text not in mesh.names:
+                    if n.text not in self._axis_set(mesh):
                         self._unknown_axis(n, mesh)
                     elif n.text in used:
                         self.err("P104", f"axis `{n.text}` is used twice in one layout", n.span,
@@ -546,7 +593,7 @@ class _Checker:
                 state = self._int_value(kw.value, params, "`state`") or 1
             else:
                 self.err("P119", f"unknown budget setting `{key}`", kw.name.span,
-                         label="unknown", help=did_you_mean(key, ("per_device", "state")) or
+                         label="unknown", help=self._hint(key, ("per_device", "state")) or
                          "budget takes `per_device = SIZE` and `state = K`")
         if per_device is None:
             if not any(kw.name.text == "per_device" for kw in stmt.args):
@@ -557,6 +604,7 @@ class _Checker:
 
     def _checks(self, got, params, mesh: Mesh) -> tuple[Check, ...]:
         out = []
+        env = sizes_env(dict((k, v) for k, (_, v) in params.items()), mesh)
         for stmt in got.checks:
             names = []
             ok = self._check_names(stmt.expr, params, mesh, names)
@@ -565,7 +613,6 @@ class _Checker:
             check = Check(stmt.expr, _expr_key(stmt.expr), stmt.message.value,
                           tuple(dict.fromkeys(names)), stmt.span)
             out.append(check)
-            env = sizes_env(dict((k, v) for k, (_, v) in params.items()), mesh)
             if all(n in env for n in check.names):
                 self._evaluate(check, env)
         return tuple(out)
@@ -573,7 +620,7 @@ class _Checker:
     def _check_names(self, expr, params, mesh, names) -> bool:
         ok = True
         for n in _names_in(expr):
-            if n.text in mesh.names:
+            if n.text in self._axis_set(mesh):
                 names.append(n.text)
             elif n.text in params:
                 if not isinstance(params[n.text][1], int):
@@ -582,7 +629,7 @@ class _Checker:
                     ok = False
                 names.append(n.text)
             else:
-                hint = did_you_mean(n.text, list(params) + list(mesh.names))
+                hint = self._hint(n.text, params, mesh.names)
                 self.err("P108", f"unknown name `{n.text}` in `check`", n.span,
                          label="neither a parameter nor a mesh axis",
                          help=hint or "a `check` reads parameters and mesh axis sizes")
@@ -613,7 +660,7 @@ class _Checker:
             if v.text in params:
                 return params[v.text][1]
             self.err("P108", f"unknown parameter `{v.text}`", v.span, label="not declared",
-                     help=did_you_mean(v.text, params))
+                     help=self._hint(v.text, params))
             return None
         self.err("P110", "`env(...)` cannot be nested", v.span, label="nested env")
         return None
@@ -629,7 +676,7 @@ class _Checker:
             key = kw.name.text
             if key not in _CLUSTER_KEYS:
                 self.err("P119", f"unknown cluster setting `{key}`", kw.name.span, label="unknown",
-                         help=did_you_mean(key, _CLUSTER_KEYS) or
+                         help=self._hint(key, _CLUSTER_KEYS) or
                          "cluster takes " + ", ".join(f"`{k}`" for k in _CLUSTER_KEYS))
                 continue
             if key in values:
@@ -644,6 +691,17 @@ class _Checker:
                 values[key] = setting
         return Cluster(values.get("coordinator"), values.get("processes"), values.get("process_id"),
                        stmt.span)
+
+
+# What suggestions may cost one check: choices looked at, and edit-distance cells.
+_HINT_SCANS = 1_000_000
+_HINT_CELLS = 1_000_000
+
+
+def _listing(names, limit: int = 10) -> str:
+    """`a`, `b`, ... for a help line, the first `limit` names and a count of the rest."""
+    shown = ", ".join(f"`{n}`" for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _header(block) -> Span:

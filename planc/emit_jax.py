@@ -34,7 +34,6 @@ import re
 
 from . import __version__, limits
 from .ast import BinOp, IntLit, Name, Paren, UnaryOp
-from .checker import layout_text
 from .ir import Alternative, Dim, PlanIR, Rule
 
 __all__ = ["module_text", "literal"]
@@ -70,6 +69,12 @@ def _alternative(a: Alternative) -> tuple:
 def _rule_line(rule: Rule) -> str:
     alts = tuple(_alternative(a) for a in rule.layout.alternatives)
     return f"    ({literal(rule.pattern)}, {literal(alts)}),  # -> {rule.layout.text}\n"
+
+
+def _rules(name: str, rules) -> str:
+    if not rules:
+        return f"{name} = ()\n"
+    return f"{name} = (\n" + "".join(_rule_line(r) for r in rules) + ")\n"
 
 
 def _default(rule: Rule | None) -> str:
@@ -137,9 +142,9 @@ def module_text(ir: PlanIR, fingerprint: str, table=None) -> str:
     out.append(f"CHECKS = {literal(checks)}\n\n")
     out.append("# Rules in file order: (pattern, alternatives). An alternative is\n"
                "# (head dims, has `...`, tail dims, replicated); a dim is (mesh axes, block).\n")
-    out.append("RULES = (\n" + "".join(_rule_line(r) for r in ir.rules) + ")\n")
+    out.append(_rules("RULES", ir.rules))
     out.append(f"DEFAULT = {_default(ir.default)}\n")
-    out.append("OUTPUT_RULES = (\n" + "".join(_rule_line(r) for r in ir.outputs) + ")\n")
+    out.append(_rules("OUTPUT_RULES", ir.outputs))
     out.append(f"OUTPUT_DEFAULT = {_default(ir.outputs_default)}\n\n")
     if table is None:
         out.append("# Compiled without --model: no resolved table.\nTABLE = None\n")

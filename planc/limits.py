@@ -1,6 +1,7 @@
 """Resource limits on untrusted plan text. Each has a diagnostic (P125) when exceeded."""
 
 MAX_PLAN_BYTES = 1 << 20  # one plan file
+MAX_TOTAL_BYTES = 4 << 20  # a plan and all its includes together
 MAX_INCLUDE_DEPTH = 16
 MAX_INCLUDED_FILES = 256
 MAX_RULES = 20_000  # across all blocks and includes

@@ -18,7 +18,8 @@ _WINDOW = 120  # longest source excerpt shown for one line
 
 def render_text(diags, sources: dict[str, str], color: bool = False) -> str:
     """Render diagnostics with source excerpts; `color` styles them through rich."""
-    chunks = [_render_one(d, sources) for d in diags]
+    lines = _Lines(sources)
+    chunks = [_render_one(d, lines) for d in diags]
     summary = _summary(diags)
     if summary:
         chunks.append([(summary, "bold")])
@@ -93,11 +94,23 @@ def _visible(text: str) -> str:
                    for c in text)
 
 
-def _excerpt(s: Span, message: str, text: str | None, gutter: int, primary: bool,
+class _Lines:
+    """Each source split into lines once, however many diagnostics quote it."""
+
+    def __init__(self, sources: dict[str, str]):
+        self._sources, self._split = sources, {}
+
+    def get(self, file: str) -> list[str] | None:
+        if file not in self._split:
+            text = self._sources.get(file)
+            self._split[file] = None if text is None else text.split("\n")
+        return self._split[file]
+
+
+def _excerpt(s: Span, message: str, lines: list[str] | None, gutter: int, primary: bool,
              severity: Severity) -> list[tuple[str, str]]:
-    if text is None:
+    if lines is None:
         return []
-    lines = text.split("\n")
     if not 1 <= s.line <= len(lines):
         return []
     line = lines[s.line - 1].rstrip("\r")

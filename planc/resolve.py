@@ -157,6 +157,18 @@ class Resolver:
         layout, alt = self._fit(rule, var, problems)
         return Assignment(var, layout, rule, alt), problems
 
+    def winner(self, path: str) -> tuple[Rule | None, list[Diagnostic]]:
+        """The rule that lays out `path`, chosen without a shape (literal, overlap, default).
+
+        For targets that see only a path, as Keras's LayoutMap lookup does; None (and no
+        diagnostic) when nothing applies and the variable stays replicated.
+        """
+        hits = self.matcher.match(path)
+        if not hits and self.matcher.literal(path) is None and self.default is None:
+            return None, []
+        problems: list[Diagnostic] = []
+        return self._winner(Variable(path, ()), hits, problems), problems
+
     def _winner(self, var: Variable, hits: tuple[int, ...], problems) -> Rule | None:
         path = var.path
         literal = self.matcher.literal(path)

@@ -101,6 +101,24 @@ def test_device_grid_groups_devices_by_slice_index():
     assert [[d.id for d in row] for row in grid] == [[0, 2], [4, 6], [1, 3], [5, 7]]
 
 
+def test_device_grid_groups_devices_by_process_without_slice_indices():
+    fake = [SimpleNamespace(id=i, platform="cpu", device_kind="cpu", process_index=i // 4)
+            for i in range(8)]
+    grid = backend._device_grid((2, 4), (1, 2), fake)
+    assert [[d.id for d in row] for row in grid] == [[0, 1, 4, 5], [2, 3, 6, 7]]
+
+
+def test_mesh_whose_slices_the_devices_cannot_form_is_p201():
+    plan = planc.loads("mesh(data = 2, model = 2)\nslices(model = 2)\n"
+                       "model_parallel(batch = data)")
+    fake = [SimpleNamespace(id=i, platform="cpu", device_kind="cpu", process_index=i % 4)
+            for i in range(8)]
+    with pytest.raises(planc.PlanError) as exc:
+        plan.mesh(fake)
+    assert codes(exc) == ["P201"]
+    assert "4 process(es)" in str(exc.value)
+
+
 def test_mesh_rejects_a_device_listed_twice(tp):
     d = jax.devices()
     with pytest.raises(ValueError, match="listed twice"):

@@ -125,7 +125,8 @@ def test_output_paths_resolve_against_output_rules_only():
 
 
 def test_an_output_rule_never_lays_out_a_variable():
-    layout_map = load('layout { default -> replicated }\noutputs { ".*" -> (batch, ...) }').layout_map
+    plan = load('layout { default -> replicated }\noutputs { ".*" -> (batch, ...) }')
+    layout_map = plan.layout_map
     assert layout_map.lookup("dense/kernel", (8, 8)).axes == (None, None)
     assert layout_map["anything/output"].axes == ("batch",)
 

@@ -242,3 +242,16 @@ def test_variable_path_of_exactly_the_limit_is_matched():
     resolver = Resolver(planc.loads(HEAD + 'layout { ".*" -> replicated }\n').ir)
     assignment, found = resolver.resolve(Variable("a" * limits.MAX_PATH_LENGTH, (2, 2)))
     assert found == [] and assignment.rule is not None
+
+
+def test_includes_larger_than_the_total_limit_together_are_P125_at_the_include(tmp_path):
+    # Each file is within its own limit; together they pass the total.
+    body = b"data_parallel\n" + b"#" * (limits.MAX_PLAN_BYTES - 100) + b"\n"
+    (tmp_path / "big.kd").write_bytes(body)
+    n = limits.MAX_TOTAL_BYTES // len(body) + 1
+    main = tmp_path / "main.kd"
+    main.write_text('include "big.kd"\n' * n)
+    with pytest.raises(planc.PlanError) as exc:
+        planc.load_plan(main)
+    too_much = [d for d in exc.value.diagnostics if d.code == "P125"]
+    assert [(d.span.file, d.span.line) for d in too_much] == [(str(main), n)]

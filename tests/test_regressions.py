@@ -5,6 +5,7 @@ Each test names what used to happen; the assertion is what happens now.
 
 import io
 import re
+import signal
 from argparse import Namespace
 from pathlib import Path
 
@@ -185,3 +186,76 @@ def test_formatter_lost_track_of_comments_in_split_statements_and_keeps_them(tex
     assert format_text(out) == out
     assert sorted(re.findall(r"#[^\n]*", out)) == sorted(
         c.rstrip() for c in re.findall(r"#[^\r\n]*", text))
+
+
+# -- quadratic work on small plans ------------------------------------------------------------
+# Each of these plans is a few hundred kilobytes and used to take from minutes to hours.
+# The deadline fails a regression instead of hanging; nothing here asserts a duration.
+
+@pytest.fixture
+def deadline():
+    def expired(signum, frame):
+        raise TimeoutError("quadratic again: this should take seconds")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(120)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_thousands_of_unknown_names_against_thousands_of_params_get_bounded_suggestions(
+        deadline):
+    # Every unknown name was compared with every parameter by edit distance.
+    n = 4_000
+    text = ("data_parallel\n" + "".join(f"param p{i} = 1\n" for i in range(n)) +
+            "".join(f'check q{i} == 1, "m"\n' for i in range(n)))
+    with pytest.raises(planc.PlanError) as exc:
+        planc.loads(text)
+    found = exc.value.diagnostics
+    assert len(found) == n and {d.code for d in found} == {"P108"}
+    assert found[0].help == ("did you mean `p0`?",)  # the first ones still get a hint
+
+
+def test_a_suggestion_never_compares_with_a_name_a_million_characters_long(deadline):
+    long_name = "p" * 900_000
+    text = f"data_parallel\nparam {long_name} = 1\n" + 'check pp == 1, "m"\n' * 50
+    with pytest.raises(planc.PlanError) as exc:
+        planc.loads(text)
+    assert len(exc.value.diagnostics) == 50
+
+
+def test_thousands_of_axes_named_thousands_of_times_check_in_linear_time(deadline):
+    # `Mesh.names` built a tuple of every axis for each axis named, and the batch axes
+    # were collected in a list searched for each new one.
+    n = 20_000
+    axes = ", ".join(f"a{i}" for i in range(n))
+    text = ("mesh(" + ", ".join(f"a{i} = 1" for i in range(n)) + ")\n"
+            f"model_parallel(batch = ({axes}))\n"
+            f'layout {{ "r" -> ({axes}) }}\n')
+    plan = planc.loads(text)
+    assert len(plan.batch_axes) == n and len(plan.rules[0].layout.alternatives[0].head) == n
+
+
+def test_unknown_axis_help_lists_a_few_axes_not_thousands():
+    text = ("mesh(" + ", ".join(f"a{i} = 1" for i in range(1_000)) + ")\n"
+            'model_parallel(batch = a0)\nlayout { "r" -> (zz) }\n')
+    with pytest.raises(planc.PlanError) as exc:
+        planc.loads(text)
+    (d,) = exc.value.diagnostics
+    assert d.help == ("the mesh axes are `a0`, `a1`, `a2`, `a3`, `a4`, `a5`, `a6`, `a7`, "
+                      "`a8`, `a9` and 990 more",)
+
+
+def test_rendering_twenty_thousand_diagnostics_splits_the_source_once(deadline):
+    # Every diagnostic split the whole source into lines again to show its excerpt.
+    from planc.render import render_text
+
+    n = 20_000
+    source = "".join(f'"rule number {i:06d}" -> (some, axes, here, to, fill, a, line)\n'
+                     for i in range(n))
+    diags = [Diagnostic("P101", Severity.ERROR, "unknown mesh axis `some`",
+                        Span("p.kd", i + 1, 26, i + 1, 30)) for i in range(n)]
+    rendered = render_text(diags, {"p.kd": source})
+    assert rendered.count("error[P101]") == n
+    assert f'{n} | "rule number {n - 1:06d}"' in rendered

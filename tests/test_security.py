@@ -353,3 +353,27 @@ def test_a_real_subprocess_never_prints_a_traceback_for_hostile_input(tmp_path):
     assert proc.returncode == 1
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "P009" in proc.stdout  # not UTF-8: refused before parsing
+
+
+# -- files that are not files ------------------------------------------------------------------
+
+def test_a_fifo_given_as_a_plan_is_refused_without_blocking(deadline, tmp_path, capsys):
+    fifo = tmp_path / "pipe.kd"
+    os.mkfifo(fifo)
+    code, _, err = run_cli(["lint", fifo], capsys)
+    assert code == 2 and "not a regular file" in err
+
+
+def test_a_symlink_to_a_device_is_refused_without_reading_it(deadline, tmp_path, capsys):
+    (tmp_path / "zero.kd").symlink_to("/dev/zero")
+    code, _, err = run_cli(["lint", tmp_path / "zero.kd"], capsys)
+    assert code == 2 and "not a regular file" in err
+
+
+def test_an_include_of_a_fifo_inside_the_tree_is_P117(deadline, tmp_path):
+    os.mkfifo(tmp_path / "pipe.kd")
+    (tmp_path / "main.kd").write_text('include "pipe.kd"\ndata_parallel\n')
+    with pytest.raises(planc.PlanError) as exc:
+        planc.load_plan(tmp_path / "main.kd")
+    (d,) = exc.value.diagnostics
+    assert d.code == "P117" and "not a regular file" in d.message

@@ -13,11 +13,12 @@ Choices a user should know:
   Keras builds it. A device count that does not fit the mesh is a `PlanError` (P201).
 - **Slices.** `slices(axis = N)` meshes are built with
   `mesh_utils.create_hybrid_device_mesh` from the per-slice shape and the slice
-  counts. Devices with a `slice_index` (multi-slice TPU) are grouped by it; devices
-  without one are grouped by process when there is one process per slice
-  (`process_is_granule=True`); a single process without slice indices (CPU, simulated
-  devices) takes contiguous runs of its device list as the slices, so a multi-slice
-  plan can be tried on one host.
+  counts. Devices are grouped by `slice_index` when they come from exactly as many
+  slices as the plan has (multi-slice TPU); else by process when there is one process
+  per slice (`process_is_granule=True`; CPU and GPU clusters have no slice index); a
+  single process on a single slice (simulated CPU devices) takes contiguous runs of its
+  device list as the slices, so a multi-slice plan can be tried on one host. Anything
+  else is a `PlanError` (P201).
 - **Blocks.** JAX has no block sharding: `model[128]` is a divisibility constraint
   (the dimension must divide by 128 x size(model), checked by the resolver) and the
   `PartitionSpec` entry is the plain axis `"model"`. Contiguous equal shards of a
@@ -87,10 +88,6 @@ def _resolver(ir: PlanIR, block: str = "layout") -> Resolver:
     return _cached(ir, ("resolver", block), lambda: Resolver(ir, block))
 
 
-def _sizes(ir: PlanIR) -> dict[str, int | None]:
-    return {a.name: a.global_size for a in ir.mesh.axes}
-
-
 def _ir_for_mesh(plan, mesh: Mesh) -> PlanIR:
     """The plan bound to `mesh`'s device count, after checking the mesh is the plan's."""
     if not isinstance(mesh, Mesh):
@@ -127,17 +124,19 @@ def _device_grid(shape, slices, devices):
     if count == 1:
         return _ordered_devices(shape, devices)
     per_slice = tuple(g // s for g, s in zip(shape, slices))
-    if all(getattr(d, "slice_index", None) is not None for d in devices):
+    slice_ids = {getattr(d, "slice_index", None) for d in devices}
+    if None not in slice_ids and len(slice_ids) == count:
         return mesh_utils.create_hybrid_device_mesh(per_slice, slices, devices)
-    processes = sorted({d.process_index for d in devices})
+    processes = {d.process_index for d in devices}
     if len(processes) == count:
         return mesh_utils.create_hybrid_device_mesh(per_slice, slices, devices,
                                                     process_is_granule=True)
-    if len(processes) != 1:
-        raise ValueError(f"the devices have no slice index and come from {len(processes)} "
-                         f"processes, which cannot stand for {count} slices")
-    # One process without slice indices (CPU, simulated devices): contiguous runs of the
-    # device list stand in for slices, placed as create_hybrid_device_mesh places them.
+    if len(processes) != 1 or len(slice_ids) != 1:
+        raise ValueError(f"the devices come from {len(slice_ids)} slice(s) and "
+                         f"{len(processes)} process(es); {count} slices need one of them "
+                         f"to be {count}")
+    # One process on one slice (CPU, simulated devices): contiguous runs of the device
+    # list stand in for slices, placed as create_hybrid_device_mesh places them.
     size = len(devices) // count
     blocks = [_ordered_devices(per_slice, devices[i * size:(i + 1) * size])
               for i in range(count)]

@@ -56,12 +56,24 @@ OUTPUT_SUFFIX = "/output"
 
 
 def keras_module():
-    """`keras`, or ModuleNotFoundError with the one line that says how to install it."""
+    """`keras`, or ModuleNotFoundError with the one line that says how to install it.
+
+    When Keras is not imported yet and no backend is chosen, the JAX backend is chosen:
+    it is the one on which every layout planc writes can run (Keras's own default,
+    TensorFlow, cannot split a dimension over several axes).
+    """
+    import os
+    import sys
+
+    if "keras" not in sys.modules:
+        os.environ.setdefault("KERAS_BACKEND", "jax")
     try:
         import keras
         import keras.distribution  # noqa: F401
-    except ImportError:
-        raise ModuleNotFoundError(INSTALL_HINT) from None
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "keras":
+            raise ModuleNotFoundError(INSTALL_HINT) from None
+        raise ModuleNotFoundError(f"Keras cannot load its backend: {exc}") from None
     return keras
 
 
@@ -400,7 +412,7 @@ def _define_classes():
         def _shape_free(self, resolver, path, kind):
             if self._data_parallel:
                 return None
-            rule, problems = _winner(resolver, path)
+            rule, problems = resolver.winner(path)
             errors = tuple(p for p in problems if p.is_error)
             if errors:
                 raise PlanError(errors, self._plan.ir.source_dict)
@@ -496,20 +508,6 @@ def _define_classes():
     out.PlancDataParallel = PlancDataParallel
     out.PlancModelParallel = PlancModelParallel
     return out
-
-
-def _winner(resolver: Resolver, path: str):
-    """(winning rule or None, diagnostics) for `path`, decided without a shape.
-
-    Only rule selection (literal, overlap, default) is run: it is the resolver's own
-    step, so the choice is the one every other target makes.
-    """
-    hits = resolver.matcher.match(path)
-    if not hits and resolver.matcher.literal(path) is None and resolver.default is None:
-        return None, []
-    problems: list[Diagnostic] = []
-    rule = resolver._winner(Variable(path, ()), hits, problems)
-    return rule, problems
 
 
 def _with_variable(diag: Diagnostic, path: str) -> Diagnostic:

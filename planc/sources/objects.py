@@ -111,6 +111,8 @@ def _keras_variables(model: Any, origin: str) -> list[Variable]:
     out = []
     for i, v in enumerate(variables):
         path = getattr(v, "path", None)
+        if isinstance(path, str) and path.endswith("/seed_generator_state"):
+            continue  # RNG state, not a weight: Keras keeps it replicated whatever the plan says
         if path is None or not hasattr(v, "shape") or not hasattr(v, "dtype"):
             raise SourceError(f"{origin}: variables[{i}] ({type(v).__name__}) has no "
                               f".path, .shape and .dtype; planc reads Keras 3 variables")
