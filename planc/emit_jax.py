@@ -84,22 +84,22 @@ def _default(rule: Rule | None) -> str:
     return f"{literal(alts)}  # -> {rule.layout.text}"
 
 
-def _expr(node) -> tuple:
+def check_data(node) -> tuple:
     """A `check` expression as nested tuples, evaluated by the module's `_eval`."""
     if isinstance(node, IntLit):
         return ("int", node.value)
     if isinstance(node, Name):
         return ("name", node.text)
     if isinstance(node, Paren):
-        return _expr(node.inner)
+        return check_data(node.inner)
     if isinstance(node, UnaryOp):
-        return ("unary", node.op, _expr(node.operand))
+        return ("unary", node.op, check_data(node.operand))
     if isinstance(node, BinOp):
-        return ("binary", node.op, _expr(node.left), _expr(node.right))
+        return ("binary", node.op, check_data(node.left), check_data(node.right))
     raise TypeError(f"unexpected expression node {type(node).__name__}")
 
 
-def _shared_source() -> str:
+def device_order_source() -> str:
     """The source of the device-order functions of `planc.backends.jax`, read as text
     (so writing a module does not import jax)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "backends", "jax.py")
@@ -138,7 +138,7 @@ def module_text(ir: PlanIR, fingerprint: str, table=None) -> str:
     out.append(f"MAX_PATH_LENGTH = {limits.MAX_PATH_LENGTH}\n")
     params = tuple((k, v) for k, v in ir.params if isinstance(v, int) and not isinstance(v, bool))
     out.append(f"PARAMS = dict({literal(params)})\n")
-    checks = tuple((_expr(c.expr), c.message, tuple(c.names)) for c in ir.checks)
+    checks = tuple((check_data(c.expr), c.message, tuple(c.names)) for c in ir.checks)
     out.append(f"CHECKS = {literal(checks)}\n\n")
     out.append("# Rules in file order: (pattern, alternatives). An alternative is\n"
                "# (head dims, has `...`, tail dims, replicated); a dim is (mesh axes, block).\n")
@@ -153,8 +153,8 @@ def module_text(ir: PlanIR, fingerprint: str, table=None) -> str:
         out.append("TABLE = {\n" + "".join(f"    {literal(path)}: {literal(tuple(axes))},\n"
                                            for path, _, axes in table) + "}\n")
     out.append("\n\n")
-    out.append(_shared_source())
-    out.append(_RUNTIME)
+    out.append(device_order_source())
+    out.append(RUNTIME_SOURCE)
     return "".join(out)
 
 
@@ -174,7 +174,7 @@ backtracking constructs); on ASCII paths the answers are planc's own.
 
 '''
 
-_RUNTIME = '''
+RUNTIME_SOURCE = '''
 
 def _bind(devices):
     """Global axis sizes for `devices` devices (`auto` takes what the others leave)."""

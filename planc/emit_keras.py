@@ -53,8 +53,8 @@ import re
 from . import __version__
 from .backends.keras import shape_free_axes, splits_over_several_axes
 from .diagnostics import Diagnostic, PlanError, Span, error
-from .emit_jax import _RUNTIME as _JAX_RUNTIME
-from .emit_jax import _expr, _shared_source, literal
+from .emit_jax import RUNTIME_SOURCE as _JAX_RUNTIME
+from .emit_jax import check_data, device_order_source, literal
 from .ir import PlanIR, Rule
 
 __all__ = ["emit_keras_module", "anchored_key"]
@@ -383,8 +383,8 @@ def _batch_problem(ir: PlanIR) -> Diagnostic | None:
 
 @functools.lru_cache(maxsize=None)
 def _device_order_source() -> str:
-    """planc's device-order code (`planc.emit_jax._shared_source`), read once."""
-    return _shared_source()
+    """planc's device-order code (`planc.emit_jax.device_order_source`), read once."""
+    return device_order_source()
 
 
 @functools.lru_cache(maxsize=None)
@@ -428,7 +428,7 @@ def emit_keras_module(plan, variables=None) -> str:
     out.append(f"DISTRIBUTION = {literal(ir.distribution)}\n")
     params = tuple((k, v) for k, v in ir.params if isinstance(v, int) and not isinstance(v, bool))
     out.append(f"PARAMS = dict({literal(params)})\n")
-    checks = tuple((_expr(c.expr), c.message, tuple(c.names)) for c in ir.checks)
+    checks = tuple((check_data(c.expr), c.message, tuple(c.names)) for c in ir.checks)
     out.append(f"CHECKS = {literal(checks)}\n\n")
     out.append(f"# Variable rules (`match {ir.match}`, `overlap {ir.overlap}`): key -> "
                "TensorLayout axes.\n")

@@ -508,14 +508,28 @@ def _crash(stage: str, exc: BaseException) -> str:
 _LINT_FORMATS = ("text", "json", "github", "sarif")
 
 
-def check_cli(path: str | os.PathLike, fmt_check: bool = True) -> list[str]:
-    """Run `planc lint` in every format (and `planc fmt --check`) in-process on `path`."""
+def check_cli(path: str | os.PathLike, fmt_check: bool = True, model: bool = True) -> list[str]:
+    """Run planc's commands in-process on the plan at `path`.
+
+    `lint` in every format, `fmt --check`, and with `model` (the Gemma manifest in
+    `plans/models`) `lint --model`, `explain` and `compile` to every target (written
+    beside the plan).
+    """
     from .cli import main
 
-    runs = [["lint", "--format", f, "--color", "never", os.fspath(path)] for f in _LINT_FORMATS]
-    runs.append(["lint", "--devices", "8,3", "--color", "always", os.fspath(path)])
+    plan = os.fspath(path)
+    runs = [["lint", "--format", f, "--color", "never", plan] for f in _LINT_FORMATS]
+    runs.append(["lint", "--devices", "8,3", "--color", "always", plan])
     if fmt_check:
-        runs.append(["fmt", "--check", "--color", "never", os.fspath(path)])
+        runs.append(["fmt", "--check", "--color", "never", plan])
+    manifest = _manifest()
+    if model and manifest:
+        out = os.path.join(os.path.dirname(plan), "compiled.out")
+        with_model = ["--model", manifest, "--devices", "8"]
+        runs.append(["lint", "--format", "json", *with_model, plan])
+        runs.append(["explain", "--color", "never", *with_model, plan])
+        runs += [["compile", "--target", t, *with_model, "-o", out, plan]
+                 for t in ("jax", "keras", "json")]
     problems = []
     for argv in runs:
         out, err = io.StringIO(), io.StringIO()
@@ -529,6 +543,15 @@ def check_cli(path: str | os.PathLike, fmt_check: bool = True) -> list[str]:
             continue
         problems += cli_output_problems(argv, code, out.getvalue() + err.getvalue())
     return problems
+
+
+def _manifest() -> str | None:
+    """The Gemma 2B manifest of the example plans, if this is a source tree."""
+    for root in (Path(__file__).resolve().parent.parent, Path.cwd()):
+        found = root / "plans" / "models" / "gemma_2b.json"
+        if found.is_file():
+            return str(found)
+    return None
 
 
 def cli_output_problems(argv, code, output: str) -> list[str]:

@@ -46,7 +46,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ..diagnostics import PlanError, Span, error
 from ..ir import PlanIR
 from ..resolve import ResolvedLayout, Resolver
-from ..sources.objects import _key_text
+from ..sources.objects import key_text
 from ..variables import Variable
 
 __all__ = [
@@ -250,7 +250,7 @@ def tree_paths(tree) -> tuple[list[tuple[str, object]], object]:
     """`([(path, leaf), ...], treedef)`: every leaf with its "/"-joined path, as
     `planc.sources` names pytree leaves, in `jax.tree_util` order."""
     flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    return [("/".join(_key_text(k) for k in keys), leaf) for keys, leaf in flat], treedef
+    return [("/".join(key_text(k) for k in keys), leaf) for keys, leaf in flat], treedef
 
 
 def _leaf_shape(leaf) -> tuple[int, ...]:

@@ -216,10 +216,10 @@ def _jax_children(obj: Any) -> list[tuple[str, Any]] | None:
         return None
     if len(flat) == 1 and flat[0][0] == () and flat[0][1] is obj:
         return None
-    return [(_key_text(path[0]), child) for path, child in flat]
+    return [(key_text(path[0]), child) for path, child in flat]
 
 
-def _key_text(key: Any) -> str:
+def key_text(key: Any) -> str:
     for attr in ("key", "idx", "name"):
         if hasattr(key, attr):
             return str(getattr(key, attr))
