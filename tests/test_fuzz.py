@@ -14,6 +14,7 @@ from planc.diagnostics import Diagnostic, Severity, Span
 CASES = settings(max_examples=700, deadline=None, derandomize=True, database=None,
                  suppress_health_check=list(HealthCheck))
 CLI_CASES = settings(CASES, max_examples=40)
+MODEL_CASES = settings(CASES, max_examples=12)
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +49,27 @@ def test_hostile_input_is_refused_or_read_cleanly(plan_file, name):
     data = fuzz.hostile_inputs()[name]
     assert fuzz.check_case(data, plan_file) == []
     plan_file.write_bytes(data)
-    assert fuzz.check_cli(plan_file, fmt_check=False) == []
+    assert fuzz.check_cli(plan_file, fmt_check=False, model=False) == []
 
 
 @CLI_CASES
 @given(text=fuzz.plans())
 def test_cli_never_prints_a_traceback_and_exits_0_1_or_2(plan_file, text):
     plan_file.write_text(text, encoding="utf-8")
-    assert fuzz.check_cli(plan_file) == []
+    assert fuzz.check_cli(plan_file, model=False) == []
+
+
+@MODEL_CASES
+@given(text=fuzz.plans(near=False))
+def test_lint_explain_and_compile_against_a_model_never_print_a_traceback(plan_file, text):
+    plan_file.write_text(text, encoding="utf-8")
+    assert fuzz.check_cli(plan_file, fmt_check=False, model=True) == []
+
+
+def test_example_plans_run_through_every_command_cleanly(plan_file):
+    for name, data in fuzz.corpus().items():
+        plan_file.write_bytes(data)
+        assert fuzz.check_cli(plan_file) == [], name
 
 
 @pytest.mark.parametrize("name", fuzz.SUBPROCESS_CASES[:3])
