@@ -29,7 +29,7 @@ lint-plans: venv
 	$(VENV)/bin/planc fmt --check plans/*.kd
 
 test: venv lint-plans
-	$(PY) -m pytest
+	$(PY) -m pytest -q
 
 fuzz: venv
 	$(PY) -m planc.fuzz --cases 100000

@@ -4,9 +4,10 @@ against the naive `plan.shard(jax.jit(init_fn)())`, on 8 simulated CPU devices.
 Each variant runs in a fresh process (`--child`), and its peak RSS is read as the
 wrapper's ``RUSAGE_CHILDREN.ru_maxrss``.
 
-Each variant compiles its program first; its RSS just before the call is the
-runtime's own footprint (imports, mesh, compiled program), and what the call adds
-on top, up to the peak, is its cost, shown as a multiple of the model's bytes.
+Each variant's RSS just before the call is the runtime's own footprint (imports,
+mesh, devices); what the call adds on top, up to the peak, is its cost, shown as a
+multiple of the model's bytes. The call is the user's expression as written, so its
+tracing and compiling are inside the measured window for both.
 
 The 8 simulated devices are one host's memory, so the sharded parameters themselves
 take 1x the model's bytes in total (1/8 on each "device"): the floor for both. The
@@ -92,17 +93,16 @@ def child(mode: str, size: str) -> None:
         raise SystemExit(f"needs 8 devices, found {len(jax.devices())}")
     plan = planc.loads(PLAN)
     init_fn = make_init(size)
-    # Compile first, so that what is measured from here on is the parameters.
+    # Compiled once up front only to read its memory analysis; each variant then runs
+    # exactly the user's expression, its own tracing and compiling inside the window.
     if mode == "born":
         from planc.backends.jax import init_jit
 
-        compiled = init_jit(plan, init_fn)[0].lower().compile()
+        stats = init_jit(plan, init_fn)[0].lower().compile().memory_analysis()
         devices = 8  # one SPMD program, run on each device
     else:
-        naive = jax.jit(init_fn)
-        compiled = naive.lower().compile()
+        stats = jax.jit(init_fn).lower().compile().memory_analysis()
         devices = 1
-    stats = compiled.memory_analysis()
     temp = stats.temp_size_in_bytes * devices
     # What the busiest device needs while the program runs: its outputs and temporaries.
     one_device = stats.output_size_in_bytes + stats.temp_size_in_bytes
@@ -111,8 +111,10 @@ def child(mode: str, size: str) -> None:
     t = time.perf_counter()
     if mode == "born":
         params = plan.init(init_fn)
-    else:
-        params = plan.shard(naive())
+    elif mode == "naive":
+        params = plan.shard(jax.jit(init_fn)())
+    else:  # the unsharded result complete before it is sharded
+        params = plan.shard(jax.block_until_ready(jax.jit(init_fn)()))
     jax.block_until_ready(params)
     dt = time.perf_counter() - t
     leaves = jax.tree_util.tree_leaves(params)
@@ -138,7 +140,9 @@ def main():
     variants = [("born", "", "plan.init(init_fn)"),
                 ("naive", "", "plan.shard(jax.jit(init_fn)())"),
                 ("born", MEMORY_SCHEDULER, "plan.init(init_fn), memory scheduler"),
-                ("naive", MEMORY_SCHEDULER, "plan.shard(jax.jit(init_fn)()), memory scheduler")]
+                ("naive", MEMORY_SCHEDULER, "plan.shard(jax.jit(init_fn)()), memory scheduler"),
+                ("naive_ready", MEMORY_SCHEDULER,
+                 "plan.shard(jax.block_until_ready(jax.jit(init_fn)())), memory scheduler")]
     if a.size == "tiny":
         variants = variants[:2]
     for mode, flags, what in variants:
@@ -171,8 +175,18 @@ def main():
         tuned = cost[("born", MEMORY_SCHEDULER)]
         results.row(f"plan.init with XLA_FLAGS={MEMORY_SCHEDULER}", f"{tuned:.2f}x",
                     "<= 1.2x", status(tuned <= 1.2))
-    results.note("each variant runs in a fresh process; the runtime (imports, mesh, the "
-                 "compiled init program) is its RSS just before the call, subtracted from "
+    if full:
+        results.note("with the memory scheduler the literal `plan.shard(jax.jit(init_fn)())` "
+                     "stays near 1.2x on CPU: dispatch is asynchronous, `plan.shard` returns "
+                     "before the unsharded leaves are computed, and each is freed once its "
+                     "shards are copied, while later leaves are still being computed. When the "
+                     "unsharded result is complete before it is sharded "
+                     "(`plan.shard(jax.block_until_ready(jax.jit(init_fn)()))`, or anything "
+                     "that reads it first), the whole model and its shards coexist: "
+                     f"{cost[('naive_ready', MEMORY_SCHEDULER)]:.2f}x. On accelerators the naive "
+                     "path needs the whole model on one device (the 'busiest single device' rows).")
+    results.note("each variant runs in a fresh process; the runtime (imports, mesh, "
+                 "devices) is its RSS just before the call, subtracted from "
                  "its peak (the wrapper's RUSAGE_CHILDREN ru_maxrss). The 8 simulated devices "
                  "share host memory, so the sharded parameters alone are 1x the model, and "
                  "'XLA temporaries' is the compiled program's temp_size_in_bytes summed over "

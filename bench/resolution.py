@@ -125,6 +125,14 @@ def main():
                 f">= {TARGET:g}x", status(top >= TARGET) if a.size == "full" else "n/a (tiny)")
     worst = min(ratios.values())
     results.row("slowest cell", f"{worst:.1f}x", ">= 1x (never slower)", status(worst >= 1))
+    results.note("models (bench/models.py): keras_dense is Gemma-7B-shaped in keras-hub "
+                 "names (9 variables a block); hf_moe a Qwen-MoE-shaped Hugging Face checkpoint "
+                 "(64 experts a layer); keras_moe an unstacked 512-expert MoE in keras-hub "
+                 "names, 65 layers. Rules: the keras-hub get_layout_map keys at R=10, then "
+                 "per-layer and per-expert-range rules (`decoder_block_(?:[0-9]|1[0-2])/...`), "
+                 "never overlapping, ending in `default -> replicated` (Keras: no key, so "
+                 "None, which ModelParallel replicates). Answers were compared on every path "
+                 "before timing.")
     results.note("times are medians of 5 runs after a warm-up; the ratio is of CPU time "
                  "(this process), as the 2-core machine is shared; wall times are shown too")
     results.ratio("resolution_speedup", top, "(Keras time / planc time at the largest cell)",

@@ -221,9 +221,7 @@ def cmd_compile(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from .sources import write_manifest
-
-    from .sources import SourceError
+    from .sources import SourceError, write_manifest
 
     variables = load_model(args.source)
     try:

@@ -41,11 +41,12 @@ from pathlib import Path
 
 from . import limits
 from .checker import decode_plan_bytes
-from .diagnostics import CODES, Diagnostic, PlanError
+from .diagnostics import CODES, PlanError
 from .variables import Variable
 
-__all__ = ["VARIABLES", "check_case", "check_cli", "hostile_inputs", "make_workspace",
-           "mutate", "mutated_corpus", "plans", "run", "main"]
+__all__ = ["SUBPROCESS_CASES", "VARIABLES", "check_case", "check_cli", "check_subprocess",
+           "cli_output_problems", "corpus", "hostile_inputs", "make_workspace", "mutate",
+           "mutated_corpus", "plans", "run", "main"]
 
 # What plans are resolved against: the shapes of real layers, paths of every style the
 # example plans use, and paths that stress the matcher (long, empty, non-ASCII).
@@ -170,7 +171,8 @@ def plans(near: bool = True):
         [["data_parallel"]],
         [["mesh", "(", "batch", "=", "auto", ",", "model", "=", "2", ")"],
          ["model_parallel", "(", "batch", "=", "batch", ")"]],
-        [["param", "tp", "=", "4"], ["mesh", "(", "data", "=", "auto", ",", "model", "=", "tp", ")"],
+        [["param", "tp", "=", "4"],
+         ["mesh", "(", "data", "=", "auto", ",", "model", "=", "tp", ")"],
          ["model_parallel", "(", "batch", "=", "data", ")"]],
     ))
     separator = st.sampled_from((" ", " ", "\n", "\t", "\r\n", "  # note\n", "\n\n"))

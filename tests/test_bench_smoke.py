@@ -76,3 +76,18 @@ def test_run_writes_a_table_with_every_figure(tmp_path):
     text = out.read_text()
     assert "## Machine" in text and "| figure | value | target | result |" in text
     assert "peak RSS of the lint" in text and "jax " in text
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_missed_target_says_what_limits_it(name):
+    import run
+
+    missed = {"bench": name, "title": name, "size": "full", "seconds": 1.0, "notes": [],
+              "rows": [{"figure": "f", "value": "v", "target": "t", "status": "MISS", "raw": {}}],
+              "ratio": {"name": name, "value": 2.0, "meaning": "(m)"}}
+    facts = {"cpu": "cpu", "cores": 2, "memory_bytes": 2**30, "os": "os",
+             "versions": {"jax": "0"}}
+    text = run.markdown([missed], facts, 60.0, "full")
+    assert run.TITLES[name] in text
+    if run.LIMITS[name]:
+        assert "**What limits it:** " + run.LIMITS[name] in text

@@ -326,6 +326,15 @@ def test_inspect_replaces_its_output_atomically(tmp_path, capsys):
     assert "decoder_block_0" in new
 
 
+@pytest.mark.parametrize("target", ["jax", "keras", "json"])
+def test_compile_replaces_its_output_atomically(tmp_path, capsys, target):
+    out = tmp_path / "emitted.out"
+    new = replaced(out, lambda: run_cli(
+        ["compile", PLANS / "gemma.kd", "-D", "tp=2", "--devices", "8", "--target", target,
+         "--model", PLANS / "models" / "gemma_2b.json", "-o", out], capsys))
+    assert "old contents" not in new and new
+
+
 def test_output_that_cannot_be_written_is_a_usage_error_and_leaves_no_temporary_file(
         tmp_path, capsys):
     plan = tmp_path / "bad.kd"
