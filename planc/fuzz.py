@@ -133,11 +133,13 @@ def plans(near: bool = True):
                      layout.map(lambda lay: ["default", "->"] + lay))
     rules = st.lists(rule, max_size=6).map(lambda rs: [t for r in rs for t in r])
 
-    leaf = st.one_of(integer, axis).map(lambda t: [t])
-    expr = st.recursive(leaf, lambda sub: st.one_of(
-        st.builds(lambda a, op, b: a + [op] + b, sub, st.sampled_from(_OPS), sub),
-        sub.map(lambda e: ["not"] + e), sub.map(lambda e: ["-"] + e),
-        sub.map(lambda e: ["("] + e + [")"])), max_leaves=8)
+    def grow(sub):
+        return st.one_of(
+            st.builds(lambda a, op, b: a + [op] + b, sub, st.sampled_from(_OPS), sub),
+            sub.map(lambda e: ["not"] + e), sub.map(lambda e: ["-"] + e),
+            sub.map(lambda e: ["("] + e + [")"]))
+
+    expr = st.recursive(st.one_of(integer, axis).map(lambda t: [t]), grow, max_leaves=8)
 
     mesh_axis = st.builds(lambda a, s: [a, "="] + s, axis,
                           st.one_of(integer.map(lambda t: [t]), st.just(["auto"]),

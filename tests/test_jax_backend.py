@@ -379,3 +379,29 @@ def test_output_sharding_constrains_an_activation_xla_may_pad():
     assert f(jnp.ones((8, 3))).sharding.is_equivalent_to(sharding, 2)
     y = f(jnp.ones((6, 3)))  # 6 is not divisible by `data` (4): XLA pads, no error
     np.testing.assert_array_equal(np.asarray(y), np.full((6, 3), 2.0))
+
+
+def test_a_large_model_is_initialised_in_groups_with_the_same_values(monkeypatch):
+    """On the CPU, `init` computes big models a group of outputs at a time; the values
+    are exactly those of one program."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import planc
+    from planc.backends import jax as backend
+
+    plan = planc.loads('mesh(data = 4, model = 2)\nmodel_parallel(batch = data)\n'
+                       'layout {\n    "w/\\d+" -> (data, model)\n}\n')
+
+    def init_fn(key):
+        keys = jax.random.split(key, 6)
+        return {"w": [jax.random.normal(k, (64, 32)) for k in keys]}
+
+    whole = plan.init(init_fn, jax.random.key(0))
+    monkeypatch.setattr(backend, "INIT_GROUP_MIN_BYTES", 64 * 32 * 4 * 2)
+    assert len(backend._init_groups([64 * 32 * 4] * 6)) == 3
+    grouped = plan.init(init_fn, jax.random.key(0))
+    for a, b in zip(whole["w"], grouped["w"]):
+        assert b.sharding.spec == jax.sharding.PartitionSpec("data", "model")
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

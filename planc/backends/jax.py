@@ -350,17 +350,58 @@ def init_jit(plan, fn, *args, mesh=None, **kwargs):
     return jax.jit(fn, out_shardings=out), out
 
 
+# On the CPU, outputs are computed a group at a time once a model is larger than this:
+# XLA:CPU's concurrency-optimised scheduler keeps the temporaries of every output of one
+# program alive together (the random bits of every leaf), which doubles the peak; a group
+# bounds them. Accelerator schedulers account for memory, so there one program runs.
+INIT_GROUP_MIN_BYTES = 64 * 2**20
+INIT_GROUPS = 16
+
+
+def _init_groups(sizes: list[int]) -> list[list[int]]:
+    """Leaf indices in groups of about total / INIT_GROUPS bytes (at least the minimum)."""
+    limit = max(INIT_GROUP_MIN_BYTES, sum(sizes) // INIT_GROUPS)
+    groups: list[list[int]] = [[]]
+    held = 0
+    for i, n in enumerate(sizes):
+        if groups[-1] and held + n > limit:
+            groups.append([])
+            held = 0
+        groups[-1].append(i)
+        held += n
+    return groups
+
+
 def init(plan, fn, *args, mesh=None, **kwargs):
     """Run `fn(*args, **kwargs)` so that its outputs are born sharded.
 
     The output shapes come from `jax.eval_shape`; `fn` then runs under `jax.jit` with
     those shardings as `out_shardings`, so each device computes only its own shards and
-    no device ever holds a full copy of a sharded variable. When `fn` returns a plain
-    2-tuple it is read as `(params, opt_state)`: the state mirrors the parameters.
-    Arguments are traced: pass configuration through `functools.partial`.
+    no device ever holds a full copy of a sharded variable. On the CPU, a model larger
+    than `INIT_GROUP_MIN_BYTES` is computed in about `INIT_GROUPS` groups of outputs, one
+    program each (XLA drops the other outputs' work), so temporaries stay a fraction of
+    the model. When `fn` returns a plain 2-tuple it is read as `(params, opt_state)`: the
+    state mirrors the parameters. Arguments are traced: pass configuration through
+    `functools.partial`.
     """
-    jitted, _ = init_jit(plan, fn, *args, mesh=mesh, **kwargs)
-    return jitted(*args, **kwargs)
+    mesh, ir = _mesh(plan, mesh)
+    shapes = jax.eval_shape(fn, *args, **kwargs)
+    out = _init_shardings(mesh, ir, shapes)
+    leaves, treedef = jax.tree_util.tree_flatten(shapes)
+    flat_out = treedef.flatten_up_to(out)
+    groups = _init_groups([math.prod(l.shape) * l.dtype.itemsize for l in leaves])
+    if len(groups) == 1 or mesh.devices.flat[0].platform != "cpu":
+        return jax.jit(fn, out_shardings=out)(*args, **kwargs)
+    values: list = [None] * len(leaves)
+    for group in groups:
+        def part(*a, _group=tuple(group), **k):
+            flat = treedef.flatten_up_to(fn(*a, **k))
+            return [flat[i] for i in _group]
+
+        computed = jax.jit(part, out_shardings=[flat_out[i] for i in group])(*args, **kwargs)
+        for i, value in zip(group, computed):
+            values[i] = value
+    return treedef.unflatten(values)
 
 
 # -- data ----------------------------------------------------------------------------------
