@@ -90,6 +90,29 @@ class Model:
 
 # -- the three model families --------------------------------------------------------------
 
+
+def _keras_globals(d: int):
+    B, M = "batch", "model"
+    return ((Member("token_embedding/embeddings", (256000, d)), (M, B)),
+            (Member("final_normalization/scale", (d,)), None))
+
+
+def _keras_attention(blk: str, d: int, h: int, hd: int):
+    """The attention families of a keras-hub decoder block (Gemma's layout)."""
+    B, M = "batch", "model"
+    return (
+        Family("qkv", tuple(Member(blk + f"attention/{q}/kernel", (h, d, hd))
+                            for q in ("query", "key", "value")),
+               "decoder_block.*attention.*(query|key|value).kernel",
+               "decoder_block_", "/attention/(query|key|value)/kernel",
+               ((M, B, None), (None, B, M))),
+        Family("attention_output",
+               (Member(blk + "attention/attention_output/kernel", (h, hd, d)),),
+               "decoder_block.*attention_output.kernel",
+               "decoder_block_", "/attention/attention_output/kernel",
+               ((M, None, B), (None, M, B))),
+    )
+
 def keras_dense(layers: int) -> Model:
     """Gemma-7B shapes (hidden 3072, 16 heads of 256, ffn 24576) in keras-hub names."""
     d, h, hd, f = 3072, 16, 256, 24576
@@ -97,19 +120,9 @@ def keras_dense(layers: int) -> Model:
     blk = "decoder_block_{L}/"
     return Model(
         "keras_dense", layers, 0, (B, M),
-        globals_=((Member("token_embedding/embeddings", (256000, d)), (M, B)),
-                  (Member("final_normalization/scale", (d,)), None)),
+        globals_=_keras_globals(d),
         families=(
-            Family("qkv", tuple(Member(blk + f"attention/{q}/kernel", (h, d, hd))
-                                for q in ("query", "key", "value")),
-                   "decoder_block.*attention.*(query|key|value).kernel",
-                   "decoder_block_", "/attention/(query|key|value)/kernel",
-                   ((M, B, None), (None, B, M))),
-            Family("attention_output",
-                   (Member(blk + "attention/attention_output/kernel", (h, hd, d)),),
-                   "decoder_block.*attention_output.kernel",
-                   "decoder_block_", "/attention/attention_output/kernel",
-                   ((M, None, B), (None, M, B))),
+            *_keras_attention(blk, d, h, hd),
             Family("ffw_gating", (Member(blk + "ffw_gating/kernel", (d, f)),),
                    "decoder_block.*ffw_gating.kernel", "decoder_block_", "/ffw_gating/kernel",
                    ((B, M), (M, B))),
@@ -176,19 +189,9 @@ def keras_moe(layers: int, experts: int = 512) -> Model:
     ex = blk + "moe/expert_{E}/"
     return Model(
         "keras_moe", layers, experts, (B, M),
-        globals_=((Member("token_embedding/embeddings", (256000, d)), (M, B)),
-                  (Member("final_normalization/scale", (d,)), None)),
+        globals_=_keras_globals(d),
         families=(
-            Family("qkv", tuple(Member(blk + f"attention/{q}/kernel", (h, d, hd))
-                                for q in ("query", "key", "value")),
-                   "decoder_block.*attention.*(query|key|value).kernel",
-                   "decoder_block_", "/attention/(query|key|value)/kernel",
-                   ((M, B, None), (None, B, M))),
-            Family("attention_output",
-                   (Member(blk + "attention/attention_output/kernel", (h, hd, d)),),
-                   "decoder_block.*attention_output.kernel",
-                   "decoder_block_", "/attention/attention_output/kernel",
-                   ((M, None, B), (None, M, B))),
+            *_keras_attention(blk, d, h, hd),
             Family("router", (Member(blk + "moe/router/kernel", (d, experts)),),
                    "decoder_block.*moe/router.kernel", "decoder_block_", "/moe/router/kernel",
                    ((B, None), (None, None))),

@@ -80,6 +80,11 @@ def note(code: str, message: str, span: Span | None, **kw) -> Diagnostic:
     return Diagnostic(code, Severity.NOTE, message, span, **_norm(kw))
 
 
+def unique(diags) -> list[Diagnostic]:
+    """`diags` without repeats, in first-seen order."""
+    return list(dict.fromkeys(diags))
+
+
 def _norm(kw: dict) -> dict:
     h = kw.get("help")
     if isinstance(h, str):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .diagnostics import Diagnostic, note
+from .diagnostics import Diagnostic, note, unique
 
 Sources = dict
 
@@ -34,7 +34,7 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
                 diags += validate(plan, variables, n, progress=progress).diagnostics
             continue
         diags += _device_checks(plan, counts)
-    return _unique(diags), sources
+    return unique(diags), sources
 
 
 def _device_checks(plan, counts: list[int]) -> list[Diagnostic]:
@@ -55,11 +55,3 @@ def _device_checks(plan, counts: list[int]) -> list[Diagnostic]:
                                 help="pass --devices N to evaluate it"))
     return out
 
-
-def _unique(diags: list[Diagnostic]) -> list[Diagnostic]:
-    seen, out = set(), []
-    for d in diags:
-        if d not in seen:
-            seen.add(d)
-            out.append(d)
-    return out

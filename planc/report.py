@@ -58,7 +58,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
-from .diagnostics import Diagnostic, PlanError, Severity, error, note, warning
+from .diagnostics import Diagnostic, PlanError, Severity, error, note, unique, warning
 from .ir import PlanIR
 from .resolve import Assignment, ResolvedLayout, Resolver, _escape
 from .variables import Variable, itemsize
@@ -419,20 +419,12 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
             found += _skipped(ir, assignments, memory)
     if _is_count(devices):
         found = [d if d.devices is not None else replace(d, devices=devices) for d in found]
-    diags = tuple(sorted(_unique(found), key=Diagnostic.sort_key))
+    diags = tuple(sorted(unique(found), key=Diagnostic.sort_key))
     mesh = {a.name: a.global_size for a in ir.mesh.axes}
     shown = devices if _is_count(devices) else count
     return Report(ir.name, ir.file, diags, tuple(assignments), shown, mesh, memory,
                   tuple(shards), tuple(per_device), ir.source_dict, ir)
 
-
-def _unique(diags: list[Diagnostic]) -> list[Diagnostic]:
-    seen, out = set(), []
-    for d in diags:
-        if d not in seen:
-            seen.add(d)
-            out.append(d)
-    return out
 
 
 def _shard_bytes(shard: tuple[int, ...], dtype: str) -> int:
