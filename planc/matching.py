@@ -235,27 +235,70 @@ class _Unsupported(Exception):
 
 @functools.lru_cache(maxsize=4096)
 def _translate(pattern: str) -> str:
-    """The RE2 text for a Python pattern; raises _Refused with the problem."""
+    """The RE2 text for a Python pattern; raises _Refused with the problem.
+
+    Most rule patterns are literal text, ``.``, ``\d``-style escapes, character sets,
+    groups, ``|`` and ``* + ?``; ``_simple_tree`` reads those itself, much faster than
+    Python's parser and into the very tree it would build, and RE2 is known to accept
+    what they translate to (see ``_re2_accepts``). Anything else takes the full path.
+    """
+    tree = _simple_tree(pattern)
+    if tree is None:
+        return _translate_fully(pattern)
+    text = _emit(tree, _SIMPLE_FLAGS)
+    if not _re2_accepts(text):
+        _check_with_re2(pattern, text)
+    return text
+
+
+def _translate_fully(pattern: str) -> str:
+    """``_translate`` through Python's own parser, for any pattern."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # FutureWarning "possible nested set" and the like
         try:
-            re.compile(pattern)
+            # Parsing is all of re.compile that can fail, bar the look-behind checks of
+            # its code generator, which are left to the lookbehind case below.
             tree = _sre_parse.parse(pattern)
         except re.error as error:
-            offset = error.pos
-            if offset is None:
-                offset = _locate(pattern, "lookbehind") if "look-behind" in error.msg else 0
-            raise _Refused(PatternProblem("invalid", offset, error.msg)) from None
+            raise _invalid(pattern, error) from None
         except (RecursionError, OverflowError) as error:
             raise _Refused(PatternProblem(
                 "invalid", 0, f"Python's re cannot compile this pattern: {error}")) from None
     try:
         text = _emit(tree.data, tree.state.flags)
     except _Unsupported as unsupported:
+        if "(?<" in pattern:
+            # A look-behind that re.compile refuses (not fixed-width) is invalid, not
+            # unsupported, wherever it is in the pattern.
+            _compile_in_python(pattern)
         feature = unsupported.feature
         raise _Refused(PatternProblem(
             "unsupported", _locate(pattern, feature),
             f"{_UNSUPPORTED[feature]} is not supported: {_WHY}")) from None
+    _check_with_re2(pattern, text)
+    return text
+
+
+def _compile_in_python(pattern: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise _invalid(pattern, error) from None
+        except (RecursionError, OverflowError) as error:
+            raise _Refused(PatternProblem(
+                "invalid", 0, f"Python's re cannot compile this pattern: {error}")) from None
+
+
+def _invalid(pattern: str, error: re.error) -> _Refused:
+    offset = error.pos
+    if offset is None:
+        offset = _locate(pattern, "lookbehind") if "look-behind" in error.msg else 0
+    return _Refused(PatternProblem("invalid", offset, error.msg))
+
+
+def _check_with_re2(pattern: str, text: str) -> None:
     try:
         re2.compile(text, _options())
     except re2.error as error:
@@ -270,7 +313,270 @@ def _translate(pattern: str) -> str:
                 if "repetition" in reason else "")
         raise _Refused(PatternProblem(
             "unsupported", offset, f"RE2 cannot run this pattern: {reason}{hint}")) from None
-    return text
+
+
+# What a simple pattern translates to is RE2 syntax of a few kinds only: explicit sets
+# of code points (``[\x{30}-\x{39}]``), ASCII letters and digits, ``(?:...)``, ``|``,
+# ``* + ?`` and the anchors ``\A \z \b \B``. RE2 refuses none of that; it could only run
+# out of its 64 MiB (a few hundred thousand instructions, against at most a few dozen
+# per character of text here) or of nesting depth (1,000), and these bounds keep both
+# far away. Counted repetitions, the one construct RE2 limits, never occur.
+_RE2_SURE_LENGTH = 20_000
+_RE2_SURE_GROUPS = 200
+
+
+def _re2_accepts(text: str) -> bool:
+    return len(text) <= _RE2_SURE_LENGTH and text.count("(") <= _RE2_SURE_GROUPS
+
+
+# ------------------------------------------------------------ the simple-pattern reader
+
+class _Seq(list):
+    """A run of parse items that, like Python's SubPattern, equals only itself.
+
+    Python's parser moves a prefix shared by every alternative of a ``|`` out of the
+    alternation, comparing items with ``==``; a group's or a repeat's body is a
+    SubPattern there, which compares by identity, so ours must too.
+    """
+
+    __slots__ = ()
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+
+_SIMPLE_FLAGS = _sre.SRE_FLAG_UNICODE  # what Python's parser sets on a str pattern
+_MAX_SIMPLE_NESTING = 20
+_PLAIN_RUN = re.compile(r"[^.\\\[{()*+?^$|]+")  # none of Python's SPECIAL_CHARS
+_LITERAL = _sre.LITERAL
+_AT = _sre.AT
+_IN = _sre.IN
+_REPEATS = (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None))
+_NON_CAPTURING = (None, 0, 0)
+_ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+class _NotSimple(Exception):
+    pass
+
+
+def _simple_tree(pattern: str):
+    """The items Python's parser makes of ``pattern``, or None if it is not simple.
+
+    Simple: no flags, no ``{``, no backslash escape but ``\d \D \s \S \w \W``, ``\A \Z
+    \b \B``, ``\n``-style control escapes and an escaped non-alphanumeric character, and
+    no ``(?`` but ``(?:``; and the pattern must be valid, since errors are the full
+    path's to report. The items are those of ``re._parser.parse(pattern)`` (the test
+    suite holds the translations equal), for ``_emit``.
+    """
+    if "{" in pattern:
+        return None
+    if _PLAIN_RUN.fullmatch(pattern):
+        return [(_LITERAL, code) for code in map(ord, pattern)]
+    reader = _SimpleReader(pattern)
+    try:
+        items = reader.alternation(0)
+    except _NotSimple:
+        return None
+    if reader.pos != len(pattern):  # an unbalanced `)`
+        return None
+    return items
+
+
+class _SimpleReader:
+    """``re._parser._parse_sub`` and ``_parse`` for simple patterns only."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.pos = 0
+        self.groups = 1  # group 0 is the whole match
+
+    def alternation(self, nested: int) -> _Seq:
+        pattern = self.pattern
+        items = [self.sequence(nested)]
+        while pattern.startswith("|", self.pos):
+            self.pos += 1
+            items.append(self.sequence(nested))
+        if len(items) == 1:
+            return items[0]
+        sub = _Seq()
+        while True:  # move a prefix every alternative shares out of the alternation
+            prefix = None
+            for item in items:
+                if not item:
+                    break
+                if prefix is None:
+                    prefix = item[0]
+                elif item[0] != prefix:
+                    break
+            else:
+                for item in items:
+                    del item[0]
+                sub.append(prefix)
+                continue
+            break
+        members = []  # alternatives of one character each make one character set
+        for item in items:
+            if len(item) != 1:
+                break
+            op, value = item[0]
+            if op is _LITERAL:
+                members.append((op, value))
+            elif op is _IN and value[0][0] is not _sre.NEGATE:
+                members.extend(value)
+            else:
+                break
+        else:
+            sub.append((_IN, list(dict.fromkeys(members))))
+            return sub
+        sub.append((_sre.BRANCH, (None, items)))
+        return sub
+
+    def sequence(self, nested: int) -> _Seq:
+        pattern, n = self.pattern, len(self.pattern)
+        items = _Seq()
+        append = items.append
+        pos = self.pos
+        while pos < n:
+            char = pattern[pos]
+            if char in "|)":
+                break
+            run = _PLAIN_RUN.match(pattern, pos)
+            if run is not None:
+                items.extend([(_LITERAL, code) for code in map(ord, run.group())])
+                pos = run.end()
+                continue
+            pos += 1
+            if char == "\\":
+                if pos >= n:
+                    raise _NotSimple
+                escape = pattern[pos - 1:pos + 1]
+                pos += 1
+                code = _sre_parse.CATEGORIES.get(escape) or _sre_parse.ESCAPES.get(escape)
+                if code is None:
+                    if escape[1] in _ASCII_ALNUM:
+                        raise _NotSimple
+                    code = (_LITERAL, ord(escape[1]))
+                append(code)
+            elif char == ".":
+                append((_sre.ANY, None))
+            elif char == "[":
+                self.pos = pos
+                append(self.char_set())
+                pos = self.pos
+            elif char in "*+?":
+                low, high = {"*": (0, _sre.MAXREPEAT), "+": (1, _sre.MAXREPEAT),
+                             "?": (0, 1)}[char]
+                if not items or items[-1][0] is _AT or items[-1][0] in _REPEATS:
+                    raise _NotSimple  # nothing to repeat, or a multiple repeat
+                body = _Seq(items[-1:])
+                if body[0][0] is _sre.SUBPATTERN and body[0][1][:3] == _NON_CAPTURING:
+                    body = body[0][1][3]
+                op = _sre.MAX_REPEAT
+                if pattern.startswith("?", pos):
+                    op = _sre.MIN_REPEAT
+                    pos += 1
+                elif pattern.startswith("+", pos):
+                    raise _NotSimple  # possessive
+                items[-1] = (op, (low, high, body))
+            elif char == "(":
+                group = None
+                if pattern.startswith("?", pos):
+                    if not pattern.startswith(":", pos + 1):
+                        raise _NotSimple
+                    pos += 2
+                else:
+                    group = self.groups
+                    self.groups += 1
+                if nested >= _MAX_SIMPLE_NESTING:
+                    raise _NotSimple
+                self.pos = pos
+                body = self.alternation(nested + 1)
+                if not pattern.startswith(")", self.pos):
+                    raise _NotSimple
+                pos = self.pos + 1
+                append((_sre.SUBPATTERN, (group, 0, 0, body)))
+            elif char == "^":
+                append((_AT, _sre.AT_BEGINNING))
+            elif char == "$":
+                append((_AT, _sre.AT_END))
+            else:  # `{`, refused before reading
+                raise _NotSimple
+        self.pos = pos
+        for i in range(len(items) - 1, -1, -1):  # non-capturing groups dissolve
+            op, value = items[i]
+            if op is _sre.SUBPATTERN and value[:3] == _NON_CAPTURING:
+                items[i:i + 1] = value[3]
+        return items
+
+    def char_set(self):
+        """The item for a ``[...]`` set whose ``[`` was just read."""
+        pattern, n = self.pattern, len(self.pattern)
+        pos = self.pos
+        negate = pattern.startswith("^", pos)
+        if negate:
+            pos += 1
+        members: list = []
+        while True:
+            if pos >= n:
+                raise _NotSimple  # unterminated
+            this = pattern[pos]
+            if this == "\\":
+                if pos + 1 >= n:
+                    raise _NotSimple
+                first = self.set_escape(pattern[pos:pos + 2])
+                pos += 2
+            else:
+                pos += 1
+                if this == "]" and members:
+                    break
+                first = (_LITERAL, ord(this))
+            if pattern.startswith("-", pos):
+                pos += 1
+                if pos >= n:
+                    raise _NotSimple
+                that = pattern[pos]
+                if that == "]":
+                    pos += 1
+                    if first[0] is _IN:
+                        first = first[1][0]
+                    members.append(first)
+                    members.append((_LITERAL, ord("-")))
+                    break
+                if that == "\\":
+                    if pos + 1 >= n:
+                        raise _NotSimple
+                    last = self.set_escape(pattern[pos:pos + 2])
+                    pos += 2
+                else:
+                    last = (_LITERAL, ord(that))
+                    pos += 1
+                if first[0] is not _LITERAL or last[0] is not _LITERAL or last[1] < first[1]:
+                    raise _NotSimple  # a bad range
+                members.append((_sre.RANGE, (first[1], last[1])))
+            else:
+                if first[0] is _IN:
+                    first = first[1][0]
+                members.append(first)
+        self.pos = pos
+        members = list(dict.fromkeys(members))
+        if len(members) == 1 and members[0][0] is _LITERAL:
+            return (_sre.NOT_LITERAL, members[0][1]) if negate else members[0]
+        if negate:
+            members.insert(0, (_sre.NEGATE, None))
+        return (_IN, members)
+
+    @staticmethod
+    def set_escape(escape: str):
+        code = _sre_parse.ESCAPES.get(escape)
+        if code is not None:
+            return code
+        code = _sre_parse.CATEGORIES.get(escape)
+        if code is not None and code[0] is _IN:
+            return code
+        if escape[1] in _ASCII_ALNUM:
+            raise _NotSimple
+        return (_LITERAL, ord(escape[1]))
 
 
 _CHAR_OPS = (_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN)
@@ -278,7 +584,13 @@ _FLAGS_THAT_SHAPE_CHARACTERS = _sre.SRE_FLAG_IGNORECASE | _sre.SRE_FLAG_ASCII | 
 
 
 def _emit(items, flags: int) -> str:
-    return "".join(_emit_item(op, value, flags) for op, value in items)
+    if flags & _sre.SRE_FLAG_IGNORECASE:
+        return "".join(_emit_item(op, value, flags) for op, value in items)
+    # Literal characters are most of a pattern; without IGNORECASE an ASCII one's set
+    # is itself whatever the other flags, so its text is looked up, not worked out.
+    ascii_literal = _ASCII_LITERAL_TEXT
+    return "".join(ascii_literal[value] if op is _LITERAL and value < 128
+                   else _emit_item(op, value, flags) for op, value in items)
 
 
 def _emit_item(op, value, flags: int) -> str:
@@ -426,6 +738,9 @@ def _hex(code: int) -> str:
 
 def _py_char(code: int) -> str:
     return rf"\U{code:08x}"
+
+
+_ASCII_LITERAL_TEXT = tuple(_char_class(_sre.LITERAL, code, 0) for code in range(128))
 
 
 # ----------------------------------------------------------------- finding a construct

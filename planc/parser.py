@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from importlib import resources
 
-from lark import Lark, Token, Tree, v_args
+from lark import Lark, Token
 from lark.visitors import Transformer_NonRecursive
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
@@ -51,6 +52,27 @@ def _lark() -> Lark:
                 maybe_placeholders=True, cache=True)
 
 
+_THREAD = threading.local()
+
+
+def _building_parser() -> tuple[Lark, "_Builder"]:
+    """This thread's LALR parser that builds the AST as it parses, and its builder.
+
+    Building inside the parse skips lark's parse tree and a second walk over it (about
+    half the time of a parse). The builder is bound into the parser, so each thread has
+    its own pair and `parse` resets the builder for every text.
+    """
+    pair = getattr(_THREAD, "pair", None)
+    if pair is None:
+        grammar = resources.files("planc.grammar").joinpath("planc.lark").read_text("utf-8")
+        builder = _Builder("<string>")
+        # As `_lark`, less the positions on tree nodes: the builder computes spans itself.
+        pair = _THREAD.pair = (Lark(grammar, parser="lalr", lexer="basic",
+                                    maybe_placeholders=True, cache=True,
+                                    transformer=builder), builder)
+    return pair
+
+
 def parse(text: str, file: str = "<string>") -> ast.Module:
     """Parse plan text into a `Module`, or raise `PlanError` with one located diagnostic.
 
@@ -71,14 +93,17 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
             "P125", f"brackets nested more than {limits.MAX_NESTING} deep "
             f"(limit {limits.MAX_NESTING})", Span(file, line, col, line, col + 1),
             label="too deeply nested"),), {file: text})
+    parser, builder = _building_parser()
+    builder.begin(file)
     try:
-        tree = _lark().parse(text)
+        module = parser.parse(text)
     except UnexpectedInput as exc:
         raise PlanError((_syntax_diagnostic(exc, text, file),), {file: text}) from None
-    builder = _Builder(file)
-    module = builder.transform(tree)
-    if builder.problems:
-        raise PlanError(tuple(builder.problems), {file: text})
+    finally:
+        problems = builder.problems
+        builder.begin(file)  # the builder outlives the parse: let go of this text's nodes
+    if problems:
+        raise PlanError(tuple(problems), {file: text})
     comments = _comments(text, file)
     end = _span_of_text(text, file)
     return ast.Module(end, file, module, tuple(comments))
@@ -97,13 +122,19 @@ def _join(a: Span, b: Span) -> Span:
 class _Builder(Transformer_NonRecursive):
     """Builds AST nodes bottom-up; every node's span comes from its first and last token.
 
-    Non-recursive, and expressions deeper than `limits.MAX_NESTING` are refused (P125):
+    lark's LALR parser calls it as it reduces (`_building_parser`), which recursion does
+    not enter however deeply the text nests; expressions deeper than
+    `limits.MAX_NESTING` are refused (P125) all the same:
     `not not ... 1` or `1 + 1 + ...` nest without brackets, and the checker, the
     formatter and dataclass equality all recurse over the tree it returns.
     """
 
     def __init__(self, file: str):
         super().__init__()
+        self.begin(file)
+
+    def begin(self, file: str) -> None:
+        """Forget the last text; spans now name `file`."""
         self.file = file
         self.problems: list[Diagnostic] = []
         self._depths: dict[int, tuple[ast.Node, int]] = {}
@@ -159,106 +190,97 @@ class _Builder(Transformer_NonRecursive):
     def start(self, items):
         return tuple(items)
 
-    def _span(self, meta) -> Span:
-        return Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
+    def _span_of(self, items) -> Span:
+        """From the first token or node among `items` to the last, as lark's positions.
 
-    @v_args(meta=True)
-    def plan_stmt(self, meta, items):
-        return ast.PlanStmt(self._span(meta), items[1])
+        An `axis_group` (a tuple) and an absent `[...]` (None) are never first or last.
+        """
+        for first in items:
+            if first is not None and not isinstance(first, tuple):
+                break
+        for last in reversed(items):
+            if last is not None and not isinstance(last, tuple):
+                break
+        start = getattr(first, "span", first)  # a Token holds its own positions
+        end = getattr(last, "span", last)
+        return Span(self.file, start.line, start.column, end.end_line, end.end_column)
 
-    @v_args(meta=True)
-    def param_stmt(self, meta, items):
-        return ast.ParamStmt(self._span(meta), items[1], items[3])
+    def plan_stmt(self, items):
+        return ast.PlanStmt(self._span_of(items), items[1])
 
-    @v_args(meta=True)
-    def mesh_stmt(self, meta, items):
-        return ast.MeshStmt(self._span(meta), tuple(i for i in items if isinstance(i, ast.AxisDecl)))
+    def param_stmt(self, items):
+        return ast.ParamStmt(self._span_of(items), items[1], items[3])
 
-    @v_args(meta=True)
-    def axis_decl(self, meta, items):
-        return ast.AxisDecl(self._span(meta), items[0], items[2])
+    def mesh_stmt(self, items):
+        return ast.MeshStmt(self._span_of(items), tuple(i for i in items if isinstance(i, ast.AxisDecl)))
 
-    @v_args(meta=True)
-    def slices_stmt(self, meta, items):
-        return ast.SlicesStmt(self._span(meta), tuple(i for i in items if isinstance(i, ast.KwArg)))
+    def axis_decl(self, items):
+        return ast.AxisDecl(self._span_of(items), items[0], items[2])
 
-    @v_args(meta=True)
-    def data_parallel_stmt(self, meta, items):
-        return ast.DataParallelStmt(self._span(meta))
+    def slices_stmt(self, items):
+        return ast.SlicesStmt(self._span_of(items), tuple(i for i in items if isinstance(i, ast.KwArg)))
 
-    @v_args(meta=True)
-    def model_parallel_stmt(self, meta, items):
+    def data_parallel_stmt(self, items):
+        return ast.DataParallelStmt(self._span_of(items))
+
+    def model_parallel_stmt(self, items):
         if items[1] is None:  # bare `model_parallel`
-            return ast.ModelParallelStmt(self._span(meta), None, ())
+            return ast.ModelParallelStmt(self._span_of(items), None, ())
         axes, grouped = items[4]
-        return ast.ModelParallelStmt(self._span(meta), items[2], axes, grouped)
+        return ast.ModelParallelStmt(self._span_of(items), items[2], axes, grouped)
 
     def axis_group(self, items):
         names = tuple(i for i in items if isinstance(i, ast.Name))
         return names, len(items) > 1
 
-    @v_args(meta=True)
-    def match_stmt(self, meta, items):
-        return ast.MatchStmt(self._span(meta), items[1])
+    def match_stmt(self, items):
+        return ast.MatchStmt(self._span_of(items), items[1])
 
-    @v_args(meta=True)
-    def overlap_stmt(self, meta, items):
-        return ast.OverlapStmt(self._span(meta), items[1])
+    def overlap_stmt(self, items):
+        return ast.OverlapStmt(self._span_of(items), items[1])
 
-    @v_args(meta=True)
-    def layout_stmt(self, meta, items):
-        return ast.LayoutBlock(self._span(meta), tuple(items[2:-1]))
+    def layout_stmt(self, items):
+        return ast.LayoutBlock(self._span_of(items), tuple(items[2:-1]))
 
-    @v_args(meta=True)
-    def outputs_stmt(self, meta, items):
-        return ast.OutputsBlock(self._span(meta), tuple(items[2:-1]))
+    def outputs_stmt(self, items):
+        return ast.OutputsBlock(self._span_of(items), tuple(items[2:-1]))
 
-    @v_args(meta=True)
-    def budget_stmt(self, meta, items):
-        return ast.BudgetStmt(self._span(meta), tuple(i for i in items if isinstance(i, ast.KwArg)))
+    def budget_stmt(self, items):
+        return ast.BudgetStmt(self._span_of(items), tuple(i for i in items if isinstance(i, ast.KwArg)))
 
-    @v_args(meta=True)
-    def check_stmt(self, meta, items):
-        return ast.CheckStmt(self._span(meta), items[1], items[3])
+    def check_stmt(self, items):
+        return ast.CheckStmt(self._span_of(items), items[1], items[3])
 
-    @v_args(meta=True)
-    def include_stmt(self, meta, items):
-        return ast.IncludeStmt(self._span(meta), items[1])
+    def include_stmt(self, items):
+        return ast.IncludeStmt(self._span_of(items), items[1])
 
-    @v_args(meta=True)
-    def cluster_stmt(self, meta, items):
-        return ast.ClusterStmt(self._span(meta), tuple(i for i in items if isinstance(i, ast.KwArg)))
+    def cluster_stmt(self, items):
+        return ast.ClusterStmt(self._span_of(items), tuple(i for i in items if isinstance(i, ast.KwArg)))
 
-    @v_args(meta=True)
-    def kwarg(self, meta, items):
-        return ast.KwArg(self._span(meta), items[0], items[2])
+    def kwarg(self, items):
+        return ast.KwArg(self._span_of(items), items[0], items[2])
 
-    @v_args(meta=True)
-    def env_call(self, meta, items):
-        return ast.EnvCall(self._span(meta), items[2], items[4] if len(items) > 4 else None)
+    def env_call(self, items):
+        return ast.EnvCall(self._span_of(items), items[2], items[4] if len(items) > 4 else None)
 
     # rules and layouts
-    @v_args(meta=True)
-    def pattern_rule(self, meta, items):
-        return ast.PatternRule(self._span(meta), items[0], items[2])
+    def pattern_rule(self, items):
+        return ast.PatternRule(self._span_of(items), items[0], items[2])
 
-    @v_args(meta=True)
-    def default_rule(self, meta, items):
-        return ast.DefaultRule(self._span(meta), _tok_span(self.file, items[0]), items[2])
+    def default_rule(self, items):
+        return ast.DefaultRule(self._span_of(items), _tok_span(self.file, items[0]), items[2])
 
-    @v_args(meta=True)
-    def layout(self, meta, items):
+    def layout(self, items):
         alts = []
         for i in items:
             if isinstance(i, Token) and i.type == "REPLICATED":
                 alts.append(ast.Replicated(_tok_span(self.file, i)))
             elif isinstance(i, ast.TupleLayout):
                 alts.append(i)
-        return ast.LayoutExpr(self._span(meta), tuple(alts))
+        return ast.LayoutExpr(self._span_of(items), tuple(alts))
 
-    @v_args(meta=True)
-    def tuple_layout(self, meta, items):
-        return ast.TupleLayout(self._span(meta), tuple(i for i in items if isinstance(i, ast.Node)))
+    def tuple_layout(self, items):
+        return ast.TupleLayout(self._span_of(items), tuple(i for i in items if isinstance(i, ast.Node)))
 
     def unsplit(self, items):
         return ast.Unsplit(_tok_span(self.file, items[0]))
@@ -266,18 +288,18 @@ class _Builder(Transformer_NonRecursive):
     def ellipsis(self, items):
         return ast.Ellipsis(_tok_span(self.file, items[0]))
 
-    @v_args(meta=True)
-    def split_one(self, meta, items):
-        return ast.Split(self._span(meta), (items[0],), items[1] if len(items) > 1 else None)
+    def split_one(self, items):
+        return ast.Split(self._span_of(items), (items[0],),
+                         items[1].value if len(items) > 1 else None)
 
-    @v_args(meta=True)
-    def split_many(self, meta, items):
+    def split_many(self, items):
         names = tuple(i for i in items if isinstance(i, ast.Name))
-        block = items[-1] if isinstance(items[-1], ast.IntLit) else None
-        return ast.Split(self._span(meta), names, block, grouped=True)
+        block = items[-1].value if isinstance(items[-1], _Block) else None
+        return ast.Split(self._span_of(items), names, block, grouped=True)
 
     def block(self, items):
-        return items[1]
+        return _Block(items[1], _join(_tok_span(self.file, items[0]),
+                                      _tok_span(self.file, items[2])))
 
     # expressions
     def _binary(self, items):
@@ -307,6 +329,15 @@ class _Builder(Transformer_NonRecursive):
 
     def __default_token__(self, token):
         return token
+
+
+class _Block:
+    """A split's `[INT]`: the block size, and the brackets' span."""
+
+    __slots__ = ("value", "span")
+
+    def __init__(self, value: ast.IntLit, span: Span) -> None:
+        self.value, self.span = value, span
 
 
 def _unescape(raw: str) -> str:
