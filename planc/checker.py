@@ -792,6 +792,8 @@ def _group_too_deep(pattern: str) -> int | None:
     Escapes and character classes are skipped as `re` reads them; anything else counted
     by mistake only makes the check stricter.
     """
+    if pattern.count("(") <= limits.MAX_PATTERN_NESTING:  # the depth cannot exceed it
+        return None
     depth, i, n = 0, 0, len(pattern)
     while i < n:
         c = pattern[i]

@@ -195,11 +195,14 @@ def cmd_lint(args) -> int:
     defines = parse_defines(args.defines)
     counts = parse_devices(args.devices)
     variables = load_model(args.model) if args.model else None
-    diags, sources = lint_plans(sorted(args.plans), defines, counts, variables,
-                                allow_include_outside=args.allow_include_outside,
-                                progress=args.format == "text" and sys.stderr.isatty())
+    diags, sources, unreadable = lint_plans(
+        sorted(set(args.plans)), defines, counts, variables,
+        allow_include_outside=args.allow_include_outside,
+        progress=args.format == "text" and sys.stderr.isatty())
     emit_diagnostics(diags, sources, args)
-    return exit_code(diags, args.strict)
+    for reason in unreadable:
+        print(f"planc: {reason}", file=sys.stderr)
+    return EXIT_USAGE if unreadable else exit_code(diags, args.strict)
 
 
 def cmd_fmt(args) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -40,7 +41,9 @@ def atomic_write(path: PathLike, data: Union[bytes, bytearray, memoryview, str])
     then renamed over `path` with `os.replace`, so readers see either the old file or
     the new one, never a mix. On any failure the temporary file is removed, the old
     file (if any) is left as it was, and the exception propagates. An existing file
-    keeps its permission bits; writing through a symlink replaces the link's target.
+    keeps its permission bits. A symbolic link at `path` is replaced by the new file and
+    its target is left alone (as `sed -i` does): a link planted in a checkout, such as
+    `results.sarif -> ~/.ssh/authorized_keys`, cannot redirect what planc writes.
     """
     if isinstance(data, str):
         payload = data.encode("utf-8")
@@ -49,10 +52,11 @@ def atomic_write(path: PathLike, data: Union[bytes, bytearray, memoryview, str])
     else:
         raise TypeError(f"atomic_write needs bytes or str, not {type(data).__name__}")
 
-    target = os.path.realpath(os.fspath(path))
+    target = os.path.abspath(os.fspath(path))
     directory = os.path.dirname(target) or "."
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        st = os.lstat(target)
+        mode = st.st_mode & 0o7777 if stat.S_ISREG(st.st_mode) else _default_mode()
     except FileNotFoundError:
         mode = _default_mode()
 

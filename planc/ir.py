@@ -6,6 +6,7 @@ it. Nothing here imports jax or keras.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Union
 
@@ -34,7 +35,7 @@ class Mesh:
     # None: the implied `mesh(batch = auto)` of data_parallel
     span: Span | None = field(default=None, compare=False)
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.axes)
 

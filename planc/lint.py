@@ -9,20 +9,26 @@ Sources = dict
 
 def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
                allow_include_outside: bool = False, progress: bool = False
-               ) -> tuple[list[Diagnostic], Sources]:
-    """Every diagnostic for `paths`, checked at each device count in `counts`.
+               ) -> tuple[list[Diagnostic], Sources, list[str]]:
+    """Every diagnostic for `paths`, checked at each device count in `counts`, and a
+    one-line reason for each path that could not be read (the others are still linted).
 
     With `variables` (a model's variables), each plan is validated against them; without,
     only what the plan says on its own is checked. A plan with `auto` and no count is
     checked for everything that does not depend on the device count, and a P202 note
     says what was skipped.
     """
-    from .cli import load
+    from .cli import UsageError, load
 
     diags: list[Diagnostic] = []
     sources: Sources = {}
+    unreadable: list[str] = []
     for path in paths:
-        plan, found, srcs = load(path, defines, allow_include_outside)
+        try:
+            plan, found, srcs = load(path, defines, allow_include_outside)
+        except UsageError as exc:
+            unreadable.append(str(exc))
+            continue
         sources.update(srcs)
         diags += found
         if plan is None:
@@ -34,7 +40,7 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
                 diags += validate(plan, variables, n, progress=progress).diagnostics
             continue
         diags += _device_checks(plan, counts)
-    return unique(diags), sources
+    return unique(diags), sources, unreadable
 
 
 def _device_checks(plan, counts: list[int]) -> list[Diagnostic]:

@@ -187,8 +187,10 @@ class Resolver:
         if not hits:
             if self.default is not None:
                 return self.default
-            if self.block == "layout" and self.ir.distribution == "data_parallel":
-                return None  # data_parallel replicates every variable: nothing to report
+            # An activation no output rule names is left to XLA, and data_parallel
+            # replicates every variable: neither is a problem to report.
+            if self.block == "outputs" or self.ir.distribution == "data_parallel":
+                return None
             problems.append(self._unmatched(var))
             return None
         if len(hits) == 1 or self.ir.overlap == "first":

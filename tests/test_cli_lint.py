@@ -116,3 +116,12 @@ def test_python_dash_m_planc_runs_the_cli():
     out = subprocess.run([sys.executable, "-m", "planc", "lint", str(PLANS / "gemma.kd")],
                          capture_output=True, text=True)
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
+
+
+def test_an_unreadable_plan_does_not_stop_the_others_from_being_linted(plan_file, tmp_path,
+                                                                         capsys):
+    bad = plan_file("mesh(batch = auto)\nmodel_parallel(batch = b)\n")
+    assert main(["lint", "--color", "never", str(tmp_path / "missing.kd"), str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert "error[P113]" in out
+    assert "cannot read" in err and "missing.kd" in err

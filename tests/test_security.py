@@ -386,3 +386,15 @@ def test_an_include_of_a_fifo_inside_the_tree_is_P117(deadline, tmp_path):
         planc.load_plan(tmp_path / "main.kd")
     (d,) = exc.value.diagnostics
     assert d.code == "P117" and "not a regular file" in d.message
+
+
+def test_atomic_write_replaces_a_planted_symlink_and_leaves_its_target_alone(tmp_path):
+    from planc.fileio import atomic_write
+
+    secret = tmp_path / "authorized_keys"
+    secret.write_text("ssh-ed25519 AAAA me\n")
+    link = tmp_path / "results.sarif"
+    link.symlink_to(secret)
+    atomic_write(link, "{}\n")
+    assert secret.read_text() == "ssh-ed25519 AAAA me\n"
+    assert not link.is_symlink() and link.read_text() == "{}\n"
