@@ -20,6 +20,9 @@ written out as an explicit set of code points, with the ASCII part decided by Py
 ``re`` itself, so RE2's own ideas of ``\s``, ``\d``, ``\w`` or case folding never
 enter. Backtracking constructs (backreferences, lookaround, atomic groups, possessive
 quantifiers, conditionals) have no RE2 equivalent and are refused by ``check_pattern``.
+Most rule patterns are simple (literal text, sets, groups, ``|``, ``* + ?``); those are
+read by a small reader of our own into the tree Python's parser would build, several
+times faster, and each translation is cached for the ``Matcher`` that follows.
 
 Character policy:
 
@@ -235,17 +238,19 @@ class _Unsupported(Exception):
 
 @functools.lru_cache(maxsize=4096)
 def _translate(pattern: str) -> str:
-    """The RE2 text for a Python pattern; raises _Refused with the problem.
+    r"""The RE2 text for a Python pattern; raises _Refused with the problem.
 
     Most rule patterns are literal text, ``.``, ``\d``-style escapes, character sets,
     groups, ``|`` and ``* + ?``; ``_simple_tree`` reads those itself, much faster than
     Python's parser and into the very tree it would build, and RE2 is known to accept
     what they translate to (see ``_re2_accepts``). Anything else takes the full path.
     """
+    if _ASCII_RUN.fullmatch(pattern):  # plain text: each character stands for itself
+        return pattern.translate(_ASCII_LITERAL_TRANSLATION)
     tree = _simple_tree(pattern)
     if tree is None:
         return _translate_fully(pattern)
-    text = _emit(tree, _SIMPLE_FLAGS)
+    text = _emit_simple(tree)
     if not _re2_accepts(text):
         _check_with_re2(pattern, text)
     return text
@@ -256,8 +261,8 @@ def _translate_fully(pattern: str) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # FutureWarning "possible nested set" and the like
         try:
-            # Parsing is all of re.compile that can fail, bar the look-behind checks of
-            # its code generator, which are left to the lookbehind case below.
+            # re.compile is this parse plus a code generator whose only refusal is a
+            # look-behind of no fixed width: see the unsupported case below.
             tree = _sre_parse.parse(pattern)
         except re.error as error:
             raise _invalid(pattern, error) from None
@@ -318,9 +323,9 @@ def _check_with_re2(pattern: str, text: str) -> None:
 # What a simple pattern translates to is RE2 syntax of a few kinds only: explicit sets
 # of code points (``[\x{30}-\x{39}]``), ASCII letters and digits, ``(?:...)``, ``|``,
 # ``* + ?`` and the anchors ``\A \z \b \B``. RE2 refuses none of that; it could only run
-# out of its 64 MiB (a few hundred thousand instructions, against at most a few dozen
-# per character of text here) or of nesting depth (1,000), and these bounds keep both
-# far away. Counted repetitions, the one construct RE2 limits, never occur.
+# out of memory or of nesting depth (1,000), and these bounds keep both far away: the
+# heaviest kinds of set at this length compile within 1 MiB of RE2's 64 (the test suite
+# holds them to it). Counted repetitions, the one construct RE2 limits, never occur.
 _RE2_SURE_LENGTH = 20_000
 _RE2_SURE_GROUPS = 200
 
@@ -332,7 +337,7 @@ def _re2_accepts(text: str) -> bool:
 # ------------------------------------------------------------ the simple-pattern reader
 
 class _Seq(list):
-    """A run of parse items that, like Python's SubPattern, equals only itself.
+    """A sequence of parse items that, like Python's SubPattern, equals only itself.
 
     Python's parser moves a prefix shared by every alternative of a ``|`` out of the
     alternation, comparing items with ``==``; a group's or a repeat's body is a
@@ -345,13 +350,21 @@ class _Seq(list):
     __hash__ = object.__hash__
 
 
+# A run of two or more ASCII characters that Python's parser would make one LITERAL item
+# each: ``(_RUN, "kernel")``. Only ``_emit_simple`` and the alternation see runs, and the
+# alternation splits a run's first character off before comparing it, so they behave as
+# those LITERAL items would.
+_RUN = object()
 _SIMPLE_FLAGS = _sre.SRE_FLAG_UNICODE  # what Python's parser sets on a str pattern
 _MAX_SIMPLE_NESTING = 20
-_PLAIN_RUN = re.compile(r"[^.\\\[{()*+?^$|]+")  # none of Python's SPECIAL_CHARS
+_SPECIAL = frozenset(".\\[{()*+?^$|")  # Python's SPECIAL_CHARS
+_ASCII_RUN = re.compile(r"[^.\\\[{()*+?^$|\x80-\U0010ffff]+")
+_SET_EXTENT = re.compile(r"\[\^?\]?(?:[^\]\\]|\\.)*\]", re.DOTALL)  # as _parse ends a set
 _LITERAL = _sre.LITERAL
 _AT = _sre.AT
 _IN = _sre.IN
 _REPEATS = (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None))
+_QUANTIFIERS = {"*": (0, _sre.MAXREPEAT), "+": (1, _sre.MAXREPEAT), "?": (0, 1)}
 _NON_CAPTURING = (None, 0, 0)
 _ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
@@ -361,18 +374,16 @@ class _NotSimple(Exception):
 
 
 def _simple_tree(pattern: str):
-    """The items Python's parser makes of ``pattern``, or None if it is not simple.
+    r"""The items Python's parser makes of ``pattern``, or None if it is not simple.
 
     Simple: no flags, no ``{``, no backslash escape but ``\d \D \s \S \w \W``, ``\A \Z
     \b \B``, ``\n``-style control escapes and an escaped non-alphanumeric character, and
-    no ``(?`` but ``(?:``; and the pattern must be valid, since errors are the full
-    path's to report. The items are those of ``re._parser.parse(pattern)`` (the test
-    suite holds the translations equal), for ``_emit``.
+    no ``(?`` but ``(?:``; and valid, since errors are the full path's to report. The
+    items are those of ``re._parser.parse(pattern)``, with runs of ASCII characters
+    folded (``_RUN``); the test suite holds the translations equal.
     """
     if "{" in pattern:
         return None
-    if _PLAIN_RUN.fullmatch(pattern):
-        return [(_LITERAL, code) for code in map(ord, pattern)]
     reader = _SimpleReader(pattern)
     try:
         items = reader.alternation(0)
@@ -384,7 +395,7 @@ def _simple_tree(pattern: str):
 
 
 class _SimpleReader:
-    """``re._parser._parse_sub`` and ``_parse`` for simple patterns only."""
+    """``re._parser._parse_sub`` and ``_parse``, for simple patterns only."""
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
@@ -405,6 +416,8 @@ class _SimpleReader:
             for item in items:
                 if not item:
                     break
+                if item[0][0] is _RUN:
+                    _split_first(item)
                 if prefix is None:
                     prefix = item[0]
                 elif item[0] != prefix:
@@ -424,7 +437,7 @@ class _SimpleReader:
                 members.append((op, value))
             elif op is _IN and value[0][0] is not _sre.NEGATE:
                 members.extend(value)
-            else:
+            else:  # a _RUN too: it stands for two items or more
                 break
         else:
             sub.append((_IN, list(dict.fromkeys(members))))
@@ -437,15 +450,28 @@ class _SimpleReader:
         items = _Seq()
         append = items.append
         pos = self.pos
+        dissolve = False
         while pos < n:
             char = pattern[pos]
-            if char in "|)":
-                break
-            run = _PLAIN_RUN.match(pattern, pos)
-            if run is not None:
-                items.extend([(_LITERAL, code) for code in map(ord, run.group())])
+            if char not in _SPECIAL:
+                run = _ASCII_RUN.match(pattern, pos)
+                if run is None:  # a non-ASCII character
+                    append((_LITERAL, ord(char)))
+                    pos += 1
+                    continue
+                end = run.end()
+                if end < n and pattern[end] in "*+?":
+                    end -= 1  # the quantifier takes the last character alone
+                if end - pos > 1:
+                    append((_RUN, pattern[pos:end]))
+                elif end > pos:
+                    append((_LITERAL, ord(char)))
+                if end == run.end() - 1:
+                    append((_LITERAL, ord(pattern[end])))
                 pos = run.end()
                 continue
+            if char == "|" or char == ")":
+                break
             pos += 1
             if char == "\\":
                 if pos >= n:
@@ -458,15 +484,16 @@ class _SimpleReader:
                         raise _NotSimple
                     code = (_LITERAL, ord(escape[1]))
                 append(code)
+            elif char == "[":
+                extent = _SET_EXTENT.match(pattern, pos - 1)
+                if extent is None:
+                    raise _NotSimple  # not closed
+                append(_simple_set(extent.group()))
+                pos = extent.end()
             elif char == ".":
                 append((_sre.ANY, None))
-            elif char == "[":
-                self.pos = pos
-                append(self.char_set())
-                pos = self.pos
-            elif char in "*+?":
-                low, high = {"*": (0, _sre.MAXREPEAT), "+": (1, _sre.MAXREPEAT),
-                             "?": (0, 1)}[char]
+            elif char in _QUANTIFIERS:
+                low, high = _QUANTIFIERS[char]
                 if not items or items[-1][0] is _AT or items[-1][0] in _REPEATS:
                     raise _NotSimple  # nothing to repeat, or a multiple repeat
                 body = _Seq(items[-1:])
@@ -496,6 +523,7 @@ class _SimpleReader:
                     raise _NotSimple
                 pos = self.pos + 1
                 append((_sre.SUBPATTERN, (group, 0, 0, body)))
+                dissolve = dissolve or group is None
             elif char == "^":
                 append((_AT, _sre.AT_BEGINNING))
             elif char == "$":
@@ -503,80 +531,123 @@ class _SimpleReader:
             else:  # `{`, refused before reading
                 raise _NotSimple
         self.pos = pos
-        for i in range(len(items) - 1, -1, -1):  # non-capturing groups dissolve
-            op, value = items[i]
-            if op is _sre.SUBPATTERN and value[:3] == _NON_CAPTURING:
-                items[i:i + 1] = value[3]
+        if dissolve:  # non-capturing groups dissolve into the sequence
+            for i in range(len(items) - 1, -1, -1):
+                op, value = items[i]
+                if op is _sre.SUBPATTERN and value[:3] == _NON_CAPTURING:
+                    items[i:i + 1] = value[3]
         return items
 
-    def char_set(self):
-        """The item for a ``[...]`` set whose ``[`` was just read."""
-        pattern, n = self.pattern, len(self.pattern)
-        pos = self.pos
-        negate = pattern.startswith("^", pos)
-        if negate:
+
+def _split_first(item: _Seq) -> None:
+    """Turn the run that starts ``item`` into a LITERAL item and the rest of the run."""
+    run = item[0][1]
+    rest = (_RUN, run[1:]) if len(run) > 2 else (_LITERAL, ord(run[1]))
+    item[0:1] = [(_LITERAL, ord(run[0])), rest]
+
+
+@functools.lru_cache(maxsize=1024)
+def _simple_set(text: str):
+    """The item for the set ``text`` (``[...]``, as ``_SET_EXTENT`` finds it)."""
+    n = len(text)
+    pos = 1
+    negate = text.startswith("^", pos)
+    if negate:
+        pos += 1
+    members: list = []
+    while True:
+        if pos >= n:
+            raise _NotSimple  # cannot happen: _SET_EXTENT ends where _parse does
+        this = text[pos]
+        if this == "\\":
+            first = _simple_set_escape(text[pos:pos + 2])
+            pos += 2
+        else:
             pos += 1
-        members: list = []
-        while True:
-            if pos >= n:
-                raise _NotSimple  # unterminated
-            this = pattern[pos]
-            if this == "\\":
-                if pos + 1 >= n:
-                    raise _NotSimple
-                first = self.set_escape(pattern[pos:pos + 2])
-                pos += 2
-            else:
+            if this == "]" and members:
+                break
+            first = (_LITERAL, ord(this))
+        if text.startswith("-", pos):
+            pos += 1
+            that = text[pos:pos + 1]
+            if that == "]":
                 pos += 1
-                if this == "]" and members:
-                    break
-                first = (_LITERAL, ord(this))
-            if pattern.startswith("-", pos):
-                pos += 1
-                if pos >= n:
-                    raise _NotSimple
-                that = pattern[pos]
-                if that == "]":
-                    pos += 1
-                    if first[0] is _IN:
-                        first = first[1][0]
-                    members.append(first)
-                    members.append((_LITERAL, ord("-")))
-                    break
-                if that == "\\":
-                    if pos + 1 >= n:
-                        raise _NotSimple
-                    last = self.set_escape(pattern[pos:pos + 2])
-                    pos += 2
-                else:
-                    last = (_LITERAL, ord(that))
-                    pos += 1
-                if first[0] is not _LITERAL or last[0] is not _LITERAL or last[1] < first[1]:
-                    raise _NotSimple  # a bad range
-                members.append((_sre.RANGE, (first[1], last[1])))
-            else:
                 if first[0] is _IN:
                     first = first[1][0]
                 members.append(first)
-        self.pos = pos
-        members = list(dict.fromkeys(members))
-        if len(members) == 1 and members[0][0] is _LITERAL:
-            return (_sre.NOT_LITERAL, members[0][1]) if negate else members[0]
-        if negate:
-            members.insert(0, (_sre.NEGATE, None))
-        return (_IN, members)
+                members.append((_LITERAL, ord("-")))
+                break
+            if that == "\\":
+                last = _simple_set_escape(text[pos:pos + 2])
+                pos += 2
+            elif that:
+                last = (_LITERAL, ord(that))
+                pos += 1
+            else:
+                raise _NotSimple
+            if first[0] is not _LITERAL or last[0] is not _LITERAL or last[1] < first[1]:
+                raise _NotSimple  # a bad range
+            members.append((_sre.RANGE, (first[1], last[1])))
+        else:
+            if first[0] is _IN:
+                first = first[1][0]
+            members.append(first)
+    if pos != n:
+        raise _NotSimple  # cannot happen, as above
+    members = list(dict.fromkeys(members))
+    if len(members) == 1 and members[0][0] is _LITERAL:
+        return (_sre.NOT_LITERAL, members[0][1]) if negate else members[0]
+    if negate:
+        members.insert(0, (_sre.NEGATE, None))
+    return (_IN, _Members(members))
 
-    @staticmethod
-    def set_escape(escape: str):
-        code = _sre_parse.ESCAPES.get(escape)
-        if code is not None:
-            return code
-        code = _sre_parse.CATEGORIES.get(escape)
-        if code is not None and code[0] is _IN:
-            return code
-        if escape[1] in _ASCII_ALNUM:
-            raise _NotSimple
-        return (_LITERAL, ord(escape[1]))
+
+class _Members(list):
+    """A set's members, as Python's parser lists them, with their RE2 text.
+
+    Equal to a plain list of the same members, as the alternation's prefix test needs.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, members: list) -> None:
+        super().__init__(members)
+        self.text = _char_class(_IN, tuple(members), 0)
+
+
+def _emit_simple(items) -> str:
+    """``_emit(items, _SIMPLE_FLAGS)`` for a simple tree, which may hold runs."""
+    ascii_literal, translation = _ASCII_LITERAL_TEXT, _ASCII_LITERAL_TRANSLATION
+    out = []
+    append = out.append
+    for op, value in items:
+        if op is _RUN:
+            append(value.translate(translation))
+        elif op is _LITERAL and value < 128:
+            append(ascii_literal[value])
+        elif op is _IN and type(value) is _Members:
+            append(value.text)
+        elif op is _sre.BRANCH:
+            append("(?:" + "|".join(map(_emit_simple, value[1])) + ")")
+        elif op is _sre.SUBPATTERN:
+            append("(?:" + _emit_simple(value[3]) + ")")
+        elif op is _sre.MAX_REPEAT or op is _sre.MIN_REPEAT:
+            append("(?:" + _emit_simple(value[2]) + ")" + _quantifier(value[0], value[1]))
+        else:
+            append(_emit_item(op, value, _SIMPLE_FLAGS))
+    return "".join(out)
+
+
+def _simple_set_escape(escape: str):
+    code = _sre_parse.ESCAPES.get(escape)
+    if code is not None:
+        return code
+    code = _sre_parse.CATEGORIES.get(escape)
+    if code is not None and code[0] is _IN:
+        return code
+    if len(escape) < 2 or escape[1] in _ASCII_ALNUM:
+        raise _NotSimple
+    return (_LITERAL, ord(escape[1]))
 
 
 _CHAR_OPS = (_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN)
@@ -741,6 +812,8 @@ def _py_char(code: int) -> str:
 
 
 _ASCII_LITERAL_TEXT = tuple(_char_class(_sre.LITERAL, code, 0) for code in range(128))
+_ASCII_LITERAL_TRANSLATION = {code: text for code, text in enumerate(_ASCII_LITERAL_TEXT)
+                              if text != chr(code)}
 
 
 # ----------------------------------------------------------------- finding a construct

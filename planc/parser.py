@@ -1,7 +1,8 @@
 """Plan text -> `planc.ast.Module`, with syntax errors a person can act on.
 
 The grammar is `grammar/planc.lark` (shipped in the wheel as `planc.grammar`). The LALR
-tables are built once per process and cached on disk by lark between processes.
+tables are cached on disk by lark between processes and loaded once per thread, and the
+AST is built as the parser reduces, without a parse tree.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ import re
 import threading
 from importlib import resources
 
-from lark import Lark, Token
-from lark.visitors import Transformer_NonRecursive
+from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from . import ast, limits
@@ -119,12 +119,13 @@ def _join(a: Span, b: Span) -> Span:
     return Span(a.file, a.line, a.column, b.end_line, b.end_column)
 
 
-class _Builder(Transformer_NonRecursive):
+class _Builder(Transformer):
     """Builds AST nodes bottom-up; every node's span comes from its first and last token.
 
-    lark's LALR parser calls it as it reduces (`_building_parser`), which recursion does
-    not enter however deeply the text nests; expressions deeper than
-    `limits.MAX_NESTING` are refused (P125) all the same:
+    lark's LALR parser calls it as it reduces (`_building_parser`), so no recursion is
+    involved however deeply the text nests, and no parse tree is built. A callback gets
+    its children only (lark cannot hand an inline transformer `meta`): `_span_of` reads
+    the span from them. Expressions deeper than `limits.MAX_NESTING` are refused (P125):
     `not not ... 1` or `1 + 1 + ...` nest without brackets, and the checker, the
     formatter and dataclass equality all recurse over the tree it returns.
     """
@@ -193,14 +194,13 @@ class _Builder(Transformer_NonRecursive):
     def _span_of(self, items) -> Span:
         """From the first token or node among `items` to the last, as lark's positions.
 
-        An `axis_group` (a tuple) and an absent `[...]` (None) are never first or last.
+        An absent `[...]` (None, as ending a bare `model_parallel`) and an `axis_group`
+        (a tuple) have no position of their own.
         """
-        for first in items:
-            if first is not None and not isinstance(first, tuple):
-                break
-        for last in reversed(items):
-            if last is not None and not isinstance(last, tuple):
-                break
+        first, last = items[0], items[-1]
+        if first is None or last is None or type(first) is tuple or type(last) is tuple:
+            placed = [i for i in items if i is not None and type(i) is not tuple]
+            first, last = placed[0], placed[-1]
         start = getattr(first, "span", first)  # a Token holds its own positions
         end = getattr(last, "span", last)
         return Span(self.file, start.line, start.column, end.end_line, end.end_column)
@@ -212,13 +212,15 @@ class _Builder(Transformer_NonRecursive):
         return ast.ParamStmt(self._span_of(items), items[1], items[3])
 
     def mesh_stmt(self, items):
-        return ast.MeshStmt(self._span_of(items), tuple(i for i in items if isinstance(i, ast.AxisDecl)))
+        return ast.MeshStmt(self._span_of(items),
+                            tuple(i for i in items if isinstance(i, ast.AxisDecl)))
 
     def axis_decl(self, items):
         return ast.AxisDecl(self._span_of(items), items[0], items[2])
 
     def slices_stmt(self, items):
-        return ast.SlicesStmt(self._span_of(items), tuple(i for i in items if isinstance(i, ast.KwArg)))
+        return ast.SlicesStmt(self._span_of(items),
+                              tuple(i for i in items if isinstance(i, ast.KwArg)))
 
     def data_parallel_stmt(self, items):
         return ast.DataParallelStmt(self._span_of(items))
@@ -246,7 +248,8 @@ class _Builder(Transformer_NonRecursive):
         return ast.OutputsBlock(self._span_of(items), tuple(items[2:-1]))
 
     def budget_stmt(self, items):
-        return ast.BudgetStmt(self._span_of(items), tuple(i for i in items if isinstance(i, ast.KwArg)))
+        return ast.BudgetStmt(self._span_of(items),
+                              tuple(i for i in items if isinstance(i, ast.KwArg)))
 
     def check_stmt(self, items):
         return ast.CheckStmt(self._span_of(items), items[1], items[3])
@@ -255,7 +258,8 @@ class _Builder(Transformer_NonRecursive):
         return ast.IncludeStmt(self._span_of(items), items[1])
 
     def cluster_stmt(self, items):
-        return ast.ClusterStmt(self._span_of(items), tuple(i for i in items if isinstance(i, ast.KwArg)))
+        return ast.ClusterStmt(self._span_of(items),
+                               tuple(i for i in items if isinstance(i, ast.KwArg)))
 
     def kwarg(self, items):
         return ast.KwArg(self._span_of(items), items[0], items[2])
@@ -280,7 +284,8 @@ class _Builder(Transformer_NonRecursive):
         return ast.LayoutExpr(self._span_of(items), tuple(alts))
 
     def tuple_layout(self, items):
-        return ast.TupleLayout(self._span_of(items), tuple(i for i in items if isinstance(i, ast.Node)))
+        return ast.TupleLayout(self._span_of(items),
+                               tuple(i for i in items if isinstance(i, ast.Node)))
 
     def unsplit(self, items):
         return ast.Unsplit(_tok_span(self.file, items[0]))
