@@ -6,55 +6,21 @@ The checker never stops at the first problem: it collects every diagnostic, then
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ast, limits
 from .diagnostics import Diagnostic, Label, PlanError, Span, error, note
+from .conditions import evaluate_check, expr_key, names_in, sizes_env
 from .ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxis, PlanIR,
-                 Rule, Setting)
+                 Rule, Setting, layout_text)
 from .matching import check_pattern
 from .parser import parse
+from .plan_files import read_plan_text
 from .suggest import did_you_mean
 
 Overrides = dict  # name -> int | str (from Python) or str (from -D)
-
-
-def read_plan_text(path: str | os.PathLike) -> str:
-    """A plan file's text. OSError for an unreadable path; PlanError for bad bytes.
-
-    Only a regular file is read: a FIFO or a device (`/dev/zero`, a symlink to
-    `/proc/self/fd/0`) would block or never end. Opening does not block on a FIFO.
-    """
-    fd = os.open(Path(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with open(fd, "rb") as f:
-        mode = os.fstat(f.fileno()).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        data = f.read(limits.MAX_PLAN_BYTES + 1)
-    name = str(path)
-    if len(data) > limits.MAX_PLAN_BYTES:
-        raise PlanError((error("P125", f"plan file is larger than {limits.MAX_PLAN_BYTES} bytes",
-                               Span(name, 1, 1, 1, 2), label="file starts here"),), {name: ""})
-    return decode_plan_bytes(data, name)
-
-
-def decode_plan_bytes(data: bytes, name: str) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        text = data[:exc.start].decode("utf-8", "replace")
-        line = text.count("\n") + 1
-        col = len(text) - (text.rfind("\n") + 1) + 1
-        raise PlanError((error("P009", f"plan file is not UTF-8 (byte 0x{data[exc.start]:02x})",
-                               Span(name, line, col, line, col + 1), label="invalid byte",
-                               help="save the file as UTF-8"),),
-                        {name: data.decode("utf-8", "replace")}) from None
 
 
 def check(text: str, file: str = "<string>", overrides: Overrides | None = None, *,
@@ -610,7 +576,7 @@ class _Checker:
             ok = self._check_names(stmt.expr, params, mesh, names)
             if not ok:
                 continue
-            check = Check(stmt.expr, _expr_key(stmt.expr), stmt.message.value,
+            check = Check(stmt.expr, expr_key(stmt.expr), stmt.message.value,
                           tuple(dict.fromkeys(names)), stmt.span)
             out.append(check)
             if all(n in env for n in check.names):
@@ -619,7 +585,7 @@ class _Checker:
 
     def _check_names(self, expr, params, mesh, names) -> bool:
         ok = True
-        for n in _names_in(expr):
+        for n in names_in(expr):
             if n.text in self._axis_set(mesh):
                 names.append(n.text)
             elif n.text in params:
@@ -710,82 +676,6 @@ def _header(block) -> Span:
     return Span(s.file, s.line, s.column, s.line, s.column + len("layout"))
 
 
-def sizes_env(params: dict, mesh: Mesh) -> dict[str, int]:
-    """Names a `check` can read: integer params and the mesh axes whose size is known."""
-    env = {k: v for k, v in params.items() if isinstance(v, int)}
-    for a in mesh.axes:
-        if a.global_size is not None:
-            env[a.name] = a.global_size
-    return env
-
-
-def evaluate_check(check: Check, env: dict[str, int], devices: int | None = None):
-    """None when `check` holds under `env`, else the P118/P122 diagnostic."""
-    try:
-        ok = _eval(check.expr, env)
-    except ZeroDivisionError as exc:
-        return error("P122", f"`check` divides by zero: {exc}", check.span, label="in this check",
-                     devices=devices)
-    if ok:
-        return None
-    values = ", ".join(f"{n} = {env[n]}" for n in check.names)
-    return error("P118", f"check failed: {check.message}", check.span,
-                 label=f"false with {values}" if values else "false", devices=devices)
-
-
-def _eval(node, env):
-    if isinstance(node, ast.IntLit):
-        return node.value
-    if isinstance(node, ast.Name):
-        return env[node.text]
-    if isinstance(node, ast.Paren):
-        return _eval(node.inner, env)
-    if isinstance(node, ast.UnaryOp):
-        v = _eval(node.operand, env)
-        return (not v) if node.op == "not" else -v
-    op = node.op
-    if op == "and":
-        return _eval(node.left, env) and _eval(node.right, env)
-    if op == "or":
-        return _eval(node.left, env) or _eval(node.right, env)
-    a, b = _eval(node.left, env), _eval(node.right, env)
-    if op == "**":
-        raise ZeroDivisionError("`**` is not supported")
-    return {
-        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-        "//": lambda: a // b, "%": lambda: a % b, "==": lambda: a == b,
-        "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-        ">": lambda: a > b, ">=": lambda: a >= b,
-    }[op]()
-
-
-def _expr_key(node) -> tuple:
-    """The expression as nested tuples without spans: what two plans compare."""
-    if isinstance(node, ast.IntLit):
-        return ("int", node.value)
-    if isinstance(node, ast.Name):
-        return ("name", node.text)
-    if isinstance(node, ast.Paren):
-        return _expr_key(node.inner)
-    if isinstance(node, ast.UnaryOp):
-        return (node.op, _expr_key(node.operand))
-    return (node.op, _expr_key(node.left), _expr_key(node.right))
-
-
-def _names_in(expr):
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Name):
-            yield node
-        elif isinstance(node, ast.BinOp):
-            stack += [node.right, node.left]
-        elif isinstance(node, ast.UnaryOp):
-            stack.append(node.operand)
-        elif isinstance(node, ast.Paren):
-            stack.append(node.inner)
-
-
 def _group_too_deep(pattern: str) -> int | None:
     """Offset of the first `(` nested deeper than `limits.MAX_PATTERN_NESTING`, or None.
 
@@ -825,23 +715,5 @@ def _raw_offset(raw: str, value_offset: int) -> int:
         r += 2 if raw.startswith('\\"', r) else 1
         v += 1
     return r
-
-
-def dim_text(d: Dim) -> str:
-    if not d.axes:
-        return "_"
-    body = d.axes[0] if len(d.axes) == 1 else "(" + ", ".join(d.axes) + ")"
-    return body + (f"[{d.block}]" if d.block != 1 else "")
-
-
-def layout_text(a: Alternative) -> str:
-    """The canonical source form of one layout alternative."""
-    if a.replicated:
-        return "replicated"
-    parts = [dim_text(d) for d in a.head]
-    if a.ellipsis:
-        parts.append("...")
-    parts += [dim_text(d) for d in a.tail]
-    return "(" + ", ".join(parts) + ")"
 
 

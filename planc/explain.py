@@ -245,7 +245,7 @@ def _winner(resolver: Resolver, var: Variable, hits, literal):
 
 
 def _alternatives(resolver: Resolver, rule, var: Variable):
-    from .checker import layout_text
+    from .ir import layout_text
 
     out = []
     taken = -1

@@ -99,7 +99,7 @@ def run_fmt(args) -> int:
     """The `planc fmt` command: 0 when nothing changed (or was written), 1 for a plan with
     syntax errors or, under `--check`/`--diff`, a file that would change; 2 for an
     unreadable file or a formatter bug."""
-    from .checker import read_plan_text
+    from .plan_files import read_plan_text
     from .cli import EXIT_OK, EXIT_PLAN, EXIT_USAGE, use_color
     from .fileio import atomic_write
     from .render import render_text

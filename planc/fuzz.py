@@ -40,7 +40,7 @@ import traceback
 from pathlib import Path
 
 from . import limits
-from .checker import decode_plan_bytes
+from .plan_files import decode_plan_bytes
 from .diagnostics import CODES, PlanError
 from .variables import Variable
 

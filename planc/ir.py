@@ -257,3 +257,21 @@ class PlanIR:
     @property
     def has_slices(self) -> bool:
         return any(a.slices > 1 for a in self.mesh.axes)
+
+
+def dim_text(d: Dim) -> str:
+    if not d.axes:
+        return "_"
+    body = d.axes[0] if len(d.axes) == 1 else "(" + ", ".join(d.axes) + ")"
+    return body + (f"[{d.block}]" if d.block != 1 else "")
+
+
+def layout_text(a: Alternative) -> str:
+    """The canonical source form of one layout alternative."""
+    if a.replicated:
+        return "replicated"
+    parts = [dim_text(d) for d in a.head]
+    if a.ellipsis:
+        parts.append("...")
+    parts += [dim_text(d) for d in a.tail]
+    return "(" + ", ".join(parts) + ")"

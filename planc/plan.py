@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from .checker import check, evaluate_check, read_plan_text, sizes_env
+from .checker import check
+from .conditions import evaluate_check, sizes_env
+from .plan_files import read_plan_text
 from .diagnostics import PlanError, Span, error
 from .ir import PlanIR
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import limits
-from .checker import dim_text, layout_text
 from .diagnostics import Diagnostic, Label, Span, error, note, warning
-from .ir import UNSPLIT, AxisEntry, Dim, PlanIR, Rule
+from .ir import UNSPLIT, AxisEntry, Dim, PlanIR, Rule, dim_text, layout_text
 from .matching import Matcher
 from .variables import Variable
 

@@ -1,0 +1,49 @@
+"""Reading plan files: regular files only, bounded in size, decoded as UTF-8.
+
+A plan that cannot be decoded is a located diagnostic (P009), not an exception from
+the codec; a file over the size limit is refused after reading one byte past it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from . import limits
+from .diagnostics import PlanError, Span, error
+
+
+def read_plan_text(path: str | os.PathLike) -> str:
+    """A plan file's text. OSError for an unreadable path; PlanError for bad bytes.
+
+    Only a regular file is read: a FIFO or a device (`/dev/zero`, a symlink to
+    `/proc/self/fd/0`) would block or never end. Opening does not block on a FIFO.
+    """
+    fd = os.open(Path(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with open(fd, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        data = f.read(limits.MAX_PLAN_BYTES + 1)
+    name = str(path)
+    if len(data) > limits.MAX_PLAN_BYTES:
+        raise PlanError((error("P125", f"plan file is larger than {limits.MAX_PLAN_BYTES} bytes",
+                               Span(name, 1, 1, 1, 2), label="file starts here"),), {name: ""})
+    return decode_plan_bytes(data, name)
+
+
+def decode_plan_bytes(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        text = data[:exc.start].decode("utf-8", "replace")
+        line = text.count("\n") + 1
+        col = len(text) - (text.rfind("\n") + 1) + 1
+        raise PlanError((error("P009", f"plan file is not UTF-8 (byte 0x{data[exc.start]:02x})",
+                               Span(name, line, col, line, col + 1), label="invalid byte",
+                               help="save the file as UTF-8"),),
+                        {name: data.decode("utf-8", "replace")}) from None
