@@ -60,23 +60,19 @@ LIMITS = {
     "born_sharded": (
         "not the sharding: the parameters are born sharded (1x in total; the busiest device "
         "holds 1/8 plus its temporaries, against the whole model for the naive path). "
-        "XLA:CPU's default concurrency-optimised scheduler keeps every leaf's random bits "
-        "alive at once (the 'XLA temporaries' figure, about 1x the model); with "
-        "`--xla_cpu_enable_concurrency_optimized_scheduler=false` `plan.init` meets the "
-        "target. Passing that option through `compile(compiler_options=...)` did not change "
-        "the temporaries on jax 0.10, so only XLA_FLAGS works. A fix inside planc: "
-        "`plan.init` could run `fn` in groups of leaves (one jit per group, XLA drops the "
-        "other leaves), bounding the temporaries on any scheduler; a prototype with 4-7 "
-        "groups peaked at ~1.27x under the default scheduler."),
+        "XLA:CPU's default concurrency-optimised scheduler keeps the temporaries of every "
+        "output of one program alive at once (each leaf's random bits, about 1x the model), "
+        "so on the CPU `plan.init` computes a large model in about 16 groups of outputs, one "
+        "program each (XLA drops the other outputs' work); what remains above 1x is one "
+        "group's temporaries and the runtime's own growth while compiling. With "
+        "`--xla_cpu_enable_concurrency_optimized_scheduler=false` the single-program figure "
+        "is about the same; on accelerators, whose schedulers count memory, one program runs."),
     "front_end": (
-        "see the 'of which' rows. Checking one pattern costs ~0.3 ms: Python's `re` parses "
-        "it twice (`re.compile` in `matching._translate`, then `_parser.parse`; dropping the "
-        "`re.compile` saved ~95 of ~280 ms for these 1,000 patterns in a prototype), the tree "
-        "is re-emitted for RE2, and RE2 compiles it once only to check it (~40 ms), although "
-        "the Resolver compiles the whole set again. The lark parse (~120 ms) builds a parse "
-        "tree and then transforms it into the AST; lark's LALR parser can run the transformer "
-        "inline (`Lark(..., transformer=...)`) and skip the tree. Checked patterns are cached "
-        "per process: the same plan loaded again takes the 'again' row's time."),
+        "see the 'of which' rows. Simple patterns are read by planc's own reader and need no "
+        "RE2 compile to check; the rest go through Python's parser once. lark builds the AST "
+        "while it parses (no parse tree). What is left is mostly lark's lexer and LALR loop "
+        "(~80-140 ms for 102 KiB of rules); the figure swings with the load on this shared "
+        "2-core machine."),
     "validate_405b": "",
 }
 
