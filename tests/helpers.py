@@ -1,4 +1,6 @@
-"""Small helpers shared by the front-end tests."""
+"""Small helpers shared by the tests."""
+
+import os
 
 import planc
 
@@ -25,3 +27,17 @@ def codes(text: str, **params):
 
 
 MP = "mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n"
+
+
+def read_pty(master: int) -> bytes:
+    """Everything a pseudo-terminal's other side wrote, until it closes."""
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # Linux reports the closed side as EIO
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return seen

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import read_pty
+
 import planc
 from planc.cli import main
 from planc.resolve import Resolver
@@ -111,15 +113,7 @@ def test_a_terminal_of_100_columns_gets_a_table_that_fits(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "planc", *DEMO, "--color", "never"],
                             stdout=slave, stderr=subprocess.PIPE, cwd=ROOT, env=env)
     os.close(slave)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
+    seen = read_pty(master)
     os.close(master)
     assert proc.wait(timeout=60) == 0
     lines = seen.decode().replace("\r\n", "\n").splitlines()

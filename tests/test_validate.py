@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import read_pty
+
 import planc
 from planc import PlanError, Severity, Variable
 from planc.report import LARGE_REPLICATED_BYTES, Report, human_bytes, validate
@@ -546,15 +548,7 @@ def test_progress_bar_is_drawn_on_a_terminal_for_large_models():
                               env={**os.environ, "COLUMNS": "100", "TERM": "xterm"})
         os.close(slave)
         slave = None
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
+        seen = read_pty(master)
     finally:
         if slave is not None:
             os.close(slave)
