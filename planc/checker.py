@@ -15,7 +15,7 @@ from .diagnostics import Diagnostic, Label, PlanError, Span, error, note
 from .conditions import evaluate_check, expr_key, names_in, sizes_env
 from .ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxis, PlanIR,
                  Rule, Setting, layout_text)
-from .matching import check_pattern
+from .matching import check_pattern, nesting_too_deep
 from .parser import parse
 from .plan_files import read_plan_text
 from .suggest import did_you_mean
@@ -473,7 +473,7 @@ class _Checker:
         return tuple(rules), default
 
     def _pattern(self, pat: ast.StrLit) -> None:
-        deep = _group_too_deep(pat.value)
+        deep = nesting_too_deep(pat.value, limits.MAX_PATTERN_NESTING)
         if deep is not None:
             col = 1 + _raw_offset(pat.raw, deep)
             self.err("P125", f"pattern nests groups more than {limits.MAX_PATTERN_NESTING} deep "
@@ -674,38 +674,6 @@ def _header(block) -> Span:
     """The `layout {` part of a block, so a diagnostic does not underline the whole block."""
     s = block.span
     return Span(s.file, s.line, s.column, s.line, s.column + len("layout"))
-
-
-def _group_too_deep(pattern: str) -> int | None:
-    """Offset of the first `(` nested deeper than `limits.MAX_PATTERN_NESTING`, or None.
-
-    Escapes and character classes are skipped as `re` reads them; anything else counted
-    by mistake only makes the check stricter.
-    """
-    if pattern.count("(") <= limits.MAX_PATTERN_NESTING:  # the depth cannot exceed it
-        return None
-    depth, i, n = 0, 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            i += 1
-            if pattern.startswith("^", i):
-                i += 1
-            if pattern.startswith("]", i):  # a `]` first in a class is a literal
-                i += 1
-            while i < n and pattern[i] != "]":
-                i += 2 if pattern[i] == "\\" else 1
-        elif c == "(":
-            depth += 1
-            if depth > limits.MAX_PATTERN_NESTING:
-                return i
-        elif c == ")":
-            depth = max(depth - 1, 0)
-        i += 1
-    return None
 
 
 def _raw_offset(raw: str, value_offset: int) -> int:

@@ -822,6 +822,47 @@ _QUANTIFIER_BRACE = re.compile(r"\{\d*(?:,\d*)?\}")
 _OCTAL_ESCAPE = re.compile(r"\\[0-7]{3}")
 
 
+def _class_end(pattern: str, i: int) -> int:
+    """The offset just past the character class that starts with the `[` at ``i``."""
+    n = len(pattern)
+    i += 1
+    if pattern.startswith("^", i):
+        i += 1
+    if pattern.startswith("]", i):  # a ']' first in a class is a literal
+        i += 1
+    while i < n and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i + 1
+
+
+def nesting_too_deep(pattern: str, limit: int) -> int | None:
+    """Offset of the first `(` nested deeper than ``limit``, or None.
+
+    Escapes and character classes are skipped as `re` reads them; anything else counted
+    by mistake only makes the check stricter. Python's parser recurses once per group,
+    so the checker refuses such patterns before they reach it.
+    """
+    if pattern.count("(") <= limit:  # the depth cannot exceed it
+        return None
+    depth, i, n = 0, 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i = _class_end(pattern, i)
+            continue
+        if c == "(":
+            depth += 1
+            if depth > limit:
+                return i
+        elif c == ")":
+            depth = max(depth - 1, 0)
+        i += 1
+    return None
+
+
 def _locate(pattern: str, feature: str) -> int:
     """Offset of the first occurrence of ``feature`` in ``pattern``, or 0.
 
@@ -838,14 +879,7 @@ def _locate(pattern: str, feature: str) -> int:
             i += 2
             continue
         if char == "[":
-            i += 1
-            if pattern.startswith("^", i):
-                i += 1
-            if pattern.startswith("]", i):  # a ']' first in a class is a literal
-                i += 1
-            while i < n and pattern[i] != "]":
-                i += 2 if pattern[i] == "\\" else 1
-            i += 1
+            i = _class_end(pattern, i)
             continue
         if char == "(" and pattern.startswith("?", i + 1):
             head = pattern[i + 2:i + 4]
