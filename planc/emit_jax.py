@@ -99,6 +99,24 @@ def check_data(node) -> tuple:
     raise TypeError(f"unexpected expression node {type(node).__name__}")
 
 
+def mesh_constants(ir: PlanIR) -> str:
+    """The mesh of a plan as module constants, shared by the JAX and Keras emitters."""
+    return (f"MESH_AXES = {literal(ir.mesh.names)}\n"
+            "# Global axis sizes (per-slice size x slices); None: `auto`, resolved from the "
+            "device count.\n"
+            f"MESH_SHAPE = {literal(ir.mesh.shape)}\n"
+            f"SLICES = {literal(ir.mesh.slice_shape)}\n"
+            f"BATCH_AXES = {literal(ir.batch_axes)}\n"
+            f"DISTRIBUTION = {literal(ir.distribution)}\n")
+
+
+def check_constants(ir: PlanIR) -> str:
+    """`PARAMS` and `CHECKS`: what the emitted `_run_checks` evaluates once `auto` is bound."""
+    params = tuple((k, v) for k, v in ir.params if isinstance(v, int) and not isinstance(v, bool))
+    checks = tuple((check_data(c.expr), c.message, tuple(c.names)) for c in ir.checks)
+    return f"PARAMS = dict({literal(params)})\nCHECKS = {literal(checks)}\n\n"
+
+
 def device_order_source() -> str:
     """The source of the device-order functions of `planc.backends.jax`, read as text
     (so writing a module does not import jax)."""
@@ -126,20 +144,11 @@ def module_text(ir: PlanIR, fingerprint: str, table=None) -> str:
     out.append(f"PLAN_NAME = {literal(ir.name)}\n")
     out.append(f"FINGERPRINT = {literal(fingerprint)}\n")
     out.append(f"PLANC_VERSION = {literal(__version__)}\n")
-    out.append(f"MESH_AXES = {literal(ir.mesh.names)}\n")
-    out.append("# Global axis sizes (per-slice size x slices); None: `auto`, resolved from the "
-               "device count.\n")
-    out.append(f"MESH_SHAPE = {literal(ir.mesh.shape)}\n")
-    out.append(f"SLICES = {literal(ir.mesh.slice_shape)}\n")
-    out.append(f"BATCH_AXES = {literal(ir.batch_axes)}\n")
-    out.append(f"DISTRIBUTION = {literal(ir.distribution)}\n")
+    out.append(mesh_constants(ir))
     out.append(f"MATCH = {literal(ir.match)}\n")
     out.append(f"OVERLAP = {literal(ir.overlap)}\n")
     out.append(f"MAX_PATH_LENGTH = {limits.MAX_PATH_LENGTH}\n")
-    params = tuple((k, v) for k, v in ir.params if isinstance(v, int) and not isinstance(v, bool))
-    out.append(f"PARAMS = dict({literal(params)})\n")
-    checks = tuple((check_data(c.expr), c.message, tuple(c.names)) for c in ir.checks)
-    out.append(f"CHECKS = {literal(checks)}\n\n")
+    out.append(check_constants(ir))
     out.append("# Rules in file order: (pattern, alternatives). An alternative is\n"
                "# (head dims, has `...`, tail dims, replicated); a dim is (mesh axes, block).\n")
     out.append(_rules("RULES", ir.rules))

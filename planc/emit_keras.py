@@ -54,7 +54,7 @@ from . import __version__
 from .backends.keras import shape_free_axes, splits_over_several_axes
 from .diagnostics import Diagnostic, PlanError, Span, error
 from .emit_jax import RUNTIME_SOURCE as _JAX_RUNTIME
-from .emit_jax import check_data, device_order_source, literal
+from .emit_jax import check_constants, device_order_source, literal, mesh_constants
 from .ir import PlanIR, Rule
 
 __all__ = ["emit_keras_module", "anchored_key"]
@@ -419,17 +419,8 @@ def emit_keras_module(plan, variables=None) -> str:
     out.append("import keras\nfrom keras import distribution as kd\n\n")
     out.append(f"PLAN_NAME = {literal(ir.name)}\n")
     out.append(f"PLANC_VERSION = {literal(__version__)}\n")
-    out.append(f"MESH_AXES = {literal(ir.mesh.names)}\n")
-    out.append("# Global axis sizes (per-slice size x slices); None: `auto`, the devices the "
-               "other axes leave.\n")
-    out.append(f"MESH_SHAPE = {literal(ir.mesh.shape)}\n")
-    out.append(f"SLICES = {literal(ir.mesh.slice_shape)}\n")
-    out.append(f"BATCH_AXES = {literal(ir.batch_axes)}\n")
-    out.append(f"DISTRIBUTION = {literal(ir.distribution)}\n")
-    params = tuple((k, v) for k, v in ir.params if isinstance(v, int) and not isinstance(v, bool))
-    out.append(f"PARAMS = dict({literal(params)})\n")
-    checks = tuple((check_data(c.expr), c.message, tuple(c.names)) for c in ir.checks)
-    out.append(f"CHECKS = {literal(checks)}\n\n")
+    out.append(mesh_constants(ir))
+    out.append(check_constants(ir))
     out.append(f"# Variable rules (`match {ir.match}`, `overlap {ir.overlap}`): key -> "
                "TensorLayout axes.\n")
     out.append("VARIABLE_LAYOUTS = {\n" + "".join(var_lines) + "}\n\n")
