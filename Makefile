@@ -32,7 +32,7 @@ test: venv lint-plans
 	$(PY) -m pytest -q
 
 fuzz: venv
-	$(PY) -m planc.fuzz --cases 100000
+	$(PY) tests/fuzzing.py --cases 100000
 
 bench: venv
 	$(PY) bench/run.py

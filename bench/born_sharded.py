@@ -96,7 +96,7 @@ def child(mode: str, size: str) -> None:
     # Compiled once up front only to read its memory analysis; each variant then runs
     # exactly the user's expression, its own tracing and compiling inside the window.
     if mode == "born":
-        from planc.backends.jax import init_jit
+        from planc.targets.jax import init_jit
 
         stats = init_jit(plan, init_fn)[0].lower().compile().memory_analysis()
         devices = 8  # one SPMD program, run on each device

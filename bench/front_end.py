@@ -42,7 +42,7 @@ def main():
 
     import planc
     from planc import matching
-    from planc.resolve import Resolver
+    from planc.resolve.resolver import Resolver
     from planc.sources import load_variables
 
     # The 1,000-rule plan: per-layer and per-expert-range rules of the 100k-path MoE.
@@ -62,7 +62,7 @@ def main():
                 f"<= {TARGET_S * 1e3:.0f} ms", status(ok) if a.size == "full" else "n/a (tiny)",
                 cpu_s=warm.cpu, wall_s=warm.wall)
     # Where the time goes: the lark parse into the AST, and the patterns' translation.
-    from planc.parser import parse
+    from planc.syntax.parser import parse
 
     patterns = [r.pattern for r in rules.rules if r.pattern is not None]
 

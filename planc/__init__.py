@@ -8,11 +8,10 @@
 Front-end only at import time: jax and keras load when a backend is first used.
 """
 
-from .diagnostics import CODES, Diagnostic, PlanError, Severity, Span
-from .plan import Plan, load_plan, loads
-from .variables import Variable
-
-__version__ = "0.1.0"
+from planc._version import __version__
+from planc.diagnostics import CODES, Diagnostic, PlanError, Severity, Span
+from planc.plan import Plan, load_plan, loads
+from planc.variables import Variable
 
 # The Keras counterparts (`keras.distribution.set_distribution` ...) load keras, so they
 # are imported on first use only.
@@ -26,7 +25,7 @@ __all__ = [
 
 def __getattr__(name):
     if name in _KERAS_API:
-        from . import keras_api
+        from planc import keras_api
 
         return getattr(keras_api, name)
     raise AttributeError(f"module 'planc' has no attribute {name!r}")

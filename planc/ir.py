@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass, field, replace
 from typing import Union
 
-from .diagnostics import Diagnostic, Span
+from planc.diagnostics import Diagnostic, Span
 
 AxisEntry = Union[None, str, tuple]  # None, "model", or ("data", "model")
 

@@ -16,7 +16,7 @@ __all__ = ["set_distribution", "distribution", "list_devices", "distribute_tenso
 
 
 def _keras():
-    from .backends.keras import keras_module
+    from planc.targets.keras import keras_module
 
     return keras_module()
 
@@ -28,11 +28,11 @@ def set_distribution(plan, devices=None):
     `Distribution` (set as it is) or None (clears the global distribution). Variables
     created afterwards are laid out by it, as after `keras.distribution.set_distribution`.
     """
-    from .plan import Plan
+    from planc.plan import Plan
 
     keras = _keras()
     if isinstance(plan, Plan):
-        from .backends.keras import to_keras
+        from planc.targets.keras import to_keras
 
         value = to_keras(plan, devices)
     elif plan is None or _is_distribution(keras, plan):
@@ -93,8 +93,8 @@ def _is_backend_sharding(layout) -> bool:
 
 
 def _layout_from_axes(kd, layout):
-    from .backends.keras import tensor_layout
-    from .resolve import ResolvedLayout
+    from planc.targets.keras import tensor_layout
+    from planc.resolve.resolver import ResolvedLayout
 
     axes = layout.axes if isinstance(layout, ResolvedLayout) else layout
     if isinstance(axes, str) or not isinstance(axes, (tuple, list)):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from .checker import check
-from .conditions import evaluate_check, sizes_env
-from .plan_files import read_plan_text
-from .diagnostics import PlanError, Span, error
-from .ir import PlanIR
+from planc.check.checker import check
+from planc.check.conditions import evaluate_check, sizes_env
+from planc.syntax.files import read_plan_text
+from planc.diagnostics import PlanError, Span, error
+from planc.ir import PlanIR
 
 
 def bind_devices(ir: PlanIR, devices: int) -> PlanIR:
@@ -158,7 +158,7 @@ class Plan:
         `model` is a Keras model, a pytree, a checkpoint or manifest path, `module:attr`,
         or a sequence of `planc.Variable`. `progress` draws a bar on a terminal.
         """
-        from .report import validate
+        from planc.resolve.validate import validate
 
         return validate(self, model, devices, progress=progress)
 
@@ -171,7 +171,7 @@ class Plan:
     # -- JAX (planc.backends.jax) ---------------------------------------------------------
 
     def _jax(self):
-        from .backends import jax as backend
+        from planc.targets import jax as backend
 
         return backend
 
@@ -203,7 +203,7 @@ class Plan:
     # -- Keras (planc.backends.keras) -----------------------------------------------------
 
     def _keras(self):
-        from .backends import keras as backend
+        from planc.targets import keras as backend
 
         return backend
 
@@ -229,7 +229,7 @@ class Plan:
 
     def initialize(self, *, timeout: float | None = None):
         """Start the JAX distributed runtime from the `cluster` block (or KERAS_* env vars)."""
-        from .cluster import initialize
+        from planc.multihost.cluster import initialize
 
         return initialize(self, timeout=timeout)
 

@@ -1,7 +1,7 @@
 """The parser's AST: one node type per statement, every node with its source span."""
 
-from planc import ast
-from planc.parser import parse
+from planc.syntax import ast
+from planc.syntax.parser import parse
 
 
 def stmt(text):

@@ -11,7 +11,7 @@ import socket
 import pytest
 
 import planc
-from planc.cluster import ClusterError, ClusterSpec, cluster_spec, initialize
+from planc.multihost.cluster import ClusterError, ClusterSpec, cluster_spec, initialize
 
 DP = "mesh(batch = auto)\ndata_parallel\n"
 

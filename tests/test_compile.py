@@ -11,7 +11,7 @@ import pytest
 import planc
 from conftest import PLANS, ROOT
 from planc.cli import main
-from planc.compile import fingerprint
+from planc.targets.compiled_json import fingerprint
 from planc.sources import write_manifest
 from planc.variables import Variable
 
@@ -180,7 +180,7 @@ def test_unwritable_output_is_a_usage_error(tmp_path, capsys):
 
 
 def test_keras_target_without_its_emitter_is_a_usage_error(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "planc.emit_keras", None)  # import now fails
+    monkeypatch.setitem(sys.modules, "planc.targets.keras_module", None)  # import now fails
     assert compile_cli(GEMMA, "--target", "keras") == 2
     assert "keras target not available" in capsys.readouterr().err
 

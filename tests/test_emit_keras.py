@@ -12,8 +12,8 @@ import pytest
 
 import planc
 from planc.cli import main as planc_main
-from planc.emit_keras import emit_keras_module
-from planc.resolve import Resolver
+from planc.targets.keras_module import emit_keras_module
+from planc.resolve.resolver import Resolver
 from planc.variables import Variable
 
 MESH = "mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\n"
@@ -217,7 +217,7 @@ def test_emitted_module_imports_only_keras_at_top_level():
 
 
 def test_emitted_module_is_the_same_bytes_under_any_hash_seed():
-    code = ("import planc; from planc.emit_keras import emit_keras_module; "
+    code = ("import planc; from planc.targets.keras_module import emit_keras_module; "
             "import sys; sys.stdout.write(emit_keras_module(planc.loads(sys.argv[1], "
             "file='t.kd')))")
     text = MESH + PLANS["full, first, literals and default"]

@@ -19,7 +19,7 @@ from helpers import read_pty
 
 import planc
 from planc.cli import main
-from planc.resolve import Resolver
+from planc.resolve.resolver import Resolver
 from planc.sources import load_variables, write_manifest
 from planc.variables import Variable
 

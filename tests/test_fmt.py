@@ -8,13 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import planc.fmt
+import planc.syntax.printer
 from conftest import PLANS
-from planc.checker import check
+from planc.check.checker import check
 from planc.cli import main
 from planc.diagnostics import PlanError
-from planc.fmt import FormatterBug, format_text
-from planc.parser import _lark, parse
+from planc.syntax.printer import FormatterBug, format_text
+from planc.syntax.parser import _lark, parse
 
 EXAMPLES = sorted(PLANS.glob("*.kd"))
 MP = "mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n"
@@ -368,7 +368,7 @@ def test_formatting_messy_input_twice_changes_nothing_more(text):
 def test_formatted_example_plan_checks_to_the_same_plan(path):
     text = path.read_text()
     out = format_text(text, str(path))
-    assert planc.fmt._shape(check(out, str(path))) == planc.fmt._shape(check(text, str(path)))
+    assert planc.syntax.printer._shape(check(out, str(path))) == planc.syntax.printer._shape(check(text, str(path)))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -419,7 +419,7 @@ def test_syntax_error_raises_the_plan_error():
 
 def test_a_printer_that_changed_meaning_is_refused(monkeypatch):
     # Fault injection: a printer that drops every axis must never reach the user.
-    monkeypatch.setattr(planc.fmt._Printer, "entry", lambda self, e: "_")
+    monkeypatch.setattr(planc.syntax.printer._Printer, "entry", lambda self, e: "_")
     with pytest.raises(FormatterBug, match="changed its syntax tree"):
         format_text(MP + 'layout {\n    "a" -> (model, _)\n}\n')
 
@@ -427,8 +427,8 @@ def test_a_printer_that_changed_meaning_is_refused(monkeypatch):
 def test_spans_do_not_count_when_comparing_plans():
     a = check("\n\n" + MP + 'check model > 0, "m"\n')
     b = check(MP + 'check model > 0, "m"\n')
-    assert planc.fmt._shape(a) == planc.fmt._shape(b)
-    assert planc.fmt._shape(check(MP)) != planc.fmt._shape(check(MP.replace("2", "4")))
+    assert planc.syntax.printer._shape(a) == planc.syntax.printer._shape(b)
+    assert planc.syntax.printer._shape(check(MP)) != planc.syntax.printer._shape(check(MP.replace("2", "4")))
 
 
 # -- property tests ------------------------------------------------------------------------------

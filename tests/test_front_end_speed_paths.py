@@ -15,10 +15,11 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planc import ast, matching
+from planc.syntax import ast
+from planc import matching
 from planc.diagnostics import PlanError
 from planc.matching import PatternProblem, check_pattern
-from planc.parser import _lark, parse
+from planc.syntax.parser import _lark, parse
 
 PLANS = Path(__file__).resolve().parent.parent / "plans"
 

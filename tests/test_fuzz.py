@@ -1,13 +1,13 @@
 """Fuzzing: no input crashes planc, hangs it, or earns an unlocated diagnostic, and the
 CLI never prints a traceback. `make fuzz` runs the same checks 100,000 times
-(`python -m planc.fuzz`); here a few thousand cases keep every change honest."""
+(`python tests/fuzzing.py`); here a few thousand cases keep every change honest."""
 
 import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from planc import fuzz
+import fuzzing as fuzz
 from planc.diagnostics import Diagnostic, Severity, Span
 
 # Derandomized: the suite sees the same cases every run; `make fuzz` explores new ones.

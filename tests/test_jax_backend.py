@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import planc  # noqa: E402
-from planc.backends import jax as backend  # noqa: E402
+from planc.targets import jax as backend  # noqa: E402
 
 import models_jax  # noqa: E402
 
@@ -385,11 +385,10 @@ def test_a_large_model_is_initialised_in_groups_with_the_same_values(monkeypatch
     """On the CPU, `init` computes big models a group of outputs at a time; the values
     are exactly those of one program."""
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     import planc
-    from planc.backends import jax as backend
+    from planc.targets import jax as backend
 
     plan = planc.loads('mesh(data = 4, model = 2)\nmodel_parallel(batch = data)\n'
                        'layout {\n    "w/\\d+" -> (data, model)\n}\n')

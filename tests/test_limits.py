@@ -6,9 +6,9 @@ import pytest
 
 import planc
 from planc import limits
-from planc.fmt import format_text
-from planc.parser import MAX_INT_DIGITS
-from planc.resolve import Resolver
+from planc.syntax.printer import format_text
+from planc.syntax.parser import MAX_INT_DIGITS
+from planc.resolve.resolver import Resolver
 from planc.variables import Variable
 
 HEAD = "mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n"

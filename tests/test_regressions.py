@@ -13,10 +13,11 @@ import pytest
 
 import planc
 from planc import limits
-from planc.cli import emit_diagnostics, main
+from planc.cli import main
+from planc.cli.dispatch import emit_diagnostics
 from planc.diagnostics import Diagnostic, Severity, Span
-from planc.fmt import format_text
-from planc.parser import _comments, _lark, _tok_span, parse
+from planc.syntax.printer import format_text
+from planc.syntax.parser import _comments, _lark, _tok_span, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = "mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n"
@@ -249,7 +250,7 @@ def test_unknown_axis_help_lists_a_few_axes_not_thousands():
 
 def test_rendering_twenty_thousand_diagnostics_splits_the_source_once(deadline):
     # Every diagnostic split the whole source into lines again to show its excerpt.
-    from planc.render import render_text
+    from planc.diagnostics.text import render_text
 
     n = 20_000
     source = "".join(f'"rule number {i:06d}" -> (some, axes, here, to, fill, a, line)\n'

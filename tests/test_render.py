@@ -1,7 +1,7 @@
 """Diagnostics render as compilers print them: location, source line, caret, help."""
 
 from planc.diagnostics import Label, Span, error, warning
-from planc.render import render_text
+from planc.diagnostics.text import render_text
 
 SRC = {"p.kd": 'mesh(batch = 2)\nlayout {\n    "dense" -> (model, _)\n}\n'}
 

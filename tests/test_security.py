@@ -14,7 +14,7 @@ import pytest
 import planc
 from planc.cli import main
 from planc.ir import Setting
-from planc.resolve import Resolver
+from planc.resolve.resolver import Resolver
 from planc.variables import Variable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -225,7 +225,7 @@ def test_env_setting_reads_only_the_variable_it_names():
 
 
 def test_cluster_start_up_reads_only_the_plans_names_and_the_keras_convention():
-    from planc.cluster import JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID, cluster_spec
+    from planc.multihost.cluster import JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID, cluster_spec
 
     plan = planc.loads("data_parallel\n" + CLUSTER)
     environ = RecordingEnviron(MY_RANK="1", SECRET="hunter2")

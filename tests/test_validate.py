@@ -24,7 +24,7 @@ from helpers import read_pty
 
 import planc
 from planc import PlanError, Severity, Variable
-from planc.report import LARGE_REPLICATED_BYTES, Report, human_bytes, validate
+from planc.resolve.validate import LARGE_REPLICATED_BYTES, Report, human_bytes, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMMA = ROOT / "plans" / "models" / "gemma_2b.json"
@@ -530,7 +530,7 @@ def test_pure_jax_transformer_with_indivisible_heads_is_reported():
 _PROGRESS_SCRIPT = """
 import planc
 from planc import Variable
-from planc.report import validate
+from planc.resolve.validate import validate
 plan = planc.loads('mesh(batch = 8)\\nmodel_parallel(batch = batch)\\n'
                    'layout {\\n    default -> replicated\\n}\\n')
 report = validate(plan, [Variable(f"v{i}", (4,)) for i in range(30000)], progress=True)

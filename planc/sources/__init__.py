@@ -40,7 +40,7 @@ from typing import Any
 
 from planc.variables import Variable
 from planc.sources._common import SourceError, finish, normalize_dtype, one_line
-from planc.sources.checkpoints import (
+from planc.sources.headers import (
     read_json_file, read_npz, read_safetensors, variables_from_index,
 )
 from planc.sources.manifest import (

@@ -36,7 +36,7 @@ from typing import IO, Any, Iterable, Union
 from planc.fileio import atomic_write
 from planc.variables import Variable
 from planc.sources._common import SourceError, finish, make_variable
-from planc.sources.checkpoints import parse_json, read_json_file
+from planc.sources.headers import parse_json, read_json_file
 
 MANIFEST_VERSION = 1
 

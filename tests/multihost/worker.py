@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import planc  # noqa: E402
-from planc.cluster import ClusterError  # noqa: E402
+from planc.multihost.cluster import ClusterError  # noqa: E402
 
 MLP_PLAN = """
 plan mlp_tp

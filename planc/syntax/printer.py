@@ -24,8 +24,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
-from . import ast
-from .diagnostics import PlanError, Span
+from planc.syntax import ast
+from planc.diagnostics import PlanError, Span
 
 __all__ = ["format_text", "run_fmt", "FormatterBug"]
 
@@ -59,8 +59,8 @@ def format_text(text: str, file: str = "<string>") -> str:
     <BLANKLINE>
     data_parallel  # dp
     """
-    from .checker import check
-    from .parser import parse
+    from planc.check.checker import check
+    from planc.syntax.parser import parse
 
     parse(text, file)  # syntax errors are reported against the text exactly as given
     norm = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -99,10 +99,10 @@ def run_fmt(args) -> int:
     """The `planc fmt` command: 0 when nothing changed (or was written), 1 for a plan with
     syntax errors or, under `--check`/`--diff`, a file that would change; 2 for an
     unreadable file or a formatter bug."""
-    from .plan_files import read_plan_text
-    from .cli import EXIT_OK, EXIT_PLAN, EXIT_USAGE, use_color
-    from .fileio import atomic_write
-    from .render import render_text
+    from planc.syntax.files import read_plan_text
+    from planc.cli.dispatch import EXIT_OK, EXIT_PLAN, EXIT_USAGE, use_color
+    from planc.fileio import atomic_write
+    from planc.diagnostics.text import render_text
 
     code = EXIT_OK
     for path in dict.fromkeys(sorted(args.plans)):
@@ -195,7 +195,7 @@ def _shape(obj):
 
 
 def _verify_tree(module: ast.Module, order, out: str, file: str) -> None:
-    from .parser import parse
+    from planc.syntax.parser import parse
 
     try:
         again = parse(out, file)

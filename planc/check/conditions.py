@@ -6,9 +6,9 @@ every size it reads is known (at check time, or when a device count binds `auto`
 
 from __future__ import annotations
 
-from . import ast
-from .diagnostics import error
-from .ir import Check, Mesh
+from planc.syntax import ast
+from planc.diagnostics import error
+from planc.ir import Check, Mesh
 
 
 def sizes_env(params: dict, mesh: Mesh) -> dict[str, int]:

@@ -19,7 +19,7 @@ compare against it, so `axes` is exactly the resolver's::
       "match": "full", "overlap": "error",
       "variables": [VARIABLE, ...],        # as in planc.report/1 (see planc.report)
       "summary": MEMORY,                   # as in planc.report/1
-      "diagnostics": [...],                # planc.render.diagnostic_dict, sorted
+      "diagnostics": [...],                # planc.diagnostics.formats.diagnostic_dict, sorted
       "counts": {"errors": 0, "warnings": 0, "notes": 0},
       "trace": TRACE                       # only with --var
     }
@@ -52,11 +52,12 @@ import re
 import shutil
 import sys
 
-from .diagnostics import Diagnostic
-from .matching import Matcher
-from .report import Report, _shard_bytes, axes_json, human_bytes, severity_counts, validate
-from .resolve import Resolver
-from .variables import Variable
+from planc.diagnostics import Diagnostic
+from planc.matching import Matcher
+from planc.diagnostics import severity_counts
+from planc.resolve.validate import Report, _shard_bytes, axes_json, human_bytes, validate
+from planc.resolve.resolver import Resolver
+from planc.variables import Variable
 
 __all__ = ["run_explain", "trace"]
 
@@ -65,7 +66,7 @@ _MIN_PATH = 24  # narrowest the path column gets before the table is allowed to 
 
 def run_explain(args) -> int:
     """Run `planc explain` for parsed `args`; returns the exit code."""
-    from .cli import (UsageError, emit_diagnostics, exit_code, load, load_model,
+    from planc.cli.dispatch import (UsageError, emit_diagnostics, exit_code, load, load_model,
                       parse_defines, parse_devices, use_color)
 
     defines = parse_defines(args.defines)
@@ -123,7 +124,7 @@ def run_explain(args) -> int:
 # -- JSON ------------------------------------------------------------------------------------
 
 def _document(plan, report: Report, diags, variables: list[dict]) -> dict:
-    from .render import diagnostic_dict
+    from planc.diagnostics.formats import diagnostic_dict
 
     return {
         "schema": "planc.explain/1",
@@ -150,7 +151,7 @@ def _row_for(report: Report, var: Variable) -> dict:
 # -- one variable ----------------------------------------------------------------------------
 
 def _find(variables, path: str) -> Variable:
-    from .cli import UsageError
+    from planc.cli.dispatch import UsageError
 
     for v in variables:
         if v.path == path:
@@ -245,7 +246,7 @@ def _winner(resolver: Resolver, var: Variable, hits, literal):
 
 
 def _alternatives(resolver: Resolver, rule, var: Variable):
-    from .ir import layout_text
+    from planc.ir import layout_text
 
     out = []
     taken = -1

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from .diagnostics import Span
+from planc.diagnostics import Span
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ast, limits
-from .diagnostics import Diagnostic, Label, PlanError, Span, error, note
-from .conditions import evaluate_check, expr_key, names_in, sizes_env
-from .ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxis, PlanIR,
+from planc.syntax import ast
+from planc import limits
+from planc.diagnostics import Diagnostic, Label, PlanError, Span, error
+from planc.check.conditions import evaluate_check, expr_key, names_in, sizes_env
+from planc.ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxis, PlanIR,
                  Rule, Setting, layout_text)
-from .matching import check_pattern, nesting_too_deep
-from .parser import parse
-from .plan_files import read_plan_text
-from .suggest import did_you_mean
+from planc.matching import check_pattern, nesting_too_deep
+from planc.syntax.parser import parse
+from planc.syntax.files import read_plan_text
+from planc.diagnostics.did_you_mean import did_you_mean
 
 Overrides = dict  # name -> int | str (from Python) or str (from -D)
 

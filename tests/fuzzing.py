@@ -39,10 +39,10 @@ import time
 import traceback
 from pathlib import Path
 
-from . import limits
-from .plan_files import decode_plan_bytes
-from .diagnostics import CODES, PlanError
-from .variables import Variable
+from planc import limits
+from planc.syntax.files import decode_plan_bytes
+from planc.diagnostics import CODES, PlanError
+from planc.variables import Variable
 
 __all__ = ["SUBPROCESS_CASES", "VARIABLES", "check_case", "check_cli", "check_subprocess",
            "cli_output_problems", "corpus", "hostile_inputs", "make_workspace", "mutate",
@@ -383,7 +383,7 @@ def check_case(data: bytes | str, file: str | os.PathLike = "fuzz.kd",
             return [_crash("decoding", exc)]
     plan = None
     try:
-        from .plan import loads
+        from planc.plan import loads
 
         plan = loads(text, file=file)
     except PlanError as exc:
@@ -398,7 +398,7 @@ def check_case(data: bytes | str, file: str | os.PathLike = "fuzz.kd",
 
 
 def _resolve(plan, variables) -> list[str]:
-    from .resolve import Resolver
+    from planc.resolve.resolver import Resolver
 
     problems = []
     stages = [("resolve", plan)]
@@ -430,7 +430,7 @@ def _resolve(plan, variables) -> list[str]:
 
 def _format(text: str, file: str, valid: bool) -> list[str]:
     try:
-        from .fmt import format_text
+        from planc.syntax.printer import format_text
     except ImportError:  # planc.fmt not written yet
         return []
     try:
@@ -459,12 +459,12 @@ def _diagnosis(stage: str, exc: PlanError) -> list[str]:
     if not any(d.is_error for d in exc.diagnostics):
         problems.append(f"{stage}: PlanError without an error")
     try:  # every renderer must take what the front end produced
-        from . import render
+        from planc.diagnostics import formats
 
         str(exc)
-        render.render_json(exc.diagnostics)
-        render.render_github(exc.diagnostics)
-        render.render_sarif(exc.diagnostics)
+        formats.render_json(exc.diagnostics)
+        formats.render_github(exc.diagnostics)
+        formats.render_sarif(exc.diagnostics)
     except BaseException as e:  # noqa: BLE001
         problems.append(_crash(f"{stage}: rendering", e))
     return problems
@@ -519,7 +519,7 @@ def check_cli(path: str | os.PathLike, fmt_check: bool = True, model: bool = Tru
     `plans/models`) `lint --model`, `explain` and `compile` to every target (written
     beside the plan).
     """
-    from .cli import main
+    from planc.cli import main
 
     plan = os.fspath(path)
     runs = [["lint", "--format", f, "--color", "never", plan] for f in _LINT_FORMATS]

@@ -40,10 +40,10 @@ from __future__ import annotations
 import contextlib
 import math
 
-from ..diagnostics import Diagnostic, PlanError, Span, error
-from ..ir import PlanIR, Rule
-from ..resolve import Resolver
-from ..variables import Variable
+from planc.diagnostics import Diagnostic, PlanError, Span, error
+from planc.ir import PlanIR, Rule
+from planc.resolve.resolver import Resolver
+from planc.variables import Variable
 
 __all__ = [
     "INSTALL_HINT", "device_mesh", "layout_map", "to_keras", "activate", "keras_module",

@@ -15,9 +15,10 @@ from importlib import resources
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from . import ast, limits
-from .diagnostics import Diagnostic, PlanError, Span, error
-from .suggest import closest
+from planc.syntax import ast
+from planc import limits
+from planc.diagnostics import Diagnostic, PlanError, Span, error
+from planc.diagnostics.did_you_mean import closest
 
 # How each terminal reads in an error message.
 _WORDS = {
@@ -493,7 +494,7 @@ def _syntax_diagnostic(exc: UnexpectedInput, text: str, file: str) -> Diagnostic
 
 
 def _label(file, line, col, message):
-    from .diagnostics import Label
+    from planc.diagnostics import Label
 
     return Label(Span(file, line, col, line, col + 1), message)
 

@@ -10,8 +10,8 @@ import argparse
 import os
 import sys
 
-from . import __version__
-from .diagnostics import Diagnostic, PlanError, Severity
+from planc._version import __version__
+from planc.diagnostics import Diagnostic, PlanError, Severity
 
 EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
 
@@ -121,7 +121,7 @@ def use_color(choice: str, stream) -> bool:
 
 def load(path: str, defines: dict, allow_outside: bool):
     """(plan or None, diagnostics, sources) for one plan file; UsageError if unreadable."""
-    from .plan import load_plan
+    from planc.plan import load_plan
 
     try:
         plan = load_plan(path, allow_include_outside=allow_outside, **defines)
@@ -141,24 +141,25 @@ def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, 
     `to_file=False` keeps them off `args.output`, which may name another command's
     product (`compile -o`).
     """
-    from . import render
+    from planc.diagnostics import formats
+    from planc.diagnostics.text import render_text
 
     stream = stream or sys.stdout
     fmt = getattr(args, "format", "text")
     output = getattr(args, "output", None) if to_file else None
     diags = sorted(diags, key=Diagnostic.sort_key)
     if fmt == "json":
-        text = render.render_json(diags, **extra)
+        text = formats.render_json(diags, **extra)
     elif fmt == "github":
-        text = render.render_github(diags)
+        text = formats.render_github(diags)
     elif fmt == "sarif":
-        text = render.render_sarif(diags)
+        text = formats.render_sarif(diags)
     else:
         color = args.color == "always" if output else use_color(args.color, stream)
-        text = render.render_text(diags, sources, color=color)
+        text = render_text(diags, sources, color=color)
         text = text + "\n" if text else ""
     if output:
-        from .fileio import atomic_write
+        from planc.fileio import atomic_write
 
         try:
             atomic_write(output, text)
@@ -179,7 +180,7 @@ def exit_code(diags, strict: bool = False) -> int:
 def load_model(source: str):
     # A `module:attr` source may import keras, which must not guess a backend.
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    from .sources import SourceError, load_variables
+    from planc.sources import SourceError, load_variables
 
     try:
         return load_variables(source)
@@ -190,7 +191,7 @@ def load_model(source: str):
 # -- commands -------------------------------------------------------------------------------
 
 def cmd_lint(args) -> int:
-    from .lint import lint_plans
+    from planc.reports.lint import lint_plans
 
     defines = parse_defines(args.defines)
     counts = parse_devices(args.devices)
@@ -206,25 +207,25 @@ def cmd_lint(args) -> int:
 
 
 def cmd_fmt(args) -> int:
-    from .fmt import run_fmt
+    from planc.syntax.printer import run_fmt
 
     return run_fmt(args)
 
 
 def cmd_explain(args) -> int:
-    from .explain import run_explain
+    from planc.reports.explain import run_explain
 
     return run_explain(args)
 
 
 def cmd_compile(args) -> int:
-    from .compile import run_compile
+    from planc.targets.compiled_json import run_compile
 
     return run_compile(args)
 
 
 def cmd_inspect(args) -> int:
-    from .sources import SourceError, write_manifest
+    from planc.sources import SourceError, write_manifest
 
     variables = load_model(args.source)
     try:
@@ -235,7 +236,7 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_launch(args) -> int:
-    from .launch import run_launch
+    from planc.multihost.launch import run_launch
 
     return run_launch(args)
 

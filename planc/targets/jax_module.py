@@ -32,9 +32,10 @@ import ast as pyast
 import os
 import re
 
-from . import __version__, limits
-from .ast import BinOp, IntLit, Name, Paren, UnaryOp
-from .ir import Alternative, Dim, PlanIR, Rule
+from planc._version import __version__
+from planc import limits
+from planc.syntax.ast import BinOp, IntLit, Name, Paren, UnaryOp
+from planc.ir import Alternative, Dim, PlanIR, Rule
 
 __all__ = ["module_text", "literal"]
 
@@ -120,7 +121,7 @@ def check_constants(ir: PlanIR) -> str:
 def device_order_source() -> str:
     """The source of the device-order functions of `planc.backends.jax`, read as text
     (so writing a module does not import jax)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "backends", "jax.py")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax.py")
     with open(path, encoding="utf-8") as f:
         text = f.read()
     tree = pyast.parse(text)

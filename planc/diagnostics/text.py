@@ -7,10 +7,8 @@ rich; colour goes through rich only when asked for.
 
 from __future__ import annotations
 
-import json
-import os
-
-from .diagnostics import Diagnostic, Label, Severity, Span
+from planc.diagnostics.diagnostic import Diagnostic, Label, Severity, severity_counts
+from planc.diagnostics.span import Span
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.NOTE: "bold cyan"}
 _WINDOW = 120  # longest source excerpt shown for one line
@@ -44,8 +42,9 @@ def render_text(diags, sources: dict[str, str], color: bool = False) -> str:
 
 
 def _summary(diags) -> str:
-    counts = {s: sum(1 for d in diags if d.severity is s) for s in Severity}
-    parts = [f"{n} {s.value}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
+    counts = severity_counts(diags)
+    parts = [f"{n} {s.value}{'s' if n != 1 else ''}" for s in Severity
+             if (n := counts[s.value + "s"])]
     return ("found " + ", ".join(parts)) if parts else ""
 
 
@@ -53,13 +52,13 @@ def _render_one(d: Diagnostic, sources) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     head = f"{d.severity.value}[{d.code}]"
     out.append((head, _STYLE[d.severity]))
-    out.append((f": {_visible(d.message)}\n", "bold"))
+    out.append((f": {visible(d.message)}\n", "bold"))
     spans = ([Label(d.span, d.label)] if d.span else []) + list(d.secondary)
     gutter = max((len(str(l.span.line)) for l in spans), default=1)
     pad = " " * gutter
     if d.span:
         out.append((f"{pad}--> ", "blue"))
-        out.append((f"{_visible(d.span.file)}:{d.span.line}:{d.span.column}\n", ""))
+        out.append((f"{visible(d.span.file)}:{d.span.line}:{d.span.column}\n", ""))
     elif d.devices is None and not spans:
         pass
     shown_file = d.span.file if d.span else None
@@ -67,9 +66,9 @@ def _render_one(d: Diagnostic, sources) -> list[tuple[str, str]]:
         s = label.span
         if s.file != shown_file:
             out.append((f"{pad}::: ", "blue"))
-            out.append((f"{_visible(s.file)}:{s.line}:{s.column}\n", ""))
+            out.append((f"{visible(s.file)}:{s.line}:{s.column}\n", ""))
             shown_file = s.file
-        out += _excerpt(s, _visible(label.message), sources.get(s.file), gutter,
+        out += _excerpt(s, visible(label.message), sources.get(s.file), gutter,
                         primary=(i == 0 and d.span is not None), severity=d.severity)
     if d.devices is not None:
         out.append((f"{pad} = ", "blue"))
@@ -77,11 +76,11 @@ def _render_one(d: Diagnostic, sources) -> list[tuple[str, str]]:
     for h in d.help:
         out.append((f"{pad} = ", "blue"))
         out.append(("help", "bold"))
-        out.append((f": {_visible(h)}\n", ""))
+        out.append((f": {visible(h)}\n", ""))
     return out
 
 
-def _visible(text: str) -> str:
+def visible(text: str) -> str:
     """`text` with control and format characters written as escapes (`\\x1b`, `\\u202e`).
 
     Messages quote plan text (strings, include paths); without this a plan could move
@@ -135,93 +134,3 @@ def _excerpt(s: Span, message: str, lines: list[str] | None, gutter: int, primar
         (" " * start + mark * max(1, end - start) + (f" {message}" if message else "") + "\n",
          style),
     ]
-
-
-def diagnostic_dict(d: Diagnostic) -> dict:
-    """The JSON form of one diagnostic (schema in the README, `planc.diagnostics/1`)."""
-    s = d.span
-    return {
-        "code": d.code,
-        "severity": d.severity.value,
-        "message": d.message,
-        "file": s.file if s else None,
-        "line": s.line if s else None,
-        "column": s.column if s else None,
-        "end_line": s.end_line if s else None,
-        "end_column": s.end_column if s else None,
-        "label": d.label or None,
-        "help": list(d.help),
-        "related": [{"file": l.span.file, "line": l.span.line, "column": l.span.column,
-                     "end_line": l.span.end_line, "end_column": l.span.end_column,
-                     "message": l.message} for l in d.secondary],
-        "variable": d.variable,
-        "rule": d.rule,
-        "devices": d.devices,
-    }
-
-
-def render_json(diags, **extra) -> str:
-    doc = {"schema": "planc.diagnostics/1",
-           "diagnostics": [diagnostic_dict(d) for d in diags],
-           "summary": {s.value + "s": sum(1 for d in diags if d.severity is s) for s in Severity}}
-    doc.update(extra)
-    return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
-
-
-def _escape_github(text: str, prop: bool = False) -> str:
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    if prop:
-        text = text.replace(":", "%3A").replace(",", "%2C")
-    return text
-
-
-def render_github(diags) -> str:
-    """GitHub Actions workflow commands: one `::error file=...,line=...,col=...::` per problem."""
-    kind = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
-    lines = []
-    for d in diags:
-        props = []
-        if d.span:
-            props += [f"file={_escape_github(_visible(d.span.file), True)}", f"line={d.span.line}",
-                      f"col={d.span.column}", f"endLine={d.span.end_line}",
-                      f"endColumn={d.span.end_column}"]
-        props.append(f"title={_escape_github(d.code, True)}")
-        message = d.message + "".join(f"\nhelp: {h}" for h in d.help)
-        lines.append(f"::{kind[d.severity]} {','.join(props)}::{_escape_github(_visible(message))}")
-    return "".join(line + "\n" for line in lines)
-
-
-def render_sarif(diags) -> str:
-    """SARIF 2.1.0: one run, the rules catalogue from `CODES`, one result per diagnostic."""
-    from . import __version__
-    from .diagnostics import CODES
-
-    level = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "note"}
-    used = sorted({d.code for d in diags})
-    results = []
-    for d in diags:
-        result = {"ruleId": d.code, "ruleIndex": used.index(d.code), "level": level[d.severity],
-                  "message": {"text": d.message + "".join(f"\nhelp: {h}" for h in d.help)}}
-        if d.span:
-            result["locations"] = [{"physicalLocation": {
-                "artifactLocation": {"uri": d.span.file.replace(os.sep, "/")},
-                "region": {"startLine": d.span.line, "startColumn": d.span.column,
-                           "endLine": d.span.end_line, "endColumn": d.span.end_column}}}]
-        props = {k: v for k, v in (("variable", d.variable), ("rule", d.rule),
-                                   ("devices", d.devices)) if v is not None}
-        if props:
-            result["properties"] = props
-        results.append(result)
-    doc = {
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "planc", "version": __version__,
-                "informationUri": "https://pypi.org/project/planc/",
-                "rules": [{"id": c, "shortDescription": {"text": CODES.get(c, c)}} for c in used],
-            }},
-            "results": results,
-        }],
-    }
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from .cluster import JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID
+from planc.multihost.cluster import JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID
 
 GRACE = 3.0  # seconds between SIGTERM and SIGKILL (JAX catches SIGTERM as a preemption notice)
 EXIT_TIMEOUT = 124  # as timeout(1)
@@ -240,7 +240,7 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
                                          start_new_session=True)
                 except OSError as exc:
                     group.stop()
-                    from .cli import UsageError
+                    from planc.cli.dispatch import UsageError
 
                     raise UsageError(f"cannot run `{cmd[0]}`: {exc.strerror or exc}") from None
                 group.procs.append(p)
@@ -290,7 +290,7 @@ def run_launch(args) -> int:
     `args` has `processes`, `devices_per_process`, `timeout` and `cmd` (what follows
     `--`). A bad value is a `UsageError` (exit 2).
     """
-    from .cli import UsageError
+    from planc.cli.dispatch import UsageError
 
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":

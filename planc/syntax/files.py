@@ -11,8 +11,8 @@ import os
 import stat
 from pathlib import Path
 
-from . import limits
-from .diagnostics import PlanError, Span, error
+from planc import limits
+from planc.diagnostics import PlanError, Span, error
 
 
 def read_plan_text(path: str | os.PathLike) -> str:

@@ -43,11 +43,11 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ..diagnostics import PlanError, Span, error
-from ..ir import PlanIR
-from ..resolve import ResolvedLayout, Resolver
-from ..sources.objects import key_text
-from ..variables import Variable
+from planc.diagnostics import PlanError, Span, error
+from planc.ir import PlanIR
+from planc.resolve.resolver import ResolvedLayout, Resolver
+from planc.sources.objects import key_text
+from planc.variables import Variable
 
 __all__ = [
     "make_mesh", "partition_spec", "shardings", "shard", "init", "init_jit",

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import limits
-from .diagnostics import Diagnostic, Label, Span, error, note, warning
-from .ir import UNSPLIT, AxisEntry, Dim, PlanIR, Rule, dim_text, layout_text
-from .matching import Matcher
-from .variables import Variable
+from planc import limits
+from planc.diagnostics import Diagnostic, Label, error, note, warning
+from planc.ir import UNSPLIT, AxisEntry, Dim, PlanIR, Rule, dim_text, layout_text
+from planc.matching import Matcher
+from planc.variables import Variable
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ class Resolver:
         assignment, problems = self.resolve(var)
         errors = [p for p in problems if p.is_error]
         if errors:
-            from .diagnostics import PlanError
+            from planc.diagnostics import PlanError
 
             raise PlanError(tuple(errors), self.ir.source_dict)
         return assignment.layout

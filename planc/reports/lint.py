@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .diagnostics import Diagnostic, note, unique
+from planc.diagnostics import Diagnostic, note, unique
 
 Sources = dict
 
@@ -18,7 +18,7 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
     checked for everything that does not depend on the device count, and a P202 note
     says what was skipped.
     """
-    from .cli import UsageError, load
+    from planc.cli.dispatch import UsageError, load
 
     diags: list[Diagnostic] = []
     sources: Sources = {}
@@ -34,7 +34,7 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
         if plan is None:
             continue
         if variables is not None:
-            from .report import validate
+            from planc.resolve.validate import validate
 
             for n in counts or [None]:
                 diags += validate(plan, variables, n, progress=progress).diagnostics
@@ -44,7 +44,7 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
 
 
 def _device_checks(plan, counts: list[int]) -> list[Diagnostic]:
-    from .diagnostics import PlanError
+    from planc.diagnostics import PlanError
 
     out: list[Diagnostic] = []
     for n in counts:

@@ -57,9 +57,9 @@ import hashlib
 import json
 import sys
 
-from . import __version__
-from .diagnostics import Diagnostic, PlanError, Severity, Span, error
-from .ir import Alternative, PlanIR, Rule
+from planc._version import __version__
+from planc.diagnostics import Diagnostic, PlanError, Severity, Span, error
+from planc.ir import Alternative, PlanIR, Rule
 
 __all__ = ["run_compile", "fingerprint", "compiled_json", "resolve_model"]
 
@@ -108,7 +108,7 @@ def fingerprint(ir: PlanIR) -> str:
 def resolve_model(ir: PlanIR, variables):
     """`(table, diagnostics)`: `[(variable, axes, rule index | -1 | None)]` in model order,
     and what resolving found (errors, warnings and notes)."""
-    from .resolve import Resolver
+    from planc.resolve.resolver import Resolver
 
     resolution = Resolver(ir).resolve_all(variables)
     table = []
@@ -177,7 +177,7 @@ def _refusal(ir: PlanIR, errors: int, model: str) -> Diagnostic:
 
 def run_compile(args) -> int:
     """The `planc compile` command; returns the exit code (0, 1 plan errors, 2 usage)."""
-    from .cli import (EXIT_OK, EXIT_PLAN, UsageError, emit_diagnostics, load, load_model,
+    from planc.cli.dispatch import (EXIT_OK, EXIT_PLAN, UsageError, emit_diagnostics, load, load_model,
                       parse_defines, parse_devices)
 
     # Diagnostics never go to -o FILE: that is where the compiled output belongs.
@@ -219,17 +219,17 @@ def run_compile(args) -> int:
 
 
 def _render(target: str, plan, ir: PlanIR, variables, table) -> str:
-    from .cli import UsageError
+    from planc.cli.dispatch import UsageError
 
     if target == "json":
         return compiled_json(ir, fingerprint(ir), table)
     if target == "keras":
         try:
-            from .emit_keras import emit_keras_module
+            from planc.targets.keras_module import emit_keras_module
         except ImportError as exc:
             raise UsageError(f"keras target not available: {exc}") from None
         return emit_keras_module(plan, variables=variables)
-    from .emit_jax import module_text
+    from planc.targets.jax_module import module_text
 
     rows = None if table is None else [(v.path, v.shape, axes) for v, axes, _ in table]
     return module_text(ir, fingerprint(ir), rows)
@@ -240,7 +240,7 @@ def _write(path: str | None, text: str, usage_error) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    from .fileio import atomic_write
+    from planc.fileio import atomic_write
 
     try:
         atomic_write(path, text)

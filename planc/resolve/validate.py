@@ -20,7 +20,7 @@ the shard sizes. Sub-byte dtypes count fractional bytes, rounded up per shard.
       "ok": true,                         # no errors
       "variables": [ VARIABLE, ... ],     # model order
       "memory": MEMORY,
-      "diagnostics": [ ... ],             # planc.render.diagnostic_dict, sorted
+      "diagnostics": [ ... ],             # planc.diagnostics.formats.diagnostic_dict, sorted
       "summary": {"errors": 0, "warnings": 1, "notes": 0}
     }
 
@@ -58,10 +58,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
-from .diagnostics import Diagnostic, PlanError, Severity, error, note, unique, warning
-from .ir import PlanIR
-from .resolve import Assignment, ResolvedLayout, Resolver, _escape
-from .variables import Variable, itemsize
+from planc.diagnostics import (Diagnostic, PlanError, error, note, severity_counts, unique,
+                               warning)
+from planc.ir import PlanIR
+from planc.resolve.resolver import Assignment, ResolvedLayout, Resolver, _escape
+from planc.variables import Variable, itemsize
 
 __all__ = ["LARGE_REPLICATED_BYTES", "MemorySummary", "Report", "human_bytes", "validate"]
 
@@ -211,7 +212,7 @@ class Report:
 
     def render(self, color: bool = False) -> str:
         """Diagnostics (as the CLI prints them), then the memory summary."""
-        from .render import render_text
+        from planc.diagnostics.text import render_text
 
         text = render_text(self.diagnostics, self.sources, color=color)
         width = max(len(k) for k, _ in self.summary_lines())
@@ -237,7 +238,7 @@ class Report:
 
     def to_dict(self) -> dict:
         """The JSON form, schema `planc.report/1` (see the module docstring)."""
-        from .render import diagnostic_dict
+        from planc.diagnostics.formats import diagnostic_dict
 
         return {
             "schema": "planc.report/1",
@@ -251,10 +252,6 @@ class Report:
             "diagnostics": [diagnostic_dict(d) for d in self.diagnostics],
             "summary": severity_counts(self.diagnostics),
         }
-
-
-def severity_counts(diags) -> dict[str, int]:
-    return {s.value + "s": sum(1 for d in diags if d.severity is s) for s in Severity}
 
 
 def axes_json(axes) -> list:
@@ -327,7 +324,7 @@ def _variables(model) -> tuple[Variable, ...]:
     if isinstance(model, tuple) and all(type(v) is Variable for v in model) and \
             len({v.path for v in model}) == len(model) and model:
         return model
-    from .sources import load_variables
+    from planc.sources import load_variables
 
     return load_variables(model)
 

@@ -50,12 +50,12 @@ import ast as pyast
 import functools
 import re
 
-from . import __version__
-from .backends.keras import shape_free_axes, splits_over_several_axes
-from .diagnostics import Diagnostic, PlanError, Span, error
-from .emit_jax import RUNTIME_SOURCE as _JAX_RUNTIME
-from .emit_jax import check_constants, device_order_source, literal, mesh_constants
-from .ir import PlanIR, Rule
+from planc._version import __version__
+from planc.targets.keras import shape_free_axes, splits_over_several_axes
+from planc.diagnostics import Diagnostic, PlanError, Span, error
+from planc.targets.jax_module import RUNTIME_SOURCE as _JAX_RUNTIME
+from planc.targets.jax_module import check_constants, device_order_source, literal, mesh_constants
+from planc.ir import PlanIR, Rule
 
 __all__ = ["emit_keras_module", "anchored_key"]
 
@@ -296,7 +296,7 @@ def _entries(ir: PlanIR, variables, problems: list) -> tuple[list[str], list[str
     out_block = _Block(ir, "outputs")
     resolution = None
     if variables is not None and ir.distribution == "model_parallel":
-        from .resolve import Resolver
+        from planc.resolve.resolver import Resolver
 
         resolution = Resolver(ir).resolve_all(variables)
         errors = [d for d in resolution.diagnostics if d.is_error]

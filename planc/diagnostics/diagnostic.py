@@ -1,0 +1,89 @@
+"""A diagnostic as plain data: what planc says about a plan, located in its source.
+
+Every problem planc finds is a `Diagnostic` with a stable code (listed in `CODES` and in
+the README), a severity, a message, a primary `Span` and optional secondary spans and
+help. Rendering lives beside it (`text`, `formats`); `PlanError` carries a plan's
+diagnostics; nothing stops at the first problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from planc.diagnostics.span import Span
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    span: Span
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem: `code`, `severity`, `message`, where it is, and how to fix it.
+
+    `variable` and `rule` are set when the problem concerns a model variable or a rule,
+    so machine-readable output can carry them as fields.
+    """
+
+    code: str
+    severity: Severity
+    message: str
+    span: Span | None = None
+    label: str = ""
+    secondary: tuple[Label, ...] = ()
+    help: tuple[str, ...] = ()
+    variable: str | None = None
+    rule: str | None = None
+    devices: int | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity is Severity.ERROR
+
+    def sort_key(self) -> tuple:
+        s = self.span
+        where = (s.file, s.line, s.column) if s else ("", 0, 0)
+        return (self.devices or 0, *where, self.code, self.variable or "", self.message)
+
+
+def error(code: str, message: str, span: Span | None, **kw) -> Diagnostic:
+    return Diagnostic(code, Severity.ERROR, message, span, **_norm(kw))
+
+
+def warning(code: str, message: str, span: Span | None, **kw) -> Diagnostic:
+    return Diagnostic(code, Severity.WARNING, message, span, **_norm(kw))
+
+
+def note(code: str, message: str, span: Span | None, **kw) -> Diagnostic:
+    return Diagnostic(code, Severity.NOTE, message, span, **_norm(kw))
+
+
+def unique(diags) -> list[Diagnostic]:
+    """`diags` without repeats, in first-seen order."""
+    return list(dict.fromkeys(diags))
+
+
+def _norm(kw: dict) -> dict:
+    h = kw.get("help")
+    if isinstance(h, str):
+        kw["help"] = (h,)
+    elif h is None:
+        kw.pop("help", None)
+    return kw
+
+
+def severity_counts(diags) -> dict[str, int]:
+    """How many errors, warnings and notes `diags` holds: `{"errors": 1, ...}`."""
+    counts = {s: 0 for s in Severity}
+    for d in diags:
+        counts[d.severity] += 1
+    return {s.value + "s": n for s, n in counts.items()}

@@ -1,0 +1,34 @@
+"""`PlanError`: the exception that carries every diagnostic of a plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planc.diagnostics.diagnostic import Diagnostic
+from planc.diagnostics.text import render_text
+
+
+@dataclass
+class PlanError(Exception):
+    """Raised by `load_plan`, `loads` and validation when a plan has errors.
+
+    It carries every diagnostic found (errors, and the warnings and notes beside them);
+    `str()` renders them as the CLI does, without colour.
+
+    >>> import planc
+    >>> try:
+    ...     planc.loads("mesh(batch = auto)\\ndata_parallel\\ndata_parallel")
+    ... except planc.PlanError as e:
+    ...     print(e.diagnostics[0].code)
+    P114
+    """
+
+    diagnostics: tuple[Diagnostic, ...]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return render_text(self.diagnostics, self.sources, color=False)
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.is_error)
