@@ -7,7 +7,7 @@ it. Nothing here imports jax or keras.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Union
 
 from planc.diagnostics import Diagnostic, Span
@@ -66,32 +66,6 @@ class Mesh:
             if a.name == name:
                 return a.global_size
         raise KeyError(name)
-
-    def with_devices(self, devices: int) -> "Mesh | str":
-        """This mesh over `devices` devices, or a sentence saying why it cannot be."""
-        fixed = 1
-        for a in self.axes:
-            fixed *= a.global_size if a.size is not None else a.slices
-        auto = self.auto_axis
-        if auto is None:
-            if fixed != devices:
-                return (f"the mesh needs exactly {fixed} devices "
-                        f"({_shape_text(self)}), not {devices}")
-            return self
-        if devices % fixed or devices < fixed:
-            return (f"{devices} devices cannot be split into {_shape_text(self)}: "
-                    f"{devices} is not a multiple of {fixed}")
-        size = devices // fixed
-        return replace(self, axes=tuple(replace(a, size=size) if a is auto else a
-                                        for a in self.axes))
-
-
-def _shape_text(mesh: Mesh) -> str:
-    parts = []
-    for a in mesh.axes:
-        size = "auto" if a.size is None else str(a.size)
-        parts.append(f"{a.name}={size}" + (f"x{a.slices}" if a.slices > 1 else ""))
-    return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -182,14 +156,10 @@ class Budget:
 
 @dataclass(frozen=True)
 class Check:
-    """`check expr, "message"`; `expr` is the AST expression (already name-checked).
+    """`check expr, "message"`; `expr` is the name-checked expression, encoded as
+    `planc.check.expression` says (nested tuples, no spans: plans compare by meaning)."""
 
-    Plans compare by meaning, so `key` (the expression without its spans) is compared
-    and `expr` is not.
-    """
-
-    expr: object = field(compare=False)
-    key: tuple
+    expr: tuple
     message: str
     names: tuple[str, ...]  # axis and param names the expression reads
     span: Span | None = field(default=None, compare=False)

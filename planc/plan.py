@@ -9,33 +9,11 @@ so `import planc` stays free of jax and keras.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
+from planc.check.binding import bind_devices
 from planc.check.checker import check
-from planc.check.conditions import evaluate_check, sizes_env
-from planc.syntax.files import read_plan_text
-from planc.diagnostics import PlanError, Span, error
 from planc.ir import PlanIR
-
-
-def bind_devices(ir: PlanIR, devices: int) -> PlanIR:
-    """`ir` with `auto` resolved for `devices` devices and its deferred checks run."""
-    if isinstance(devices, bool) or not isinstance(devices, int) or devices <= 0:
-        raise PlanError((error("P201", f"device count must be a positive integer, not {devices!r}",
-                               ir.mesh.span),), ir.source_dict)
-    mesh = ir.mesh.with_devices(devices)
-    if isinstance(mesh, str):
-        span = ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
-        raise PlanError((error("P201", f"device count does not fit the mesh: {mesh}", span,
-                               label="this mesh", devices=devices,
-                               help=None if ir.mesh.auto_axis else
-                               "use `auto` for one axis to take the remaining devices"),),
-                        ir.source_dict)
-    env = sizes_env(ir.param_dict, mesh)
-    problems = [p for c in ir.checks if (p := evaluate_check(c, env, devices))]
-    if any(p.is_error for p in problems):
-        raise PlanError(tuple(problems), ir.source_dict)
-    return replace(ir, mesh=mesh)
+from planc.syntax.files import read_plan_text
 
 
 class Plan:

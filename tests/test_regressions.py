@@ -14,7 +14,7 @@ import pytest
 import planc
 from planc import limits
 from planc.cli import main
-from planc.cli.dispatch import emit_diagnostics
+from planc.cli.common import emit_diagnostics
 from planc.diagnostics import Diagnostic, Severity, Span
 from planc.syntax.printer import format_text
 from planc.syntax.parser import _comments, _lark, _tok_span, parse

@@ -13,7 +13,8 @@ from pathlib import Path
 from planc.syntax import ast
 from planc import limits
 from planc.diagnostics import Diagnostic, Label, PlanError, Span, error
-from planc.check.conditions import evaluate_check, expr_key, names_in, sizes_env
+from planc.check.conditions import evaluate_check, sizes_env
+from planc.check.expression import encode, names_in
 from planc.ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxis, PlanIR,
                  Rule, Setting, layout_text)
 from planc.matching import check_pattern, nesting_too_deep
@@ -577,7 +578,7 @@ class _Checker:
             ok = self._check_names(stmt.expr, params, mesh, names)
             if not ok:
                 continue
-            check = Check(stmt.expr, expr_key(stmt.expr), stmt.message.value,
+            check = Check(encode(stmt.expr), stmt.message.value,
                           tuple(dict.fromkeys(names)), stmt.span)
             out.append(check)
             if all(n in env for n in check.names):

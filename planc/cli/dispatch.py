@@ -1,4 +1,4 @@
-"""The `planc` command line: lint, fmt, compile, explain, inspect, launch.
+"""The `planc` command line: the argument parser, and a dispatcher that only dispatches.
 
 Exit codes (as ruff): 0 clean, 1 the plan has errors (or warnings under `--strict`),
 2 a usage error or an input that cannot be read. Nothing prints a Python traceback.
@@ -7,20 +7,16 @@ Exit codes (as ruff): 0 clean, 1 the plan has errors (or warnings under `--stric
 from __future__ import annotations
 
 import argparse
-import os
+import importlib
 import sys
 
 from planc._version import __version__
-from planc.diagnostics import Diagnostic, PlanError, Severity
+from planc.cli.common import EXIT_OK, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics
+from planc.diagnostics import PlanError
 
-EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
 
 _MODULE_WARNING = ("SRC may be `module:attr`, which imports and runs that module's code: "
                    "only name modules you trust.")
-
-
-class UsageError(Exception):
-    """A bad command line or an unreadable input: one line on stderr, exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,169 +83,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# -- shared helpers -----------------------------------------------------------------------
-
-def parse_defines(defines: list[str]) -> dict[str, str]:
-    out = {}
-    for d in defines:
-        name, eq, value = d.partition("=")
-        if not eq or not name.strip().isidentifier():
-            raise UsageError(f"-D expects NAME=VALUE, got `{d}`")
-        out[name.strip()] = value
-    return out
-
-
-def parse_devices(text: str | None) -> list[int]:
-    if not text:
-        return []
-    counts = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit() or int(part) <= 0 or len(part) > 12:
-            raise UsageError(f"--devices expects positive integers like 8 or 8,64,512, got `{text}`")
-        counts.append(int(part))
-    return sorted(set(counts))
-
-
-def use_color(choice: str, stream) -> bool:
-    if choice == "always":
-        return True
-    if choice == "never" or os.environ.get("NO_COLOR"):
-        return False
-    return hasattr(stream, "isatty") and stream.isatty()
-
-
-def load(path: str, defines: dict, allow_outside: bool):
-    """(plan or None, diagnostics, sources) for one plan file; UsageError if unreadable."""
-    from planc.plan import load_plan
-
-    try:
-        plan = load_plan(path, allow_include_outside=allow_outside, **defines)
-    except PlanError as exc:
-        return None, list(exc.diagnostics), exc.sources
-    except IsADirectoryError:
-        raise UsageError(f"cannot read {path}: is a directory") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return plan, list(plan.diagnostics), plan.ir.source_dict
-
-
-def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, *,
-                     to_file: bool = True, **extra) -> None:
-    """Render `diags` in `args.format` to `args.output` (atomically) or to `stream`.
-
-    `to_file=False` keeps them off `args.output`, which may name another command's
-    product (`compile -o`).
-    """
-    from planc.diagnostics import formats
-    from planc.diagnostics.text import render_text
-
-    stream = stream or sys.stdout
-    fmt = getattr(args, "format", "text")
-    output = getattr(args, "output", None) if to_file else None
-    diags = sorted(diags, key=Diagnostic.sort_key)
-    if fmt == "json":
-        text = formats.render_json(diags, **extra)
-    elif fmt == "github":
-        text = formats.render_github(diags)
-    elif fmt == "sarif":
-        text = formats.render_sarif(diags)
-    else:
-        color = args.color == "always" if output else use_color(args.color, stream)
-        text = render_text(diags, sources, color=color)
-        text = text + "\n" if text else ""
-    if output:
-        from planc.fileio import atomic_write
-
-        try:
-            atomic_write(output, text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
-    else:
-        stream.write(text)
-
-
-def exit_code(diags, strict: bool = False) -> int:
-    if any(d.severity is Severity.ERROR for d in diags):
-        return EXIT_PLAN
-    if strict and any(d.severity is Severity.WARNING for d in diags):
-        return EXIT_PLAN
-    return EXIT_OK
-
-
-def load_model(source: str):
-    # A `module:attr` source may import keras, which must not guess a backend.
-    os.environ.setdefault("KERAS_BACKEND", "jax")
-    from planc.sources import SourceError, load_variables
-
-    try:
-        return load_variables(source)
-    except SourceError as exc:
-        raise UsageError(str(exc)) from None
-
-
 # -- commands -------------------------------------------------------------------------------
 
-def cmd_lint(args) -> int:
-    from planc.reports.lint import lint_plans
-
-    defines = parse_defines(args.defines)
-    counts = parse_devices(args.devices)
-    variables = load_model(args.model) if args.model else None
-    diags, sources, unreadable = lint_plans(
-        sorted(set(args.plans)), defines, counts, variables,
-        allow_include_outside=args.allow_include_outside,
-        progress=args.format == "text" and sys.stderr.isatty())
-    emit_diagnostics(diags, sources, args)
-    for reason in unreadable:
-        print(f"planc: {reason}", file=sys.stderr)
-    return EXIT_USAGE if unreadable else exit_code(diags, args.strict)
+# Each command lives in its own module with a `run(args) -> exit code`; it is imported
+# only when called, so `planc lint` never loads what `planc compile` needs.
+COMMANDS = ("lint", "fmt", "explain", "compile", "inspect", "launch")
 
 
-def cmd_fmt(args) -> int:
-    from planc.syntax.printer import run_fmt
-
-    return run_fmt(args)
-
-
-def cmd_explain(args) -> int:
-    from planc.reports.explain import run_explain
-
-    return run_explain(args)
-
-
-def cmd_compile(args) -> int:
-    from planc.targets.compiled_json import run_compile
-
-    return run_compile(args)
-
-
-def cmd_inspect(args) -> int:
-    from planc.sources import SourceError, write_manifest
-
-    variables = load_model(args.source)
-    try:
-        write_manifest(variables, args.output or sys.stdout, source=args.source)
-    except SourceError as exc:  # the output cannot be written
-        raise UsageError(str(exc)) from None
-    return EXIT_OK
-
-
-def cmd_launch(args) -> int:
-    from planc.multihost.launch import run_launch
-
-    return run_launch(args)
-
-
-COMMANDS = {"lint": cmd_lint, "fmt": cmd_fmt, "explain": cmd_explain, "compile": cmd_compile,
-            "inspect": cmd_inspect, "launch": cmd_launch}
+def _command(name: str):
+    return importlib.import_module(f"planc.cli.{name}").run
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `planc` console script and of `python -m planc`."""
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        return _command(args.command)(args)
     except UsageError as exc:
         print(f"planc: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -240,7 +240,7 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
                                          start_new_session=True)
                 except OSError as exc:
                     group.stop()
-                    from planc.cli.dispatch import UsageError
+                    from planc.cli.common import UsageError
 
                     raise UsageError(f"cannot run `{cmd[0]}`: {exc.strerror or exc}") from None
                 group.procs.append(p)
@@ -290,7 +290,7 @@ def run_launch(args) -> int:
     `args` has `processes`, `devices_per_process`, `timeout` and `cmd` (what follows
     `--`). A bad value is a `UsageError` (exit 2).
     """
-    from planc.cli.dispatch import UsageError
+    from planc.cli.common import UsageError
 
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":

@@ -66,7 +66,7 @@ _MIN_PATH = 24  # narrowest the path column gets before the table is allowed to 
 
 def run_explain(args) -> int:
     """Run `planc explain` for parsed `args`; returns the exit code."""
-    from planc.cli.dispatch import (UsageError, emit_diagnostics, exit_code, load, load_model,
+    from planc.cli.common import (UsageError, emit_diagnostics, exit_code, load, load_model,
                       parse_defines, parse_devices, use_color)
 
     defines = parse_defines(args.defines)
@@ -151,7 +151,7 @@ def _row_for(report: Report, var: Variable) -> dict:
 # -- one variable ----------------------------------------------------------------------------
 
 def _find(variables, path: str) -> Variable:
-    from planc.cli.dispatch import UsageError
+    from planc.cli.common import UsageError
 
     for v in variables:
         if v.path == path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from planc.check.binding import bind
 from planc.diagnostics import Diagnostic, note, unique
 
 Sources = dict
@@ -18,7 +19,7 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
     checked for everything that does not depend on the device count, and a P202 note
     says what was skipped.
     """
-    from planc.cli.dispatch import UsageError, load
+    from planc.cli.common import UsageError, load
 
     diags: list[Diagnostic] = []
     sources: Sources = {}
@@ -44,14 +45,9 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
 
 
 def _device_checks(plan, counts: list[int]) -> list[Diagnostic]:
-    from planc.diagnostics import PlanError
-
     out: list[Diagnostic] = []
     for n in counts:
-        try:
-            plan.with_devices(n)
-        except PlanError as exc:
-            out += exc.diagnostics
+        out += bind(plan.ir, n).problems
     if not counts and plan.device_count is None:
         auto = plan.ir.mesh.auto_axis
         for check in plan.ir.checks:

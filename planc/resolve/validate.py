@@ -60,6 +60,7 @@ from typing import Iterable, Sequence
 
 from planc.diagnostics import (Diagnostic, PlanError, error, note, severity_counts, unique,
                                warning)
+from planc.check.binding import bind
 from planc.ir import PlanIR
 from planc.resolve.resolver import Assignment, ResolvedLayout, Resolver, _escape
 from planc.variables import Variable, itemsize
@@ -308,8 +309,9 @@ def validate(plan, model, devices: int | None = None, *, progress: bool = False)
     ir: PlanIR = plan.ir
     found: list[Diagnostic] = []
     if devices is not None:
-        ir, bound_problems = _bind(plan, devices)
-        found += bound_problems
+        binding = bind(plan.ir, devices)
+        ir = binding.ir
+        found += binding.problems
         if ir is None:
             return _finish(plan.ir, (), found, devices, None, variables)
     resolver = Resolver(ir)
@@ -331,19 +333,6 @@ def _variables(model) -> tuple[Variable, ...]:
 
 def _is_count(devices) -> bool:
     return isinstance(devices, int) and not isinstance(devices, bool) and devices > 0
-
-
-def _bind(plan, devices: int) -> tuple[PlanIR | None, list[Diagnostic]]:
-    """The IR bound to `devices`, and the problems binding found (None: it cannot bind)."""
-    try:
-        return plan.with_devices(devices).ir, []
-    except PlanError as exc:
-        problems = list(exc.diagnostics)
-        mesh = plan.ir.mesh.with_devices(devices) if _is_count(devices) else "bad count"
-        if isinstance(mesh, str) or any(d.code == "P201" for d in problems):
-            return None, problems
-        # Only `check`s failed: the mesh fits, so the model can still be validated.
-        return replace(plan.ir, mesh=mesh), problems
 
 
 def _with_progress(variables: Sequence[Variable], enabled: bool) -> Iterable[Variable]:

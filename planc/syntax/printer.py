@@ -100,7 +100,7 @@ def run_fmt(args) -> int:
     syntax errors or, under `--check`/`--diff`, a file that would change; 2 for an
     unreadable file or a formatter bug."""
     from planc.syntax.files import read_plan_text
-    from planc.cli.dispatch import EXIT_OK, EXIT_PLAN, EXIT_USAGE, use_color
+    from planc.cli.common import EXIT_OK, EXIT_PLAN, EXIT_USAGE, use_color
     from planc.fileio import atomic_write
     from planc.diagnostics.text import render_text
 

@@ -59,7 +59,7 @@ import sys
 
 from planc._version import __version__
 from planc.diagnostics import Diagnostic, PlanError, Severity, Span, error
-from planc.ir import Alternative, PlanIR, Rule
+from planc.ir import Alternative, Check, PlanIR, Rule
 
 __all__ = ["run_compile", "fingerprint", "compiled_json", "resolve_model"]
 
@@ -70,6 +70,11 @@ _NOT_MEANING = {"file", "sources", "diagnostics", "layout_span", "span"}
 
 
 def _canonical(value):
+    if isinstance(value, Check):
+        # The fingerprint keeps its own form of a `check` expression (operator first), so
+        # a plan's fingerprint does not move when the IR's encoding does.
+        return {"__type__": "Check", "key": _canonical(_operator_first(value.expr)),
+                "message": value.message, "names": _canonical(value.names)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {"__type__": type(value).__name__}
         for f in dataclasses.fields(value):
@@ -93,6 +98,13 @@ def _canonical(value):
     if isinstance(value, float):
         return repr(value)
     raise TypeError(f"cannot fingerprint a {type(value).__name__}")
+
+
+def _operator_first(expr: tuple) -> tuple:
+    kind = expr[0]
+    if kind in ("int", "name"):
+        return expr
+    return (expr[1], *(_operator_first(e) for e in expr[2:]))
 
 
 def fingerprint(ir: PlanIR) -> str:
@@ -177,7 +189,7 @@ def _refusal(ir: PlanIR, errors: int, model: str) -> Diagnostic:
 
 def run_compile(args) -> int:
     """The `planc compile` command; returns the exit code (0, 1 plan errors, 2 usage)."""
-    from planc.cli.dispatch import (EXIT_OK, EXIT_PLAN, UsageError, emit_diagnostics, load, load_model,
+    from planc.cli.common import (EXIT_OK, EXIT_PLAN, UsageError, emit_diagnostics, load, load_model,
                       parse_defines, parse_devices)
 
     # Diagnostics never go to -o FILE: that is where the compiled output belongs.
@@ -219,7 +231,7 @@ def run_compile(args) -> int:
 
 
 def _render(target: str, plan, ir: PlanIR, variables, table) -> str:
-    from planc.cli.dispatch import UsageError
+    from planc.cli.common import UsageError
 
     if target == "json":
         return compiled_json(ir, fingerprint(ir), table)

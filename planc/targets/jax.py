@@ -44,6 +44,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from planc.diagnostics import PlanError, Span, error
+from planc.check.binding import bind_devices
 from planc.ir import PlanIR
 from planc.resolve.resolver import ResolvedLayout, Resolver
 from planc.sources.objects import key_text
@@ -81,7 +82,7 @@ def _bound(plan, devices: int) -> PlanIR:
     ir = plan.ir
     if ir.mesh.auto_axis is None and ir.mesh.device_count == devices:
         return ir
-    return _cached(ir, ("bound", devices), lambda: plan.with_devices(devices).ir)
+    return _cached(ir, ("bound", devices), lambda: bind_devices(ir, devices))
 
 
 def _resolver(ir: PlanIR, block: str = "layout") -> Resolver:

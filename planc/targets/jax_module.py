@@ -34,7 +34,6 @@ import re
 
 from planc._version import __version__
 from planc import limits
-from planc.syntax.ast import BinOp, IntLit, Name, Paren, UnaryOp
 from planc.ir import Alternative, Dim, PlanIR, Rule
 
 __all__ = ["module_text", "literal"]
@@ -85,21 +84,6 @@ def _default(rule: Rule | None) -> str:
     return f"{literal(alts)}  # -> {rule.layout.text}"
 
 
-def check_data(node) -> tuple:
-    """A `check` expression as nested tuples, evaluated by the module's `_eval`."""
-    if isinstance(node, IntLit):
-        return ("int", node.value)
-    if isinstance(node, Name):
-        return ("name", node.text)
-    if isinstance(node, Paren):
-        return check_data(node.inner)
-    if isinstance(node, UnaryOp):
-        return ("unary", node.op, check_data(node.operand))
-    if isinstance(node, BinOp):
-        return ("binary", node.op, check_data(node.left), check_data(node.right))
-    raise TypeError(f"unexpected expression node {type(node).__name__}")
-
-
 def mesh_constants(ir: PlanIR) -> str:
     """The mesh of a plan as module constants, shared by the JAX and Keras emitters."""
     return (f"MESH_AXES = {literal(ir.mesh.names)}\n"
@@ -114,7 +98,7 @@ def mesh_constants(ir: PlanIR) -> str:
 def check_constants(ir: PlanIR) -> str:
     """`PARAMS` and `CHECKS`: what the emitted `_run_checks` evaluates once `auto` is bound."""
     params = tuple((k, v) for k, v in ir.params if isinstance(v, int) and not isinstance(v, bool))
-    checks = tuple((check_data(c.expr), c.message, tuple(c.names)) for c in ir.checks)
+    checks = tuple((c.expr, c.message, tuple(c.names)) for c in ir.checks)
     return f"PARAMS = dict({literal(params)})\nCHECKS = {literal(checks)}\n\n"
 
 

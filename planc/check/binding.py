@@ -1,0 +1,84 @@
+"""Binding a plan to a device count: `auto` gets its size, and deferred `check`s run.
+
+This is the one place planc binds a plan; the facade (`Plan.with_devices`), validation,
+lint and the targets all call it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from planc.check.conditions import evaluate_check, sizes_env
+from planc.diagnostics import Diagnostic, PlanError, Span, error
+from planc.ir import Mesh, PlanIR
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What binding found: the bound IR (None when the mesh cannot take the count), and
+    the problems (P201 for the mesh; P118 and P122 for `check`s that fail)."""
+
+    ir: PlanIR | None
+    problems: tuple[Diagnostic, ...] = ()
+
+
+def bind(ir: PlanIR, devices: int) -> Binding:
+    """`ir` on `devices` devices, never raising. When only `check`s fail, `ir` is still
+    bound: the model can be validated beside the failed checks.
+
+    >>> import planc
+    >>> b = bind(planc.loads("mesh(batch = auto, model = 2)\\ndata_parallel").ir, 8)
+    >>> b.ir.mesh.shape, b.problems
+    ((4, 2), ())
+    """
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices <= 0:
+        return Binding(None, (error("P201", f"device count must be a positive integer, not "
+                                    f"{devices!r}", ir.mesh.span),))
+    mesh = _mesh_on(ir, devices)
+    if isinstance(mesh, Diagnostic):
+        return Binding(None, (mesh,))
+    env = sizes_env(ir.param_dict, mesh)
+    problems = tuple(p for c in ir.checks if (p := evaluate_check(c, env, devices)))
+    return Binding(replace(ir, mesh=mesh), problems)
+
+
+def bind_devices(ir: PlanIR, devices: int) -> PlanIR:
+    """`ir` with `auto` resolved for `devices` devices and its deferred checks run;
+    raises `PlanError` when the count does not fit (P201) or a check fails."""
+    if ir.mesh.auto_axis is None and ir.mesh.device_count == devices and not ir.checks:
+        return ir
+    binding = bind(ir, devices)
+    if binding.ir is None or any(p.is_error for p in binding.problems):
+        raise PlanError(binding.problems, ir.source_dict)
+    return binding.ir
+
+
+def _mesh_on(ir: PlanIR, devices: int) -> Mesh | Diagnostic:
+    """The mesh over `devices` devices, or the P201 that says why it cannot be."""
+    mesh = ir.mesh
+    fixed = 1
+    for a in mesh.axes:
+        fixed *= a.global_size if a.size is not None else a.slices
+    auto = mesh.auto_axis
+    if auto is None and fixed == devices:
+        return mesh
+    if auto is not None and devices % fixed == 0 and devices >= fixed:
+        size = devices // fixed
+        return replace(mesh, axes=tuple(replace(a, size=size) if a is auto else a
+                                        for a in mesh.axes))
+    if auto is None:
+        why = f"the mesh needs exactly {fixed} devices ({_shape_text(mesh)}), not {devices}"
+    else:
+        why = (f"{devices} devices cannot be split into {_shape_text(mesh)}: "
+               f"{devices} is not a multiple of {fixed}")
+    return error("P201", f"device count does not fit the mesh: {why}",
+                 mesh.span or Span(ir.file, 1, 1, 1, 2), label="this mesh", devices=devices,
+                 help=None if auto else "use `auto` for one axis to take the remaining devices")
+
+
+def _shape_text(mesh: Mesh) -> str:
+    parts = []
+    for a in mesh.axes:
+        size = "auto" if a.size is None else str(a.size)
+        parts.append(f"{a.name}={size}" + (f"x{a.slices}" if a.slices > 1 else ""))
+    return ", ".join(parts)

@@ -1,0 +1,117 @@
+"""What the commands share: exit codes, `UsageError`, reading plans and models, output.
+
+Exit codes (as ruff): 0 clean, 1 the plan has errors (or warnings under `--strict`),
+2 a usage error or an input that cannot be read.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from planc.diagnostics import Diagnostic, PlanError, Severity
+
+EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A bad command line or an unreadable input: one line on stderr, exit 2."""
+
+
+def parse_defines(defines: list[str]) -> dict[str, str]:
+    out = {}
+    for d in defines:
+        name, eq, value = d.partition("=")
+        if not eq or not name.strip().isidentifier():
+            raise UsageError(f"-D expects NAME=VALUE, got `{d}`")
+        out[name.strip()] = value
+    return out
+
+
+def parse_devices(text: str | None) -> list[int]:
+    if not text:
+        return []
+    counts = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) <= 0 or len(part) > 12:
+            raise UsageError(f"--devices expects positive integers like 8 or 8,64,512, got `{text}`")
+        counts.append(int(part))
+    return sorted(set(counts))
+
+
+def use_color(choice: str, stream) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def load(path: str, defines: dict, allow_outside: bool):
+    """(plan or None, diagnostics, sources) for one plan file; UsageError if unreadable."""
+    from planc.plan import load_plan
+
+    try:
+        plan = load_plan(path, allow_include_outside=allow_outside, **defines)
+    except PlanError as exc:
+        return None, list(exc.diagnostics), exc.sources
+    except IsADirectoryError:
+        raise UsageError(f"cannot read {path}: is a directory") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return plan, list(plan.diagnostics), plan.ir.source_dict
+
+
+def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, *,
+                     to_file: bool = True, **extra) -> None:
+    """Render `diags` in `args.format` to `args.output` (atomically) or to `stream`.
+
+    `to_file=False` keeps them off `args.output`, which may name another command's
+    product (`compile -o`).
+    """
+    from planc.diagnostics import formats
+    from planc.diagnostics.text import render_text
+
+    stream = stream or sys.stdout
+    fmt = getattr(args, "format", "text")
+    output = getattr(args, "output", None) if to_file else None
+    diags = sorted(diags, key=Diagnostic.sort_key)
+    if fmt == "json":
+        text = formats.render_json(diags, **extra)
+    elif fmt == "github":
+        text = formats.render_github(diags)
+    elif fmt == "sarif":
+        text = formats.render_sarif(diags)
+    else:
+        color = args.color == "always" if output else use_color(args.color, stream)
+        text = render_text(diags, sources, color=color)
+        text = text + "\n" if text else ""
+    if output:
+        from planc.fileio import atomic_write
+
+        try:
+            atomic_write(output, text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    else:
+        stream.write(text)
+
+
+def exit_code(diags, strict: bool = False) -> int:
+    if any(d.severity is Severity.ERROR for d in diags):
+        return EXIT_PLAN
+    if strict and any(d.severity is Severity.WARNING for d in diags):
+        return EXIT_PLAN
+    return EXIT_OK
+
+
+def load_model(source: str):
+    # A `module:attr` source may import keras, which must not guess a backend.
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    from planc.sources import SourceError, load_variables
+
+    try:
+        return load_variables(source)
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None

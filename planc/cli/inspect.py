@@ -1,0 +1,18 @@
+"""`planc inspect SRC [-o FILE]`: a model's variables, written as a planc manifest."""
+
+from __future__ import annotations
+
+import sys
+
+from planc.cli.common import EXIT_OK, UsageError, load_model
+
+
+def run(args) -> int:
+    from planc.sources import SourceError, write_manifest
+
+    variables = load_model(args.source)
+    try:
+        write_manifest(variables, args.output or sys.stdout, source=args.source)
+    except SourceError as exc:  # the output cannot be written
+        raise UsageError(str(exc)) from None
+    return EXIT_OK
