@@ -8,7 +8,7 @@ export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export KERAS_BACKEND := jax
 export JAX_PLATFORMS := cpu
 
-.PHONY: venv demo test lint-plans fuzz bench clean
+.PHONY: venv demo test lint-plans lint-imports fuzz bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,12 @@ lint-plans: venv
 	$(VENV)/bin/planc lint --strict plans/*.kd
 	$(VENV)/bin/planc fmt --check plans/*.kd
 
-test: venv lint-plans
+# The import contracts in pyproject.toml: the pipeline's layers, no circles, no jax or
+# keras in the front end. A broken one prints the offending import and its line.
+lint-imports: venv
+	$(VENV)/bin/lint-imports
+
+test: venv lint-plans lint-imports
 	$(PY) -m pytest -q
 
 fuzz: venv

@@ -98,7 +98,7 @@ def child(mode: str, size: str) -> None:
     if mode == "born":
         from planc.targets.jax import init_jit
 
-        stats = init_jit(plan, init_fn)[0].lower().compile().memory_analysis()
+        stats = init_jit(plan.ir, init_fn)[0].lower().compile().memory_analysis()
         devices = 8  # one SPMD program, run on each device
     else:
         stats = jax.jit(init_fn).lower().compile().memory_analysis()

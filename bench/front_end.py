@@ -41,7 +41,7 @@ def main():
     results = Results("front_end", "Front-end throughput", a.size)
 
     import planc
-    from planc import matching
+    from planc.matching import translate  # check_pattern and its cache
     from planc.resolve.resolver import Resolver
     from planc.sources import load_variables
 
@@ -50,7 +50,7 @@ def main():
     text = rules.plan_text()
 
     def parse_check():
-        matching._translate.cache_clear()
+        translate._translate.cache_clear()
         return planc.loads(text)
 
     plan = parse_check()
@@ -67,9 +67,9 @@ def main():
     patterns = [r.pattern for r in rules.rules if r.pattern is not None]
 
     def translate_all():
-        matching._translate.cache_clear()
+        translate._translate.cache_clear()
         for pattern in patterns:
-            matching.check_pattern(pattern)
+            translate.check_pattern(pattern)
 
     lark_t = median_time(lambda: parse(text), runs=runs, warmup=1)
     translate_t = median_time(translate_all, runs=runs, warmup=1)

@@ -22,7 +22,7 @@ from typing import Iterator, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-__all__ = ["atomic_write", "open_counted", "track_reads", "ReadLog"]
+__all__ = ["atomic_write", "open_counted", "os_error_text", "track_reads", "ReadLog"]
 
 
 def _default_mode() -> int:
@@ -157,3 +157,14 @@ def open_counted(path: PathLike) -> io.FileIO:
             for log in _active_logs:
                 log.files.append(os.fspath(path))
     return f
+
+
+def os_error_text(exc: OSError) -> str:
+    """Why a file operation failed, in the words messages use after `cannot read PATH: `.
+
+    >>> os_error_text(IsADirectoryError(21, "Is a directory"))
+    'is a directory'
+    """
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory"
+    return exc.strerror or str(exc)

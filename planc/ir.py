@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Sequence, Union
 
 from planc.diagnostics import Diagnostic, Span
 
@@ -82,6 +82,14 @@ class Dim:
         if not self.axes:
             return None
         return self.axes[0] if len(self.axes) == 1 else self.axes
+
+    @staticmethod
+    def of(entry, block: int = 1) -> Dim:
+        """The dim of a Keras/JAX-form entry: None, an axis name, or a sequence of names
+        (a JSON list too); a dim that is not split has no block."""
+        if entry is None:
+            return UNSPLIT
+        return Dim((entry,) if isinstance(entry, str) else tuple(entry), block)
 
 
 UNSPLIT = Dim()
@@ -229,19 +237,32 @@ class PlanIR:
         return any(a.slices > 1 for a in self.mesh.axes)
 
 
-def dim_text(d: Dim) -> str:
+def layout_text(layout: Alternative | Sequence[Dim], *, replicated_word: bool = False) -> str:
+    """A layout as a plan writes it: `(model, _)`, `((data, fsdp)[128], ...)`, `replicated`.
+
+    The one writer of layout text. An `Alternative` is written in its source form (with
+    `...`, or `replicated`); a sequence of dims, such as a resolved layout, entry by entry,
+    where `replicated_word` writes an all-`_` layout of rank >= 1 as `replicated`.
+
+    >>> layout_text((Dim(("model",)), UNSPLIT)), layout_text((UNSPLIT,), replicated_word=True)
+    ('(model, _)', 'replicated')
+    """
+    if isinstance(layout, Alternative):
+        if layout.replicated:
+            return "replicated"
+        parts = [_dim_text(d) for d in layout.head]
+        if layout.ellipsis:
+            parts.append("...")
+        parts += [_dim_text(d) for d in layout.tail]
+    else:
+        if replicated_word and layout and not any(d.axes for d in layout):
+            return "replicated"
+        parts = [_dim_text(d) for d in layout]
+    return "(" + ", ".join(parts) + ")"
+
+
+def _dim_text(d: Dim) -> str:
     if not d.axes:
         return "_"
     body = d.axes[0] if len(d.axes) == 1 else "(" + ", ".join(d.axes) + ")"
     return body + (f"[{d.block}]" if d.block != 1 else "")
-
-
-def layout_text(a: Alternative) -> str:
-    """The canonical source form of one layout alternative."""
-    if a.replicated:
-        return "replicated"
-    parts = [dim_text(d) for d in a.head]
-    if a.ellipsis:
-        parts.append("...")
-    parts += [dim_text(d) for d in a.tail]
-    return "(" + ", ".join(parts) + ")"

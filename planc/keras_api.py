@@ -16,7 +16,7 @@ __all__ = ["set_distribution", "distribution", "list_devices", "distribute_tenso
 
 
 def _keras():
-    from planc.targets.keras import keras_module
+    from planc.targets.keras_env import keras_module
 
     return keras_module()
 
@@ -34,7 +34,7 @@ def set_distribution(plan, devices=None):
     if isinstance(plan, Plan):
         from planc.targets.keras import to_keras
 
-        value = to_keras(plan, devices)
+        value = to_keras(plan.ir, devices, plan_of=Plan)
     elif plan is None or _is_distribution(keras, plan):
         if devices is not None:
             raise TypeError("`devices` applies only when a planc Plan is given")
@@ -93,8 +93,8 @@ def _is_backend_sharding(layout) -> bool:
 
 
 def _layout_from_axes(kd, layout):
-    from planc.targets.keras import tensor_layout
     from planc.resolve.resolver import ResolvedLayout
+    from planc.targets.keras_classes import tensor_layout
 
     axes = layout.axes if isinstance(layout, ResolvedLayout) else layout
     if isinstance(axes, str) or not isinstance(axes, (tuple, list)):

@@ -1,8 +1,8 @@
 """`Plan`: the public face of a checked plan.
 
 A `Plan` wraps the frozen `PlanIR` and routes each request to the stage that answers it:
-the resolver for validation, `planc.backends.jax` for JAX shardings,
-`planc.backends.keras` for Keras distribution objects. Those are imported on first use,
+the resolver for validation, `planc.targets.jax` for JAX shardings,
+`planc.targets.keras` for Keras distribution objects. Those are imported on first use,
 so `import planc` stays free of jax and keras.
 """
 
@@ -131,14 +131,14 @@ class Plan:
     # -- validation (planc.resolve) ---------------------------------------------------------
 
     def validate(self, model, devices: int | None = None, *, progress: bool = False):
-        """Check the plan against a model's variables; returns a `planc.report.Report`.
+        """Check the plan against a model's variables; returns a `planc.resolve.Report`.
 
         `model` is a Keras model, a pytree, a checkpoint or manifest path, `module:attr`,
         or a sequence of `planc.Variable`. `progress` draws a bar on a terminal.
         """
-        from planc.resolve.validate import validate
+        from planc.resolve import validate
 
-        return validate(self, model, devices, progress=progress)
+        return validate(self._ir, model, devices, progress=progress)
 
     def resolve(self, model, devices: int | None = None):
         """`{path: Layout}` for every variable of `model`; raises `PlanError` on errors."""
@@ -146,7 +146,7 @@ class Plan:
         report.raise_for_errors()
         return {a.variable.path: a.layout for a in report.assignments}
 
-    # -- JAX (planc.backends.jax) ---------------------------------------------------------
+    # -- JAX (planc.targets.jax) ----------------------------------------------------------
 
     def _jax(self):
         from planc.targets import jax as backend
@@ -155,30 +155,30 @@ class Plan:
 
     def mesh(self, devices=None):
         """A `jax.sharding.Mesh` over `devices` (default: `jax.devices()`)."""
-        return self._jax().make_mesh(self, devices)
+        return self._jax().make_mesh(self._ir, devices)
 
     def partition_spec(self, path: str, shape):
-        return self._jax().partition_spec(self, path, tuple(shape))
+        return self._jax().partition_spec(self._ir, path, tuple(shape))
 
     def shardings(self, tree, mesh=None, *, params=None):
-        return self._jax().shardings(self, tree, mesh=mesh, params=params)
+        return self._jax().shardings(self._ir, tree, mesh=mesh, params=params)
 
     def shard(self, tree, mesh=None):
-        return self._jax().shard(self, tree, mesh=mesh)
+        return self._jax().shard(self._ir, tree, mesh=mesh)
 
     def init(self, fn, *args, mesh=None, **kwargs):
-        return self._jax().init(self, fn, *args, mesh=mesh, **kwargs)
+        return self._jax().init(self._ir, fn, *args, mesh=mesh, **kwargs)
 
     def data_sharding(self, rank: int = 2, mesh=None):
-        return self._jax().data_sharding(self, rank, mesh=mesh)
+        return self._jax().data_sharding(self._ir, rank, mesh=mesh)
 
     def shard_batch(self, batch, mesh=None):
-        return self._jax().shard_batch(self, batch, mesh=mesh)
+        return self._jax().shard_batch(self._ir, batch, mesh=mesh)
 
     def output_sharding(self, path: str, rank: int, mesh=None):
-        return self._jax().output_sharding(self, path, rank, mesh=mesh)
+        return self._jax().output_sharding(self._ir, path, rank, mesh=mesh)
 
-    # -- Keras (planc.backends.keras) -----------------------------------------------------
+    # -- Keras (planc.targets.keras) ------------------------------------------------------
 
     def _keras(self):
         from planc.targets import keras as backend
@@ -188,28 +188,28 @@ class Plan:
     @property
     def device_mesh(self):
         """A `keras.distribution.DeviceMesh` with the JAX target's device order."""
-        return self._keras().device_mesh(self)
+        return self._keras().device_mesh(self._ir)
 
     @property
     def layout_map(self):
         """A `keras.distribution.LayoutMap` whose lookups are planc's resolution."""
-        return self._keras().layout_map(self)
+        return self._keras().layout_map(self._ir, plan_of=Plan)
 
     def to_keras(self):
         """`DataParallel` or `ModelParallel` for this plan."""
-        return self._keras().to_keras(self)
+        return self._keras().to_keras(self._ir, plan_of=Plan)
 
     def activate(self):
         """The Keras distribution scope: `with plan.activate(): model = build()`."""
-        return self._keras().activate(self)
+        return self._keras().activate(self._ir, plan_of=Plan)
 
-    # -- multi-host (planc.cluster) -----------------------------------------------------------
+    # -- multi-host (planc.multihost.cluster) -------------------------------------------------
 
     def initialize(self, *, timeout: float | None = None):
         """Start the JAX distributed runtime from the `cluster` block (or KERAS_* env vars)."""
         from planc.multihost.cluster import initialize
 
-        return initialize(self, timeout=timeout)
+        return initialize(self._ir, timeout=timeout)
 
 
 def loads(text: str, *, file: str = "<string>", allow_include_outside: bool = False,

@@ -1,8 +1,9 @@
 """Fuzzing planc's front end: no plan text may crash it, hang it or mislead it.
 
-`python -m planc.fuzz --cases N` (what `make fuzz` runs) feeds N inputs through the
-front end and the CLI, prints how many ran and every failure, and exits 1 on a failure.
-The test suite (`tests/test_fuzz.py`) runs a few thousand of the same cases.
+`python tests/fuzzing.py --cases N` (what `make fuzz` runs) feeds N inputs through the
+front end and the CLI, says first how long that will take, prints its progress, then
+how many ran and every failure, and exits 1 on a failure. The test suite
+(`tests/test_fuzz.py`) runs a few thousand of the same cases.
 
 Inputs come from three places:
 
@@ -22,8 +23,8 @@ formatter refuses or formats differently the second time. `check_cli` runs `plan
 and `planc fmt --check` in-process and returns the same for the command line: an exit
 code other than 0, 1 or 2, a traceback, or an "internal error".
 
-hypothesis (a test dependency) is imported on first use, so `import planc.fuzz` needs
-nothing beyond planc.
+It lives with the tests, not in the wheel: it needs hypothesis, a test dependency
+(imported on first use).
 """
 
 from __future__ import annotations
@@ -429,10 +430,8 @@ def _resolve(plan, variables) -> list[str]:
 
 
 def _format(text: str, file: str, valid: bool) -> list[str]:
-    try:
-        from planc.syntax.printer import format_text
-    except ImportError:  # planc.fmt not written yet
-        return []
+    from planc.check import format_text
+
     try:
         out = format_text(text, file)
     except PlanError as exc:
@@ -615,7 +614,10 @@ def _run_part(cases: int, seed: int, extras: bool, progress: bool) -> tuple[int,
         nonlocal count
         count += 1
         if progress and count % 1000 == 0:
-            print(f"  {count} cases, {time.monotonic() - started:.0f} s", file=sys.stderr)
+            spent = time.monotonic() - started
+            left = spent / count * (cases - count)
+            print(f"  {count}/{cases} cases in this process, {_minutes(spent)}, "
+                  f"about {_minutes(max(left, 0))} left", file=sys.stderr, flush=True)
         fresh = [p for p in problems if _signature(p) not in seen]
         seen.update(_signature(p) for p in problems)
         if fresh:
@@ -689,9 +691,27 @@ def _signature(problem: str) -> str:
     return re.sub(r"\(.*|\d+", "#", problem)
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+# Cases timed before a campaign to say how long it will run: enough to average the
+# mix of grammar, byte and CLI cases, few enough to cost a few seconds.
+_CALIBRATION_CASES = 200
+
+
+def estimate(cases: int, jobs: int, seed: int) -> float:
+    """Seconds `cases` cases will take on `jobs` processes, from timing a short run."""
+    sample = min(cases, _CALIBRATION_CASES)
+    started = time.monotonic()
+    _run_part(sample, seed + 104_729, False, False)
+    per_case = (time.monotonic() - started) / max(sample, 1)
+    return per_case * cases / max(min(jobs, cases), 1)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m planc.fuzz --cases N [--seed S]`: 0 when every case behaved, else 1."""
-    parser = argparse.ArgumentParser(prog="python -m planc.fuzz", description=__doc__.split(
+    """`python tests/fuzzing.py --cases N [--seed S]`: 0 when every case behaved, else 1."""
+    parser = argparse.ArgumentParser(prog="python tests/fuzzing.py", description=__doc__.split(
         "\n\n")[0])
     parser.add_argument("--cases", type=int, default=10_000, help="how many cases to run")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
@@ -699,12 +719,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="processes to run in parallel (default: the CPUs, at most 8)")
     parser.add_argument("--no-extras", dest="extras", action="store_false",
                         help="skip the fixed hostile inputs and the subprocess runs")
-    parser.add_argument("--progress", action="store_true", help="a line every 1000 cases")
+    parser.add_argument("--quiet", dest="progress", action="store_false",
+                        help="no estimate and no progress lines, only the result")
     args = parser.parse_args(argv)
     if not corpus():
         print("planc fuzz: no example plans (plans/*.kd) to mutate; run it from the "
               "source tree", file=sys.stderr)
         return 2
+    if args.progress:
+        jobs = max(min(args.jobs, args.cases), 1)
+        print(f"planc fuzz: {args.cases} cases on {jobs} process{'es' if jobs > 1 else ''}; "
+              f"about {_minutes(estimate(args.cases, jobs, args.seed))} (timed on "
+              f"{min(args.cases, _CALIBRATION_CASES)} cases), plus the hostile inputs",
+              file=sys.stderr, flush=True)
     started = time.monotonic()
     count, failures = run(args.cases, args.seed, jobs=args.jobs, extras=args.extras,
                           progress=args.progress)

@@ -83,7 +83,7 @@ def test_alternatives():
 
 def test_outputs_block():
     s = stmt('outputs { "dense" -> (batch, _) }')
-    assert isinstance(s, ast.OutputsBlock) and s.rules[0].pattern.value == "dense"
+    assert isinstance(s, ast.OutputsSection) and s.rules[0].pattern.value == "dense"
 
 
 def test_budget():

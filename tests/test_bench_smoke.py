@@ -52,7 +52,7 @@ def test_generated_rules_give_planc_and_keras_the_same_answers():
 
     import planc
     from models import model_for, rule_set
-    from planc.resolve.resolver import Resolver
+    from planc.resolve import Resolver
     from planc.variables import Variable
 
     model = model_for(10_000)

@@ -1,5 +1,7 @@
 """Every declaration-level diagnostic: its code and the exact span it points at."""
 
+import pytest
+
 import planc
 from helpers import MP, codes, only, problems
 
@@ -211,3 +213,22 @@ def test_slices_of_an_unknown_axis():
 def test_unknown_cluster_setting():
     d = problems(MP + 'cluster {\n    coordinater = "h:1"\n}\n')[0]
     assert (d.code, d.help) == ("P119", ("did you mean `coordinator`?",))
+
+
+def test_statements_collected_once_check_as_the_plan_text_does(plan_file):
+    from planc.check import check, check_statements
+    from planc.syntax import collect
+
+    plan_file('param heads = 8\n', "base.kd")
+    path = plan_file(MP + 'include "base.kd"\ninclude "missing.kd"\n'
+                     'layout {\n    "k" -> (_, modle)\n}\n')
+    collected = collect(path.read_text(), str(path))
+    assert [d.code for d in collected.diagnostics] == ["P117"]
+    assert [s.name.text for s in collected.statements.params] == ["heads"]
+    with pytest.raises(planc.PlanError) as by_text:
+        check(path.read_text(), str(path))
+    with pytest.raises(planc.PlanError) as by_statements:
+        check_statements(collected)
+    assert by_statements.value.diagnostics == by_text.value.diagnostics
+    assert [d.code for d in by_text.value.diagnostics] == ["P117", "P101"]
+    assert by_statements.value.sources == by_text.value.sources

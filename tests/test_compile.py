@@ -334,3 +334,110 @@ def test_emitted_shard_places_leaves_as_the_plan_does(plan_file, tmp_path):
             [s.device.id for s in ours[key].addressable_shards]
         np.testing.assert_array_equal(np.asarray(theirs[key]), tree[key])
     assert m.data_sharding(2).spec == planc.load_plan(path).data_sharding(2).spec
+
+
+OUTPUTS = """
+mesh(data = auto, model = 2)
+model_parallel(batch = data)
+layout {
+    "w" -> (data, model)
+}
+outputs {
+    "ffw" -> (data, _, model) | (data, model)
+}
+"""
+
+
+def test_emitted_output_sharding_is_the_plans(plan_file, tmp_path):
+    out = tmp_path / "outputs.py"
+    path = plan_file(OUTPUTS)
+    assert compile_cli(path, "-o", out) == 0
+    m = load_module(out, "outputs_module")
+    plan = planc.load_plan(path)
+    for rank in (2, 3):
+        assert m.output_sharding("ffw", rank).spec == plan.output_sharding("ffw", rank).spec
+    assert m.output_sharding("head", 2) is None and plan.output_sharding("head", 2) is None
+    with pytest.raises(ValueError, match="rank 4 does not fit"):
+        m.output_sharding("ffw", 4)
+
+
+def test_emitted_module_refuses_what_does_not_fit_the_plan(plan_file, tmp_path):
+    import jax
+    import numpy as np
+
+    out = tmp_path / "fixed.py"
+    assert compile_cli(plan_file(OUTPUTS), "--devices", "8", "-o", out) == 0
+    m = load_module(out, "fixed_module")
+    with pytest.raises(ValueError, match="the mesh needs exactly 8 devices"):
+        m.make_mesh(jax.devices()[:4])
+    with pytest.raises(ValueError, match="listed twice"):
+        m.make_mesh(jax.devices()[:7] + jax.devices()[:1])
+    with pytest.raises(ValueError, match="no devices given"):
+        m.make_mesh([])
+    other = jax.sharding.Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+    with pytest.raises(ValueError, match="`data` is 2 in the mesh but 4 in the plan"):
+        m.partition_spec("w", (8, 4), other)
+    with pytest.raises(ValueError, match="non-negative integers"):
+        m.partition_spec("w", (8, -4))
+    with pytest.raises(ValueError, match="characters long"):
+        m.partition_spec("w" * (m.MAX_PATH_LENGTH + 1), (8, 4))
+    assert m.partition_spec("w", (8, 4)) == jax.sharding.PartitionSpec("data", "model")
+
+
+# -- the runtime modules the emitters copy -----------------------------------------------------
+
+def _runtime_constants(module) -> set[str]:
+    """The module constants a runtime module stands in for (its upper-case names)."""
+    return {name for name in vars(module) if name.isupper()}
+
+
+def test_the_runtime_modules_read_only_constants_the_emitted_modules_define():
+    from planc.targets import jax_module, keras_module, runtime_binding, runtime_jax
+    from planc.targets import runtime_keras
+
+    for emitted, runtimes in ((jax_module, (runtime_binding, runtime_jax)),
+                              (keras_module, (runtime_binding, runtime_keras))):
+        namespace: dict = {}
+        for node in ast.parse(emitted.module_text(planc.loads("data_parallel").ir)).body:
+            if isinstance(node, ast.Assign):
+                namespace.update({t.id: None for t in node.targets})
+        for runtime in runtimes:
+            assert _runtime_constants(runtime) <= set(namespace), runtime.__name__
+
+
+def test_the_emitted_runtime_is_the_packages_source():
+    import inspect
+
+    from planc.check.expression import _eval
+    from planc.targets import devices, jax_module, runtime_binding, runtime_jax
+
+    text = jax_module.module_text(planc.load_plan(GEMMA).ir)
+    for function in (devices._device_grid, devices._ordered_devices, devices._device_list,
+                     runtime_binding._bind, runtime_binding._run_checks, _eval,
+                     runtime_jax.make_mesh, runtime_jax.output_sharding):
+        assert inspect.getsource(function) in text, function.__name__
+
+
+def test_the_runtime_runs_in_the_package_for_its_stand_in_plan():
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from planc.targets import runtime_jax
+
+    mesh = runtime_jax.make_mesh()
+    assert dict(mesh.shape) == {"batch": len(jax.devices())}
+    assert runtime_jax.partition_spec("w", (8,), mesh) == P(None)
+    assert runtime_jax.data_sharding(2, mesh).spec == P("batch", None)
+    assert runtime_jax.output_sharding("ffw", 2, mesh) is None
+
+
+def test_compile_loads_neither_jax_nor_keras(tmp_path):
+    # The emitters read the runtime they copy without running it.
+    code = ("import sys, planc.cli\n"
+            "codes = [planc.cli.main(['compile', sys.argv[1], '--target', target, '-o', "
+            "sys.argv[2] + '.' + target]) for target in ('jax', 'keras', 'json')]\n"
+            "print(codes, sorted({m.split('.')[0] for m in sys.modules} "
+            "& {'jax', 'keras', 'numpy'}))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(PLANS / "mlp_data_parallel.kd"),
+                          str(tmp_path / "out")], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[0, 0, 0] []"

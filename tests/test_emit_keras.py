@@ -12,11 +12,18 @@ import pytest
 
 import planc
 from planc.cli import main as planc_main
-from planc.targets.keras_module import emit_keras_module
 from planc.resolve.resolver import Resolver
+from planc.targets.keras_module import module_text
 from planc.variables import Variable
 
 MESH = "mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\n"
+
+
+def emit(plan, variables=None) -> str:
+    """What `planc compile --target keras` writes for `plan` (resolved against
+    `variables` when given, as `--model` does)."""
+    resolution = None if variables is None else Resolver(plan.ir).resolve_all(variables)
+    return module_text(plan.ir, resolution)
 
 
 def keras_lookup(layouts: dict, path: str, mode: str):
@@ -119,7 +126,7 @@ layout {
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_keys_give_planc_resolution_under_search_and_fullmatch(name):
     plan = planc.loads(MESH + PLANS[name], file="t.kd")
-    layouts = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
+    layouts = layouts_of(emit(plan))["VARIABLE_LAYOUTS"]
     paths = PATHS + [r.pattern for r in plan.rules if reads_as_path(r.pattern)]
     for path in paths:
         expected = planc_answer(plan, path)
@@ -148,7 +155,7 @@ def test_keys_agree_with_planc_on_random_rule_sets():
         text = (f"{MESH}match {rng.choice(['full', 'search'])}\n"
                 f"overlap {rng.choice(['error', 'first'])}\nlayout {{\n{rules}\n}}\n")
         plan = planc.loads(text, file="t.kd")
-        layouts = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
+        layouts = layouts_of(emit(plan))["VARIABLE_LAYOUTS"]
         for path in PATHS + [p for p in patterns if reads_as_path(p)]:
             expected = planc_answer(plan, path)
             for mode in ("search", "fullmatch"):
@@ -160,7 +167,7 @@ def test_keys_agree_with_planc_on_random_rule_sets():
 
 def test_keys_are_anchored_so_search_means_fullmatch():
     plan = planc.loads(MESH + PLANS["full, error"], file="t.kd")
-    keys = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
+    keys = layouts_of(emit(plan))["VARIABLE_LAYOUTS"]
     assert keys and all(k.startswith("^") and k.endswith("$") for k in keys)
     # The raw pattern would substring-match under Keras <= 3.13; the key does not.
     assert re.search("head/kernel", "decoder/head/kernel")
@@ -172,7 +179,7 @@ def test_the_simulated_fullmatch_lookup_is_the_installed_keras_lookup():
     plans = [PLANS["full, first, literals and default"], PLANS["full, error"]]
     for body in plans:
         plan = planc.loads(MESH + body, file="t.kd")
-        layouts = layouts_of(emit_keras_module(plan))["VARIABLE_LAYOUTS"]
+        layouts = layouts_of(emit(plan))["VARIABLE_LAYOUTS"]
         real = keras.distribution.LayoutMap(plan.device_mesh)
         for key, axes in layouts.items():
             real[key] = axes
@@ -197,7 +204,7 @@ def gemma():
 
 def test_gemma_compiled_with_its_model_lays_out_every_variable_as_planc():
     plan, variables = gemma()
-    layouts = layouts_of(emit_keras_module(plan, variables))["VARIABLE_LAYOUTS"]
+    layouts = layouts_of(emit(plan, variables))["VARIABLE_LAYOUTS"]
     resolver = Resolver(plan.ir)
     for v in variables:
         expected = resolver.layout(v).axes
@@ -206,7 +213,7 @@ def test_gemma_compiled_with_its_model_lays_out_every_variable_as_planc():
 
 
 def test_emitted_module_imports_only_keras_at_top_level():
-    tree = ast.parse(emit_keras_module(*gemma()))
+    tree = ast.parse(emit(*gemma()))
     imported = set()
     for node in tree.body:
         if isinstance(node, ast.Import):
@@ -217,19 +224,19 @@ def test_emitted_module_imports_only_keras_at_top_level():
 
 
 def test_emitted_module_is_the_same_bytes_under_any_hash_seed():
-    code = ("import planc; from planc.targets.keras_module import emit_keras_module; "
-            "import sys; sys.stdout.write(emit_keras_module(planc.loads(sys.argv[1], "
-            "file='t.kd')))")
+    code = ("import planc; from planc.targets.keras_module import module_text; "
+            "import sys; sys.stdout.write(module_text(planc.loads(sys.argv[1], "
+            "file='t.kd').ir))")
     text = MESH + PLANS["full, first, literals and default"]
     runs = {subprocess.run([sys.executable, "-c", code, text], capture_output=True, text=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
             for seed in ("0", "1")}
-    assert len(runs) == 1 and runs.pop() == emit_keras_module(planc.loads(text, file="t.kd"))
+    assert len(runs) == 1 and runs.pop() == emit(planc.loads(text, file="t.kd"))
 
 
 def p311(text: str, variables=None):
     with pytest.raises(planc.PlanError) as caught:
-        emit_keras_module(planc.loads(text, file="t.kd"), variables=variables)
+        emit(planc.loads(text, file="t.kd"), variables=variables)
     return caught.value
 
 
@@ -258,7 +265,7 @@ def test_a_shape_dependent_rule_with_a_model_becomes_one_exact_key_per_variable(
                        '    default -> replicated\n}\n', file="t.kd")
     variables = [Variable("a/kernel", (8, 6)), Variable("b/kernel", (6, 8)),
                  Variable("b/bias", (8,))]
-    layouts = layouts_of(emit_keras_module(plan, variables))["VARIABLE_LAYOUTS"]
+    layouts = layouts_of(emit(plan, variables))["VARIABLE_LAYOUTS"]
     assert layouts == {"^(?:a/kernel)$": ("model", None), "^(?:b/kernel)$": (None, "model")}
     for v in variables:
         for mode in ("search", "fullmatch"):
@@ -279,7 +286,7 @@ def test_an_output_rule_with_an_end_anchor_is_p311():
 def test_output_rules_are_layer_path_keys_followed_by_output():
     plan = planc.loads(MESH + 'outputs {\n    "ffw" -> (batch, _, model)\n'
                        '    default -> (batch, ...)\n}\n', file="t.kd")
-    layouts = layouts_of(emit_keras_module(plan))["OUTPUT_LAYOUTS"]
+    layouts = layouts_of(emit(plan))["OUTPUT_LAYOUTS"]
     for mode in ("search", "fullmatch"):
         assert keras_lookup(layouts, "ffw/output", mode) == ("batch", None, "model")
         assert keras_lookup(layouts, "head/output", mode) == ("batch",)
@@ -287,7 +294,7 @@ def test_output_rules_are_layer_path_keys_followed_by_output():
 
 
 def test_blocks_are_kept_as_a_comment():
-    text = emit_keras_module(planc.loads(MESH + 'layout {\n    "w" -> (_, model[16])\n}\n',
+    text = emit(planc.loads(MESH + 'layout {\n    "w" -> (_, model[16])\n}\n',
                                          file="t.kd"))
     assert layouts_of(text)["VARIABLE_LAYOUTS"] == {"^(?:w)$": (None, "model")}
     assert "(_, model[16])" in text and "blocks" in text
@@ -297,7 +304,7 @@ def test_compile_target_keras_writes_the_module(plan_file, tmp_path, capsys):
     path = plan_file(MESH + 'layout {\n    ".*kernel" -> (_, model)\n}\n')
     out = tmp_path / "plan_keras.py"
     assert planc_main(["compile", str(path), "--target", "keras", "-o", str(out)]) == 0
-    assert out.read_text() == emit_keras_module(planc.load_plan(path))
+    assert out.read_text() == emit(planc.load_plan(path))
 
 
 def test_compile_target_keras_reports_p311_and_writes_nothing(plan_file, tmp_path, capsys):
@@ -315,7 +322,7 @@ def emitted_module(plan, tmp_path):
     import importlib.util
 
     path = tmp_path / "plan_keras.py"
-    path.write_text(emit_keras_module(plan))
+    path.write_text(emit(plan))
     spec = importlib.util.spec_from_file_location("plan_keras", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

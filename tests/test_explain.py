@@ -19,7 +19,7 @@ from helpers import read_pty
 
 import planc
 from planc.cli import main
-from planc.resolve.resolver import Resolver
+from planc.resolve import Resolver
 from planc.sources import load_variables, write_manifest
 from planc.variables import Variable
 
@@ -306,3 +306,76 @@ def test_var_for_a_path_not_in_the_model_suggests_close_ones(capsys):
     code, out, err = explain(capsys, *DEMO, "--var", "decoder_block_3/attention/ky/kernel")
     assert code == 2 and out == ""
     assert "did you mean `decoder_block_3/attention/key/kernel`" in err
+
+
+# ------------------------------------------------------------- the resolver's decision
+
+_DECISIONS = [  # (plan after the mesh, path, rank, reason)
+    ('layout {\n    ".*kernel" -> (_, model)\n    "dense/kernel" -> (model, _)\n}\n',
+     "dense/kernel", 2, "literal"),
+    ('layout {\n    ".*kernel" -> (_, model)\n}\n', "dense/kernel", 2, "only"),
+    ('overlap first\nlayout {\n    ".*kernel" -> (_, model)\n    "dense.*" -> (model, _)\n}\n',
+     "dense/kernel", 2, "first"),
+    ('layout {\n    ".*kernel" -> (_, model)\n    "dense.*" -> (model, _)\n}\n',
+     "dense/kernel", 2, "ambiguous"),
+    ('layout {\n    "x" -> (model, _)\n    default -> replicated\n}\n', "dense/kernel", 2,
+     "default"),
+    ('layout {\n    "x" -> (model, _)\n}\n', "dense/kernel", 2, "none"),
+    ('layout {\n    "x" -> (model, _)\n}\n', "dense/bias", 1, "none"),
+]
+
+
+@pytest.mark.parametrize("body, path, rank, reason", _DECISIONS)
+def test_the_trace_reads_the_resolvers_one_decision(body, path, rank, reason):
+    from planc.resolve import Reason, trace
+
+    resolver = Resolver(planc.loads(MESH + body).ir)
+    var = Variable(path, (8,) * rank)
+    hits = resolver.matcher.match(path)
+    winner, why = resolver.decide(path, hits)
+    assert why is Reason(reason)
+    info = trace(resolver, var)
+    assert info["reason"] == reason and info["why"] == why.sentence(winner, hits, rank)
+    assert (info["winner"] is None) == (winner is None)
+    # resolve() lays the variable out by the same decision.
+    assert resolver.resolve(var)[0].rule is winner
+
+
+def test_an_unmatched_variable_is_a_p301_error_as_a_matrix_and_a_note_as_a_vector():
+    from planc.resolve import Reason
+
+    resolver = Resolver(planc.loads(MESH + 'layout {\n    "x" -> (model, _)\n}\n').ir)
+    assert Reason.UNMATCHED.sentence(None, (), 2).endswith("reported as an error (P301)")
+    assert Reason.UNMATCHED.sentence(None, (), 1).endswith("reported as a note (P301)")
+    assert resolver.resolve(Variable("w", (8, 8)))[1][0].is_error
+    assert not resolver.resolve(Variable("b", (8,)))[1][0].is_error
+
+
+def test_decisions_that_report_nothing_data_parallel_and_unnamed_outputs():
+    from planc.resolve import Reason
+
+    dp = Resolver(planc.loads("mesh(batch = auto)\ndata_parallel\n").ir)
+    assert dp.decide("dense/kernel", ()) == (None, Reason.DATA_PARALLEL)
+    assert dp.resolve(Variable("dense/kernel", (8, 8)))[1] == []
+    outputs = Resolver(planc.loads(MESH + 'layout {\n    default -> replicated\n}\n'
+                                   'outputs {\n    "x" -> (batch, _)\n}\n').ir, "outputs")
+    assert outputs.section == "outputs"
+    assert outputs.decide("dense", ()) == (None, Reason.LEFT_TO_XLA)
+    assert outputs.winner("dense") == (None, [])
+
+
+def test_fit_says_why_each_alternative_before_the_taken_one_failed():
+    from planc.resolve import trace
+
+    resolver = Resolver(planc.loads(MESH + 'layout {\n    "w" -> (model, _, _) | (model, _) '
+                                    '| (_, model) | replicated\n}\n').ir)
+    rule = resolver.rules[0]
+    layout, taken, misfits = resolver.fit(rule, (2, 8))
+    assert (layout.axes, taken) == ((None, "model"), 2)
+    assert [(m.alternative, m.dim) for m in misfits] == [(0, None), (1, 0)]
+    assert resolver.indivisible_text(rule.layout.alternatives[1], Variable("w", (2, 8)),
+                                     misfits[1]) == \
+        "dimension 0 of `w` (size 2) is not divisible by `model` (size 4)"
+    info = trace(resolver, Variable("w", (2, 8)))
+    assert [a["status"] for a in info["alternatives"]] == ["failed", "failed", "taken",
+                                                           "not tried"]

@@ -15,11 +15,14 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planc.syntax import ast
-from planc import matching
 from planc.diagnostics import PlanError
 from planc.matching import PatternProblem, check_pattern
-from planc.syntax.parser import _lark, parse
+from planc.matching.simple_reader import _simple_tree
+from planc.matching.translate import (_options, _re2_accepts, _Refused, _translate,
+                                      _translate_fully)
+from planc.syntax import ast
+from planc.syntax.grammar import positioned_parser
+from planc.syntax.parser import parse
 
 PLANS = Path(__file__).resolve().parent.parent / "plans"
 
@@ -56,7 +59,7 @@ patterns = st.recursive(
 def _outcome(translate, pattern):
     try:
         return translate(pattern)
-    except matching._Refused as refused:
+    except _Refused as refused:
         return refused.problem
 
 
@@ -65,8 +68,7 @@ def _outcome(translate, pattern):
 @settings(max_examples=300, deadline=None)
 @given(pattern=patterns)
 def test_every_pattern_translates_as_through_pythons_parser(pattern):
-    assert _outcome(matching._translate, pattern) == _outcome(matching._translate_fully,
-                                                               pattern)
+    assert _outcome(_translate, pattern) == _outcome(_translate_fully, pattern)
 
 
 @pytest.mark.parametrize("pattern", [
@@ -76,8 +78,8 @@ def test_every_pattern_translates_as_through_pythons_parser(pattern):
     "(query|key|value)/kernel", "a(b(c(d|e)|cf)|bg)",
 ])
 def test_alternatives_sharing_a_prefix_translate_as_through_pythons_parser(pattern):
-    assert matching._simple_tree(pattern) is not None
-    assert matching._translate(pattern) == matching._translate_fully(pattern)
+    assert _simple_tree(pattern) is not None
+    assert _translate(pattern) == _translate_fully(pattern)
 
 
 @pytest.mark.parametrize("pattern", [
@@ -85,7 +87,7 @@ def test_alternatives_sharing_a_prefix_translate_as_through_pythons_parser(patte
     r"model\.layers\.\d+\.mlp\.(gate|up)_proj\.weight", ".*kernel", "[^/]+/bias$", "",
 ])
 def test_usual_rule_patterns_take_the_simple_path(pattern):
-    assert matching._simple_tree(pattern) is not None
+    assert _simple_tree(pattern) is not None
 
 
 @pytest.mark.parametrize("pattern", [
@@ -93,14 +95,14 @@ def test_usual_rule_patterns_take_the_simple_path(pattern):
     "[ab", "(?P<n>a)", r"\N{EM DASH}",
 ])
 def test_patterns_beyond_the_simple_reader_take_the_full_path(pattern):
-    assert matching._simple_tree(pattern) is None
+    assert _simple_tree(pattern) is None
 
 
 @settings(max_examples=200, deadline=None)
 @given(pattern=patterns)
 def test_what_the_simple_path_accepts_compiles_in_re2(pattern):
-    if matching._simple_tree(pattern) is not None:
-        re2.compile(matching._translate(pattern), matching._options())
+    if _simple_tree(pattern) is not None:
+        re2.compile(_translate(pattern), _options())
 
 
 @pytest.mark.parametrize("unit", [
@@ -109,12 +111,12 @@ def test_what_the_simple_path_accepts_compiles_in_re2(pattern):
 ])
 def test_simple_patterns_as_large_as_the_unchecked_bounds_compile_in_re2(unit):
     pattern = unit
-    while matching._re2_accepts(matching._translate(pattern + unit)):
+    while _re2_accepts(_translate(pattern + unit)):
         pattern += unit
-    assert matching._simple_tree(pattern) is not None
-    options = matching._options()
+    assert _simple_tree(pattern) is not None
+    options = _options()
     options.max_mem = 1 << 20  # a 64th of what planc gives RE2: a wide margin
-    re2.compile(matching._translate(pattern), options)
+    re2.compile(_translate(pattern), options)
 
 
 def test_a_variable_width_lookbehind_is_invalid_after_an_unsupported_construct_too():
@@ -180,7 +182,7 @@ def _where(span_or_meta):
 @pytest.mark.parametrize("text", [EVERY_CONSTRUCT] + [p.read_text() for p in
                                                       sorted(PLANS.glob("*.kd"))])
 def test_ast_spans_are_larks_own_positions(text):
-    tree = _lark().parse(text)  # lark's parse tree, positions by propagate_positions
+    tree = positioned_parser().parse(text)  # lark's tree, positions by propagate_positions
     module = parse(text, "t.kd")
     assert [_where(s.span) for s in module.statements] == [_where(t.meta)
                                                            for t in tree.children]

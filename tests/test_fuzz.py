@@ -111,3 +111,15 @@ def test_fuzz_command_runs_the_cases_it_is_asked_for_and_reports_the_count(capsy
     assert fuzz.main(["--cases", "30", "--jobs", "1", "--no-extras"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("planc fuzz: 30 cases in ") and first.endswith(", 0 failing")
+
+
+def test_fuzz_command_says_how_long_it_will_run_before_it_starts(capsys):
+    assert fuzz.main(["--cases", "30", "--jobs", "1", "--no-extras"]) == 0
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("planc fuzz: 30 cases on 1 process; about ")
+    assert "(timed on 30 cases)" in first
+
+
+def test_fuzz_command_is_silent_until_the_result_when_quiet(capsys):
+    assert fuzz.main(["--cases", "30", "--jobs", "1", "--no-extras", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

@@ -20,6 +20,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import planc  # noqa: E402
 from planc.targets import jax as backend  # noqa: E402
+from planc.targets.devices import _device_grid  # noqa: E402
 
 import models_jax  # noqa: E402
 
@@ -97,14 +98,14 @@ def test_mesh_with_slices_places_each_slice_as_a_contiguous_block():
 def test_device_grid_groups_devices_by_slice_index():
     fake = [SimpleNamespace(id=i, platform="cpu", device_kind="cpu", process_index=0,
                             slice_index=i % 2) for i in range(8)]
-    grid = backend._device_grid((4, 2), (2, 1), fake)
+    grid = _device_grid((4, 2), (2, 1), fake)
     assert [[d.id for d in row] for row in grid] == [[0, 2], [4, 6], [1, 3], [5, 7]]
 
 
 def test_device_grid_groups_devices_by_process_without_slice_indices():
     fake = [SimpleNamespace(id=i, platform="cpu", device_kind="cpu", process_index=i // 4)
             for i in range(8)]
-    grid = backend._device_grid((2, 4), (1, 2), fake)
+    grid = _device_grid((2, 4), (1, 2), fake)
     assert [[d.id for d in row] for row in grid] == [[0, 1, 4, 5], [2, 3, 6, 7]]
 
 
@@ -278,7 +279,7 @@ def test_init_creates_parameters_with_the_plan_shardings():
 
 def test_init_compiles_with_out_shardings_so_no_device_holds_a_full_copy():
     plan = planc.loads(BIG)
-    jitted, out = backend.init_jit(plan, _big, jax.random.key(0))
+    jitted, out = backend.init_jit(plan.ir, _big, jax.random.key(0))
     compiled = jitted.lower(jax.random.key(0)).compile()
     assert compiled.output_shardings["w"].spec == P("data", "model")
     # Per device, the program's outputs and temporaries together stay below the size of

@@ -16,6 +16,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 import planc  # noqa: E402
 from planc import keras_api  # noqa: E402
 from planc.targets import keras as backend  # noqa: E402
+from planc.targets.keras_env import INSTALL_HINT  # noqa: E402
 from planc.resolve.resolver import Resolver  # noqa: E402
 from planc.variables import Variable  # noqa: E402
 
@@ -52,9 +53,9 @@ def test_device_mesh_keeps_a_multi_slice_order_that_is_not_row_major():
 
 def test_device_mesh_resolves_auto_for_the_devices_given():
     plan = planc.loads("mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)")
-    assert backend.device_mesh(plan, jax.devices()[:4]).shape == (2, 2)
+    assert backend.device_mesh(plan.ir, jax.devices()[:4]).shape == (2, 2)
     with pytest.raises(planc.PlanError) as caught:
-        backend.device_mesh(plan, jax.devices()[:3])
+        backend.device_mesh(plan.ir, jax.devices()[:3])
     assert caught.value.errors[0].code == "P201"
 
 
@@ -261,7 +262,7 @@ def test_without_keras_the_api_says_in_one_line_how_to_install_it():
             "except ModuleNotFoundError as e:\n    print(e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
-    assert done.stdout.strip() == backend.INSTALL_HINT
+    assert done.stdout.strip() == INSTALL_HINT
 
 
 # -- scope and module-level functions ----------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 
 import planc
 from planc import limits
-from planc.syntax.printer import format_text
+from planc.check import format_text
 from planc.syntax.parser import MAX_INT_DIGITS
 from planc.resolve.resolver import Resolver
 from planc.variables import Variable

@@ -16,8 +16,10 @@ from planc import limits
 from planc.cli import main
 from planc.cli.common import emit_diagnostics
 from planc.diagnostics import Diagnostic, Severity, Span
-from planc.syntax.printer import format_text
-from planc.syntax.parser import _comments, _lark, _tok_span, parse
+from planc.check import format_text
+from planc.syntax.grammar import positioned_parser
+from planc.syntax.parser import _comments, parse
+from planc.syntax.spans import token_span
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = "mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n"
@@ -110,8 +112,8 @@ def test_comments_are_found_where_the_lexer_finds_them():
             '# d "with quotes"\n\t# e\n')
 
     def by_lexer():
-        return [(_tok_span("f", t), str(t).rstrip()) for t in
-                _lark().lex(text, dont_ignore=True) if t.type == "COMMENT"]
+        return [(token_span("f", t), str(t).rstrip()) for t in
+                positioned_parser().lex(text, dont_ignore=True) if t.type == "COMMENT"]
 
     assert [(c.span, c.text) for c in _comments(text, "f")] == by_lexer()
 

@@ -24,7 +24,7 @@ from helpers import read_pty
 
 import planc
 from planc import PlanError, Severity, Variable
-from planc.resolve.validate import LARGE_REPLICATED_BYTES, Report, human_bytes, validate
+from planc.resolve import LARGE_REPLICATED_BYTES, Report, human_bytes, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMMA = ROOT / "plans" / "models" / "gemma_2b.json"
@@ -386,7 +386,7 @@ def test_plan_resolve_raises_plan_error_on_errors():
 
 def test_validate_reads_a_manifest_path():
     plan = planc.load_plan(ROOT / "plans" / "gemma.kd")
-    report = validate(plan, str(GEMMA), 8)
+    report = validate(plan.ir, str(GEMMA), 8)
     assert isinstance(report, Report) and report.ok
     assert report.layouts["decoder_block_0/attention/key/kernel"].axes == (None, "batch", None)
     assert report.memory.variables == len(report.assignments) == 164
@@ -530,10 +530,10 @@ def test_pure_jax_transformer_with_indivisible_heads_is_reported():
 _PROGRESS_SCRIPT = """
 import planc
 from planc import Variable
-from planc.resolve.validate import validate
+from planc.resolve import validate
 plan = planc.loads('mesh(batch = 8)\\nmodel_parallel(batch = batch)\\n'
                    'layout {\\n    default -> replicated\\n}\\n')
-report = validate(plan, [Variable(f"v{i}", (4,)) for i in range(30000)], progress=True)
+report = validate(plan.ir, [Variable(f"v{i}", (4,)) for i in range(30000)], progress=True)
 print("done", len(report.assignments))
 """
 
@@ -560,6 +560,25 @@ def test_progress_bar_is_drawn_on_a_terminal_for_large_models():
 def test_progress_bar_is_never_drawn_when_stderr_is_not_a_terminal(capfd):
     plan = make_plan("mesh(batch = 8)\nmodel_parallel(batch = batch)\n"
                      "layout {\n    default -> replicated\n}\n")
-    report = validate(plan, [V(f"v{i}", (4,)) for i in range(25_000)], progress=True)
+    report = validate(plan.ir, [V(f"v{i}", (4,)) for i in range(25_000)], progress=True)
     assert len(report.assignments) == 25_000
     assert capfd.readouterr().err == ""
+
+
+# ------------------------------------------------------------------------- layout text
+
+def test_layouts_are_written_as_a_plan_writes_them():
+    from planc.ir import layout_text
+    from planc.resolve import ResolvedLayout, replicated
+
+    plan = make_plan(MESH + 'layout {\n    "w" -> ((batch, model)[2], ...) | replicated\n}\n')
+    layout = plan.ir.rules[0].layout
+    assert [layout_text(a) for a in layout.alternatives] == ["((batch, model)[2], ...)",
+                                                            "replicated"]
+    assert layout.text == "((batch, model)[2], ...) | replicated"
+    resolved = ResolvedLayout((("batch", "model"), None, "model"), (2, 1, 1))
+    assert resolved.text == layout_text(resolved.dims) == "((batch, model)[2], _, model)"
+    # A resolved layout spells out its `_`s; the explain table calls it `replicated`.
+    assert replicated(2).text == "(_, _)" and replicated(0).text == "()"
+    assert layout_text(replicated(2).dims, replicated_word=True) == "replicated"
+    assert layout_text(replicated(0).dims, replicated_word=True) == "()"

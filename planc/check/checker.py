@@ -1,13 +1,13 @@
-"""AST -> Plan IR: every declaration-level problem of DESIGN.md section 2, in one pass.
+"""Statements -> Plan IR: every declaration-level problem, in one pass.
 
-The checker never stops at the first problem: it collects every diagnostic, then raises
-`PlanError` if any is an error. Includes are inlined here, each file keeping its spans.
+The problems are those the README's language reference describes, and its Diagnostics
+section lists. The checker never stops at the first problem: it collects every
+diagnostic, then raises `PlanError` if any is an error. It reads no files: the
+statements come from `planc.syntax.includes`, includes already inlined.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from planc.syntax import ast
@@ -16,79 +16,55 @@ from planc.diagnostics import Diagnostic, Label, PlanError, Span, error
 from planc.check.conditions import evaluate_check, sizes_env
 from planc.check.expression import encode, names_in
 from planc.ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxis, PlanIR,
-                 Rule, Setting, layout_text)
+                      Rule, Setting, layout_text)
 from planc.matching import check_pattern, nesting_too_deep
-from planc.syntax.parser import parse
-from planc.syntax.files import read_plan_text
+from planc.syntax.includes import Collected, Statements, collect
 from planc.diagnostics.did_you_mean import did_you_mean
 
-Overrides = dict  # name -> int | str (from Python) or str (from -D)
 
-
-def check(text: str, file: str = "<string>", overrides: Overrides | None = None, *,
+def check(text: str, file: str = "<string>", overrides: dict | None = None, *,
           allow_include_outside: bool = False) -> PlanIR:
-    """Parse and check plan text into a `PlanIR`, or raise `PlanError` with every problem."""
-    return _Checker(file, overrides or {}, allow_include_outside).run(text)
+    """Parse and check plan text into a `PlanIR`, or raise `PlanError` with every problem.
+
+    `overrides` maps parameter names to values: `int` or `str` from Python, `str` from
+    `-D NAME=VALUE`.
+    """
+    collected = collect(text, file, allow_include_outside=allow_include_outside)
+    return check_statements(collected, overrides)
 
 
-@dataclass
-class _Collected:
-    """Statements of a file and its includes, in file order, grouped by kind."""
+def check_statements(collected: Collected, overrides: dict | None = None) -> PlanIR:
+    """The `PlanIR` of a plan already read (`planc.syntax.includes.collect`), or `PlanError`.
 
-    plan: list = field(default_factory=list)
-    params: list = field(default_factory=list)
-    mesh: list = field(default_factory=list)
-    slices: list = field(default_factory=list)
-    distribution: list = field(default_factory=list)
-    match: list = field(default_factory=list)
-    overlap: list = field(default_factory=list)
-    layout: list = field(default_factory=list)
-    outputs: list = field(default_factory=list)
-    budget: list = field(default_factory=list)
-    checks: list = field(default_factory=list)
-    cluster: list = field(default_factory=list)
-
-
-_KIND = {
-    ast.PlanStmt: "plan", ast.ParamStmt: "params", ast.MeshStmt: "mesh",
-    ast.SlicesStmt: "slices", ast.DataParallelStmt: "distribution",
-    ast.ModelParallelStmt: "distribution", ast.MatchStmt: "match",
-    ast.OverlapStmt: "overlap", ast.LayoutBlock: "layout", ast.OutputsBlock: "outputs",
-    ast.BudgetStmt: "budget", ast.CheckStmt: "checks", ast.ClusterStmt: "cluster",
-}
+    The diagnostics found reading the plan's files are reported with the checker's.
+    """
+    return _Checker(collected.file, overrides or {}).run(collected)
 
 
 _CLUSTER_KEYS = ("coordinator", "processes", "process_id")
 
 
 class _Checker:
-    def __init__(self, file: str, overrides: Overrides, allow_include_outside: bool):
+    """One plan's statements -> IR, gathering every diagnostic on the way."""
+
+    def __init__(self, file: str, overrides: dict):
         self.file = file
         self.overrides = dict(overrides)
-        self.allow_outside = allow_include_outside
         self.diags: list[Diagnostic] = []
-        self.sources: dict[str, str] = {}
-        self.n_files = 0
         self._mesh_names: tuple = (None, frozenset())
         self._scan_budget, self._cell_budget = _HINT_SCANS, _HINT_CELLS
 
     # -- driver -------------------------------------------------------------------------
 
-    def run(self, text: str) -> PlanIR:
-        self.sources[self.file] = text
-        self.total_bytes = len(text.encode("utf-8", "surrogatepass"))
-        try:
-            module = parse(text, self.file)
-        except PlanError as exc:
-            raise PlanError(exc.diagnostics, self.sources) from None
-        got = _Collected()
-        self._collect(module, got, chain=(self._key(self.file),), depth=0)
-        ir = self._build(got)
+    def run(self, collected: Collected) -> PlanIR:
+        self.diags.extend(collected.diagnostics)
+        sources = collected.sources
+        ir = self._build(collected.statements)
         diags = tuple(sorted(self.diags, key=Diagnostic.sort_key))
         if any(d.is_error for d in diags):
-            raise PlanError(diags, dict(self.sources))
+            raise PlanError(diags, dict(sources))
         return ir.__class__(**{**ir.__dict__, "diagnostics": diags,
-                               "sources": tuple(sorted(self.sources.items()))})
+                               "sources": tuple(sorted(sources.items()))})
 
     def err(self, code, message, span, **kw):
         self.diags.append(error(code, message, span, **kw))
@@ -119,112 +95,43 @@ class _Checker:
         self._cell_budget -= cost
         return did_you_mean(word, near)
 
-    @staticmethod
-    def _key(file: str) -> str:
-        try:
-            return str(Path(file).resolve())
-        except (OSError, RuntimeError):  # a symlink loop: RuntimeError before Python 3.13
-            return os.path.normpath(os.path.abspath(file))
-
-    def _collect(self, module: ast.Module, got: _Collected, chain: tuple, depth: int):
-        top = depth == 0
-        for stmt in module.statements:
-            if isinstance(stmt, ast.IncludeStmt):
-                self._include(stmt, module.file, got, chain, depth)
-            elif isinstance(stmt, ast.PlanStmt) and not top:
-                continue  # each file names only itself
-            else:
-                getattr(got, _KIND[type(stmt)]).append(stmt)
-
-    def _include(self, stmt: ast.IncludeStmt, from_file: str, got, chain, depth):
-        base = Path(from_file).parent if from_file not in ("<string>", "") else Path.cwd()
-        if "\0" in stmt.path.value:  # no file system takes it; os calls raise ValueError
-            self.err("P117", f"cannot include `{stmt.path.value}`: the path contains a NUL "
-                     "character", stmt.path.span, label="not a file name")
-            return
-        target = base / stmt.path.value
-        key = self._key(str(target))
-        if depth + 1 > limits.MAX_INCLUDE_DEPTH or self.n_files >= limits.MAX_INCLUDED_FILES:
-            self.err("P125", f"includes nested deeper than {limits.MAX_INCLUDE_DEPTH} or more "
-                     f"than {limits.MAX_INCLUDED_FILES} files", stmt.span, label="too many includes")
-            return
-        if not self.allow_outside:
-            # Text with no file (`loads`) is confined to the working directory's tree.
-            top = self.file if self.file not in ("<string>", "") else os.path.join(os.getcwd(), "_")
-            root = Path(self._key(top)).parent
-            if not Path(key).is_relative_to(root):
-                self.err("P124", f"include of `{stmt.path.value}` leaves the plan's directory "
-                         f"`{root}`", stmt.path.span, label="outside the plan's directory",
-                         help="move the file under the plan's directory, or pass "
-                              "--allow-include-outside (allow_include_outside=True)")
-                return
-        if key in chain:
-            cycle = " -> ".join(Path(c).name for c in chain + (key,))
-            self.err("P116", f"include cycle: {cycle}", stmt.span, label="includes itself again")
-            return
-        try:
-            text = read_plan_text(target)
-        except PlanError as exc:
-            self.diags.extend(exc.diagnostics)
-            self.sources.update(exc.sources)
-            return
-        except OSError as exc:
-            self.err("P117", f"cannot include `{stmt.path.value}`: {exc.strerror or exc}",
-                     stmt.path.span, label="not found", help=f"looked for `{target}`")
-            return
-        # Each file is within its limit; this bounds the work of many large includes.
-        self.total_bytes += len(text.encode("utf-8"))
-        if self.total_bytes > limits.MAX_TOTAL_BYTES:
-            self.err("P125", f"the plan and its includes are larger than "
-                     f"{limits.MAX_TOTAL_BYTES} bytes together", stmt.span,
-                     label="one include too many")
-            return
-        name = str(target)
-        self.sources[name] = text
-        self.n_files += 1
-        try:
-            module = parse(text, name)
-        except PlanError as exc:
-            self.diags.extend(exc.diagnostics)
-            return
-        self._collect(module, got, chain + (key,), depth + 1)
-
     # -- building the IR ------------------------------------------------------------------
 
-    def _build(self, got: _Collected) -> PlanIR:
-        name = self._plan_name(got)
-        params = self._params(got)
-        distribution, dist_stmt = self._distribution(got)
-        mesh = self._mesh(got, params, distribution)
+    def _build(self, statements: Statements) -> PlanIR:
+        name = self._plan_name(statements)
+        params = self._params(statements)
+        distribution, dist_stmt = self._distribution(statements)
+        mesh = self._mesh(statements, params, distribution)
         axis_names = set(mesh.names)
         for pname, (stmt, _) in params.items():
             if pname in axis_names:
                 self.err("P121", f"`{pname}` is both a parameter and a mesh axis", stmt.name.span,
                          label="parameter declared here", help="rename the parameter, e.g. "
                          f"`{pname}_size`; in a `check`, an axis name stands for its size")
-        mesh = self._slices(got, params, mesh)
+        mesh = self._slices(statements, params, mesh)
         batch_axes = self._batch_axes(dist_stmt, distribution, mesh)
-        match = self._mode(got.match, "match", ("full", "search"), "full")
-        overlap = self._mode(got.overlap, "overlap", ("error", "first"), "error")
+        match = self._mode(statements.match, "match", ("full", "search"), "full")
+        overlap = self._mode(statements.overlap, "overlap", ("error", "first"), "error")
         # Counted before any pattern is compiled, so a flood of rules costs no regex work.
-        every = [r for block in got.layout + got.outputs for r in block.rules]
+        every = [r for section in statements.layout + statements.outputs for r in section.rules]
         if len(every) > limits.MAX_RULES:
             self.err("P125", f"{len(every)} rules (limit {limits.MAX_RULES})",
                      every[limits.MAX_RULES].span, label="one rule too many")
             rules, default, outputs, outputs_default = (), None, (), None
         else:
-            rules, default = self._rules(got.layout, mesh, "layout", distribution)
-            outputs, outputs_default = self._rules(got.outputs, mesh, "outputs", distribution)
-        budget = self._budget(got, params)
-        checks = self._checks(got, params, mesh)
-        cluster = self._cluster(got, params)
+            rules, default = self._rules(statements.layout, mesh, "layout", distribution)
+            outputs, outputs_default = self._rules(statements.outputs, mesh, "outputs",
+                                                   distribution)
+        budget = self._budget(statements, params)
+        checks = self._checks(statements, params, mesh)
+        cluster = self._cluster(statements, params)
         return PlanIR(
             name=name, file=self.file,
             params=tuple((k, v) for k, (_, v) in params.items()),
             mesh=mesh, distribution=distribution, batch_axes=batch_axes, match=match,
             overlap=overlap, rules=rules, default=default, outputs=outputs,
             outputs_default=outputs_default, budget=budget, checks=checks, cluster=cluster,
-            layout_span=_header(got.layout[0]) if got.layout else None,
+            layout_span=_header(statements.layout[0]) if statements.layout else None,
         )
 
     def _once(self, stmts: list, what: str) -> None:
@@ -233,18 +140,18 @@ class _Checker:
                      label="repeated here", secondary=(Label(stmts[0].span, "first given here"),),
                      help=f"a plan has at most one {what}")
 
-    def _plan_name(self, got) -> str:
-        self._once(got.plan, "`plan` name")
-        if got.plan:
-            return got.plan[0].name.text
+    def _plan_name(self, statements) -> str:
+        self._once(statements.plan, "`plan` name")
+        if statements.plan:
+            return statements.plan[0].name.text
         stem = Path(self.file).stem
         return stem if self.file not in ("<string>", "") else "plan"
 
     # params -------------------------------------------------------------------------------
 
-    def _params(self, got) -> dict[str, tuple[ast.ParamStmt, int | str]]:
+    def _params(self, statements) -> dict[str, tuple[ast.ParamStmt, int | str]]:
         params: dict[str, tuple[ast.ParamStmt, int | str]] = {}
-        for stmt in got.params:
+        for stmt in statements.params:
             pname = stmt.name.text
             if pname in params:
                 self.err("P120", f"parameter `{pname}` is declared more than once", stmt.name.span,
@@ -319,17 +226,17 @@ class _Checker:
 
     # mesh -------------------------------------------------------------------------------------
 
-    def _mesh(self, got, params, distribution) -> Mesh:
-        self._once(got.mesh, "`mesh`")
-        if not got.mesh:
+    def _mesh(self, statements, params, distribution) -> Mesh:
+        self._once(statements.mesh, "`mesh`")
+        if not statements.mesh:
             # Without any distribution statement, P114 "no distribution" already says it.
-            if distribution == "model_parallel" and got.distribution:
+            if distribution == "model_parallel" and statements.distribution:
                 self.err("P114", "a `model_parallel` plan needs a `mesh(...)` statement",
-                         got.distribution[0].span,
+                         statements.distribution[0].span,
                          label="no mesh declared",
                          help="add e.g. `mesh(batch = auto, model = 2)`")
             return Mesh((MeshAxis("batch", None),), None)
-        stmt = got.mesh[0]
+        stmt = statements.mesh[0]
         if not stmt.axes:
             self.err("P112", "a mesh needs at least one axis", stmt.span, label="empty mesh",
                      help="e.g. `mesh(batch = auto)`")
@@ -358,12 +265,12 @@ class _Checker:
                      help="give this axis a size or a parameter")
         return Mesh(tuple(axes), stmt.span)
 
-    def _slices(self, got, params, mesh: Mesh) -> Mesh:
-        self._once(got.slices, "`slices`")
-        if not got.slices:
+    def _slices(self, statements, params, mesh: Mesh) -> Mesh:
+        self._once(statements.slices, "`slices`")
+        if not statements.slices:
             return mesh
         counts: dict[str, int] = {}
-        for kw in got.slices[0].items:
+        for kw in statements.slices[0].items:
             n = kw.name.text
             if n not in self._axis_set(mesh):
                 self._unknown_axis(kw.name, mesh)
@@ -389,17 +296,18 @@ class _Checker:
 
     # distribution ---------------------------------------------------------------------------
 
-    def _distribution(self, got):
-        self._once(got.distribution, "distribution (`data_parallel` or `model_parallel`)")
-        if not got.distribution:
-            first = next(iter(got.mesh or got.layout or got.params or got.plan), None)
+    def _distribution(self, statements):
+        self._once(statements.distribution, "distribution (`data_parallel` or `model_parallel`)")
+        if not statements.distribution:
+            first = next(iter(statements.mesh or statements.layout or statements.params
+                              or statements.plan), None)
             self.err("P114", "the plan declares no distribution", first.span if first else
                      Span(self.file, 1, 1, 1, 2), label="expected `data_parallel` or "
                      "`model_parallel(batch = ...)` in this plan",
                      help="add `data_parallel` (replicate every variable) or "
                           "`model_parallel(batch = AXIS)`")
             return "model_parallel", None
-        stmt = got.distribution[0]
+        stmt = statements.distribution[0]
         if isinstance(stmt, ast.DataParallelStmt):
             return "data_parallel", stmt
         return "model_parallel", stmt
@@ -440,18 +348,18 @@ class _Checker:
 
     # rules --------------------------------------------------------------------------------
 
-    def _rules(self, blocks, mesh, kind, distribution):
+    def _rules(self, sections, mesh, kind, distribution):
         rules: list[Rule] = []
         default: Rule | None = None
         default_stmt = None
         seen: dict[str, ast.PatternRule] = {}
-        for block in blocks:
-            if distribution == "data_parallel" and block.rules:
-                self.err("P115", f"a `{kind}` block under `data_parallel`", block.span,
+        for section in sections:
+            if distribution == "data_parallel" and section.rules:
+                self.err("P115", f"a `{kind}` block under `data_parallel`", section.span,
                          label="these rules would never apply",
                          help="`data_parallel` replicates every variable; use "
                               "`model_parallel(batch = ...)` to lay variables out")
-            for r in block.rules:
+            for r in section.rules:
                 layout = self._layout(r.layout, mesh)
                 if isinstance(r, ast.DefaultRule):
                     if default_stmt is not None:
@@ -547,11 +455,11 @@ class _Checker:
 
     # budget, checks, cluster -------------------------------------------------------------------
 
-    def _budget(self, got, params) -> Budget | None:
-        self._once(got.budget, "`budget`")
-        if not got.budget:
+    def _budget(self, statements, params) -> Budget | None:
+        self._once(statements.budget, "`budget`")
+        if not statements.budget:
             return None
-        stmt = got.budget[0]
+        stmt = statements.budget[0]
         per_device, state = None, 1
         for kw in stmt.args:
             key = kw.name.text
@@ -570,10 +478,10 @@ class _Checker:
             return None
         return Budget(per_device, state, stmt.span)
 
-    def _checks(self, got, params, mesh: Mesh) -> tuple[Check, ...]:
+    def _checks(self, statements, params, mesh: Mesh) -> tuple[Check, ...]:
         out = []
         env = sizes_env(dict((k, v) for k, (_, v) in params.items()), mesh)
-        for stmt in got.checks:
+        for stmt in statements.checks:
             names = []
             ok = self._check_names(stmt.expr, params, mesh, names)
             if not ok:
@@ -634,11 +542,11 @@ class _Checker:
         return None
 
 
-    def _cluster(self, got, params) -> Cluster | None:
-        self._once(got.cluster, "`cluster`")
-        if not got.cluster:
+    def _cluster(self, statements, params) -> Cluster | None:
+        self._once(statements.cluster, "`cluster`")
+        if not statements.cluster:
             return None
-        stmt = got.cluster[0]
+        stmt = statements.cluster[0]
         values: dict[str, Setting] = {}
         for kw in stmt.args:
             key = kw.name.text
@@ -672,9 +580,9 @@ def _listing(names, limit: int = 10) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _header(block) -> Span:
-    """The `layout {` part of a block, so a diagnostic does not underline the whole block."""
-    s = block.span
+def _header(section) -> Span:
+    """The `layout` keyword of a section, so a diagnostic does not underline all of it."""
+    s = section.span
     return Span(s.file, s.line, s.column, s.line, s.column + len("layout"))
 
 

@@ -10,6 +10,7 @@ import os
 import sys
 
 from planc.diagnostics import Diagnostic, PlanError, Severity
+from planc.fileio import os_error_text
 
 EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
 
@@ -56,10 +57,8 @@ def load(path: str, defines: dict, allow_outside: bool):
         plan = load_plan(path, allow_include_outside=allow_outside, **defines)
     except PlanError as exc:
         return None, list(exc.diagnostics), exc.sources
-    except IsADirectoryError:
-        raise UsageError(f"cannot read {path}: is a directory") from None
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {path}: {os_error_text(exc)}") from None
     return plan, list(plan.diagnostics), plan.ir.source_dict
 
 

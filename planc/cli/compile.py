@@ -1,9 +1,109 @@
-"""`planc compile`."""
+"""`planc compile`: a plan as a file people run.
+
+    planc compile PLAN [-D NAME=VALUE ...] [--model SRC] [--devices N]
+                  [--target jax|keras|json] [-o FILE]
+
+- `--target jax` (default) writes a Python module that needs only `jax`, `numpy` and
+  `re` (`planc.targets.jax_module`).
+- `--target keras` writes a module that needs only `keras` (`planc.targets.keras_module`).
+- `--target json` writes the resolved plan as JSON, schema `planc.compiled/1`
+  (`planc.targets.compiled_json`).
+
+With `--model`, the plan is resolved against the model's variables first: any error
+(an unmatched matrix, an ambiguous match, a rank or divisibility misfit) refuses the
+output (exit 1, diagnostics on stderr, nothing written); otherwise the resolved table
+is embedded. `--devices N` binds `auto` for N devices before anything else, so the
+table's divisibility checks cover every axis.
+
+The output depends only on the plan and the model: it is byte-identical across runs
+and `PYTHONHASHSEED` values. `-o FILE` is written atomically (`planc.fileio.atomic_write`):
+on any error no file is created and an existing one is left as it was. Without `-o`
+the output goes to stdout; diagnostics always go to stderr.
+"""
 
 from __future__ import annotations
 
+import sys
+
+from planc.cli.common import (EXIT_OK, EXIT_PLAN, UsageError, emit_diagnostics, load,
+                              load_model, parse_defines, parse_devices)
+from planc.diagnostics import Diagnostic, PlanError, Severity, error
+from planc.ir import PlanIR
+
 
 def run(args) -> int:
-    from planc.targets.compiled_json import run_compile
+    """The `planc compile` command; returns the exit code (0, 1 plan errors, 2 usage)."""
 
-    return run_compile(args)
+    def report(diags, sources) -> None:
+        shown = [d for d in diags if d.severity is not Severity.NOTE]
+        if shown:
+            # Never to -o FILE: that is where the compiled output belongs.
+            emit_diagnostics(shown, sources, args, stream=sys.stderr, to_file=False)
+
+    defines = parse_defines(args.defines)
+    counts = parse_devices(getattr(args, "devices", None))
+    if len(counts) > 1:
+        raise UsageError(f"compile takes one device count, not `{args.devices}`")
+    plan, diags, sources = load(args.plan, defines, getattr(args, "allow_include_outside", False))
+    if plan is None:
+        report(diags, sources)
+        return EXIT_PLAN
+    try:
+        if counts:
+            plan = plan.with_devices(counts[0])
+        ir = plan.ir
+        resolution = None
+        if args.model:
+            from planc.resolve.resolver import Resolver
+
+            resolution = Resolver(ir).resolve_all(load_model(args.model))
+            found = list(resolution.diagnostics)
+            diags = diags + found
+            errors = sum(1 for d in found if d.is_error)
+            if errors:
+                report(diags + [_refusal(ir, errors, args.model)], sources)
+                return EXIT_PLAN
+        text = _render(args.target, ir, resolution)
+    except PlanError as exc:
+        report(list(exc.diagnostics), exc.sources or sources)
+        return EXIT_PLAN
+    report(diags, sources)
+    _write(args.output, text)
+    return EXIT_OK
+
+
+def _refusal(ir: PlanIR, errors: int, model: str) -> Diagnostic:
+    span = ir.layout_span or ir.mesh.span
+    return error("P313", f"not compiled: the plan has {errors} error"
+                 f"{'s' if errors != 1 else ''} against the model `{model}`", span,
+                 label="plan", help="fix the errors above; `planc explain` shows the "
+                                    "layout of every variable")
+
+
+def _render(target: str, ir: PlanIR, resolution) -> str:
+    """The text `target` writes for `ir` (and the model resolved against it)."""
+    if target == "json":
+        from planc.targets.compiled_json import compiled_json
+
+        return compiled_json(ir, resolution)
+    if target == "keras":
+        try:
+            from planc.targets.keras_module import module_text
+        except ImportError as exc:
+            raise UsageError(f"keras target not available: {exc}") from None
+    else:
+        from planc.targets.jax_module import module_text
+    return module_text(ir, resolution)
+
+
+def _write(path: str | None, text: str) -> None:
+    if not path:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from planc.fileio import atomic_write, os_error_text
+
+    try:
+        atomic_write(path, text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {os_error_text(exc)}") from None

@@ -1,9 +1,79 @@
-"""`planc explain`."""
+"""`planc explain PLAN --model SRC [--devices N] [--var PATH] [--format text|json]`.
+
+The layout every variable gets, what it costs, and why (`planc.reports.explain`), or,
+with `--var`, how one variable is resolved (`planc.resolve.tracing`). Exit codes as
+`planc lint`: 0 clean, 1 errors, 2 a bad command line or unreadable input.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+
+from planc.cli.common import (UsageError, emit_diagnostics, exit_code, load, load_model,
+                              parse_defines, parse_devices, use_color)
+from planc.diagnostics import Diagnostic
+from planc.diagnostics.did_you_mean import similar
+from planc.variables import Variable
+
 
 def run(args) -> int:
-    from planc.reports.explain import run_explain
+    """Run `planc explain` for parsed `args`; returns the exit code."""
+    from planc.reports.explain import document, trace_text, variable_row, variables_text
+    from planc.resolve import trace_in_report, validate
 
-    return run_explain(args)
+    defines = parse_defines(args.defines)
+    counts = parse_devices(args.devices)
+    if len(counts) > 1:
+        raise UsageError(f"explain takes one device count, got `{args.devices}`; "
+                         "use `planc lint --devices` to check several")
+    devices = counts[0] if counts else None
+    plan, found, sources = load(args.plan, defines, args.allow_include_outside)
+    if plan is None:
+        emit_diagnostics(found, sources, args)
+        return exit_code(found)
+    variables = load_model(args.model)
+    var = _find(variables, args.var) if args.var is not None else None
+    progress = args.format == "text" and sys.stderr.isatty()
+    report = validate(plan.ir, variables, devices, progress=progress)
+    sources = {**sources, **report.sources}
+    color = use_color(args.color, sys.stdout)
+
+    if var is not None:
+        diags, info = trace_in_report(report, var, devices)
+        diags = sorted(list(found) + diags, key=Diagnostic.sort_key)
+        if args.format == "json":
+            doc = document(plan, report, diags, [variable_row(report, var)])
+            doc["trace"] = info
+            _write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        else:
+            _write(trace_text(plan, report, info, color))
+            emit_diagnostics(diags, sources, args)
+        return exit_code(diags)
+
+    diags = sorted(list(found) + list(report.diagnostics), key=Diagnostic.sort_key)
+    if args.format == "json":
+        doc = document(plan, report, diags, report.variable_dicts())
+        _write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        return exit_code(diags)
+    # A blank line between the summary and the diagnostics.
+    _write(variables_text(plan, report, color) + ("\n" if diags else ""))
+    if diags:
+        emit_diagnostics(diags, sources, args)
+    return exit_code(diags)
+
+
+def _write(text: str) -> None:
+    # Flushed before the diagnostics, which may go to the same terminal another way.
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _find(variables, path: str) -> Variable:
+    for v in variables:
+        if v.path == path:
+            return v
+    close = similar(path, [v.path for v in variables])
+    hint = ("; did you mean " + ", ".join(f"`{c}`" for c in close) + "?") if close else \
+        "; `planc inspect SRC` lists the variables"
+    raise UsageError(f"the model has no variable `{path}`{hint}")

@@ -1,6 +1,14 @@
-"""Did-you-mean: the closest known word to a misspelt one."""
+"""Did-you-mean: the known names nearest to a misspelt one.
+
+Two measures for two kinds of name: `closest` (edit distance, an adjacent swap counting
+as one edit) for short words such as keywords, axes and params, where a typo is one or
+two edits; `similar` (difflib's ratio) for long paths such as variable names, where
+what matters is how much of the path is shared.
+"""
 
 from __future__ import annotations
+
+import difflib
 
 
 def distance(a: str, b: str) -> int:
@@ -41,3 +49,12 @@ def closest(word: str, choices) -> str | None:
 def did_you_mean(word: str, choices) -> str | None:
     c = closest(word, choices)
     return f"did you mean `{c}`?" if c else None
+
+
+def similar(path: str, choices, n: int = 3) -> list[str]:
+    """Up to `n` of `choices` that share most of `path`, best first.
+
+    >>> similar("dense/kernal", ["dense/kernel", "dense/bias", "head/kernel"])
+    ['dense/kernel', 'dense/bias', 'head/kernel']
+    """
+    return difflib.get_close_matches(path, list(choices), n=n, cutoff=0.6)

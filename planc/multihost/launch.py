@@ -3,7 +3,7 @@
     planc launch -n 2 --devices-per-process 4 -- python train.py
 
 starts N copies of the command, each told where it sits in the cluster the way Keras
-and `planc.cluster.initialize` read it (`KERAS_DISTRIBUTION_JOB_ADDRESSES` with a
+and `planc.multihost.cluster.initialize` read it (`KERAS_DISTRIBUTION_JOB_ADDRESSES` with a
 coordinator on a free loopback port, `KERAS_DISTRIBUTION_NUM_PROCESSES`,
 `KERAS_DISTRIBUTION_PROCESS_ID`) with K simulated CPU devices each. Their output is
 streamed line by line, prefixed by process id. The first process that fails stops the
@@ -15,7 +15,6 @@ Nothing here imports jax.
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import socket
@@ -33,6 +32,10 @@ EXIT_TERMINATED = 143
 MAX_PROCESSES = 256
 _POLL = 0.05
 _DEVICE_FLAG = "--xla_force_host_platform_device_count"
+
+
+class LaunchError(Exception):
+    """The command cannot be started (not found, not executable); nothing is left running."""
 
 
 class _Terminated(Exception):
@@ -202,6 +205,7 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
 
     The code is the first failing process's (128 + N when killed by signal N), 0 when all
     succeed, 124 when `timeout` seconds pass first, 130 on Ctrl-C, 143 on SIGTERM.
+    Raises `LaunchError` when `cmd` cannot be started.
     """
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -240,9 +244,7 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
                                          start_new_session=True)
                 except OSError as exc:
                     group.stop()
-                    from planc.cli.common import UsageError
-
-                    raise UsageError(f"cannot run `{cmd[0]}`: {exc.strerror or exc}") from None
+                    raise LaunchError(f"cannot run `{cmd[0]}`: {exc.strerror or exc}") from None
                 group.procs.append(p)
                 output.follow(p.stdout, i, stdout)
                 output.follow(p.stderr, i, stderr)
@@ -282,29 +284,3 @@ def _supervise(group: _Group, say, start: float, timeout: float | None) -> int:
             group.stop()
             return EXIT_TIMEOUT
         time.sleep(_POLL)
-
-
-def run_launch(args) -> int:
-    """`planc launch` from its parsed arguments; the exit code.
-
-    `args` has `processes`, `devices_per_process`, `timeout` and `cmd` (what follows
-    `--`). A bad value is a `UsageError` (exit 2).
-    """
-    from planc.cli.common import UsageError
-
-    cmd = list(args.cmd or [])
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise UsageError("launch needs a command after `--`, "
-                         "e.g. `planc launch -n 2 -- python train.py`")
-    if not 1 <= args.processes <= MAX_PROCESSES:
-        raise UsageError(f"-n/--processes must be between 1 and {MAX_PROCESSES}, "
-                         f"got {args.processes}")
-    if args.devices_per_process < 1:
-        raise UsageError("--devices-per-process must be at least 1, "
-                         f"got {args.devices_per_process}")
-    timeout = args.timeout
-    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
-        raise UsageError(f"--timeout must be a positive number of seconds, got {timeout:g}")
-    return launch(cmd, args.processes, args.devices_per_process, timeout)

@@ -1,12 +1,11 @@
-"""`planc explain`: the layout every variable gets, what it costs, and why.
+"""The explain document and tables: the layout every variable gets, what it costs, and why.
 
-    planc explain PLAN --model SRC [--devices N] [--var PATH] [--format text|json]
-
-Text output is a table (one row per variable: path, shape, dtype, layout, per-device
-shard shape, bytes per device, the rule that gave the layout), a memory summary, then
-the diagnostics as `planc lint` prints them. `--var PATH` instead walks through the
-resolution of one variable: every rule and whether it matches, which one won and why,
-each alternative of its layout and why the earlier ones failed.
+`planc explain` (`planc.cli.explain`) writes them. Text output is a table (one row per
+variable: path, shape, dtype, layout, per-device shard shape, bytes per device, the rule
+that gave the layout), a memory summary, then the diagnostics as `planc lint` prints them.
+`--var PATH` instead shows the trace of one variable (`planc.resolve.tracing`): every rule
+and whether it matches, which one won and why, each alternative of its layout and why
+the earlier ones failed.
 
 `--format json` writes one document, schema ``planc.explain/1``; other parts of planc
 compare against it, so `axes` is exactly the resolver's::
@@ -17,11 +16,11 @@ compare against it, so `axes` is exactly the resolver's::
       "devices": 8,                        # null: an `auto` axis and no --devices
       "mesh": {"batch": 4, "model": 2},    # mesh order; null for an unresolved `auto`
       "match": "full", "overlap": "error",
-      "variables": [VARIABLE, ...],        # as in planc.report/1 (see planc.report)
+      "variables": [VARIABLE, ...],        # as in planc.report/1 (see planc.resolve.report)
       "summary": MEMORY,                   # as in planc.report/1
       "diagnostics": [...],                # planc.diagnostics.formats.diagnostic_dict, sorted
       "counts": {"errors": 0, "warnings": 0, "notes": 0},
-      "trace": TRACE                       # only with --var
+      "trace": TRACE | null                # only with --var; null: the plan does not fit
     }
 
     TRACE = {
@@ -39,91 +38,30 @@ compare against it, so `axes` is exactly the resolver's::
       "taken": 0,                          # index into alternatives; -1 none fits; null no rule
       "axes": [...], "shard_shape": [...] | null, "bytes_per_device": int | null
     }
-
-Exit codes as `planc lint`: 0 clean, 1 errors, 2 a bad command line or unreadable input.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
 import re
 import shutil
 import sys
 
-from planc.diagnostics import Diagnostic
-from planc.matching import Matcher
 from planc.diagnostics import severity_counts
-from planc.resolve.validate import Report, _shard_bytes, axes_json, human_bytes, validate
-from planc.resolve.resolver import Resolver
+from planc.ir import Dim, layout_text
+from planc.resolve import Report, human_bytes
 from planc.variables import Variable
 
-__all__ = ["run_explain", "trace"]
+__all__ = ["document", "trace_text", "variable_row", "variables_text"]
 
 _MIN_PATH = 24  # narrowest the path column gets before the table is allowed to wrap
 
 
-def run_explain(args) -> int:
-    """Run `planc explain` for parsed `args`; returns the exit code."""
-    from planc.cli.common import (UsageError, emit_diagnostics, exit_code, load, load_model,
-                      parse_defines, parse_devices, use_color)
-
-    defines = parse_defines(args.defines)
-    counts = parse_devices(args.devices)
-    if len(counts) > 1:
-        raise UsageError(f"explain takes one device count, got `{args.devices}`; "
-                         "use `planc lint --devices` to check several")
-    devices = counts[0] if counts else None
-    plan, found, sources = load(args.plan, defines, args.allow_include_outside)
-    if plan is None:
-        emit_diagnostics(found, sources, args)
-        return exit_code(found)
-    variables = load_model(args.model)
-    var = _find(variables, args.var) if args.var is not None else None
-    progress = args.format == "text" and sys.stderr.isatty()
-    report = validate(plan, variables, devices, progress=progress)
-    sources = {**sources, **report.sources}
-    color = use_color(args.color, sys.stdout)
-
-    if var is not None:
-        diags, info = _trace_for(plan, report, var, devices)
-        diags = sorted(list(found) + diags, key=Diagnostic.sort_key)
-        if args.format == "json":
-            doc = _document(plan, report, diags, [_row_for(report, var)])
-            doc["trace"] = info
-            sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-        else:
-            out = _Out(color)
-            _print_header(out, plan, report)
-            _print_trace(out, info)
-            out.flush()
-            emit_diagnostics(diags, sources, args)
-        return exit_code(diags)
-
-    diags = sorted(list(found) + list(report.diagnostics), key=Diagnostic.sort_key)
-    if args.format == "json":
-        doc = _document(plan, report, diags, report.variable_dicts())
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-        return exit_code(diags)
-    rows = report.variable_dicts()
-    out = _Out(color)
-    _print_header(out, plan, report)
-    if report.assignments:
-        out.print(_table(rows, out.width, report.file))
-        out.print()
-        _print_summary(out, report)
-    if diags:
-        out.print()
-    out.flush()
-    if diags:
-        emit_diagnostics(diags, sources, args)
-    return exit_code(diags)
-
-
 # -- JSON ------------------------------------------------------------------------------------
 
-def _document(plan, report: Report, diags, variables: list[dict]) -> dict:
+def document(plan, report: Report, diagnostics, variables: list[dict]) -> dict:
+    """The `planc.explain/1` document (without its `trace`) of `report` on `plan`:
+    `variables` are its rows, `diagnostics` the sorted diagnostics to show."""
     from planc.diagnostics.formats import diagnostic_dict
 
     return {
@@ -136,148 +74,47 @@ def _document(plan, report: Report, diags, variables: list[dict]) -> dict:
         "overlap": plan.ir.overlap,
         "variables": variables,
         "summary": report.memory.to_dict(),
-        "diagnostics": [diagnostic_dict(d) for d in diags],
-        "counts": severity_counts(diags),
+        "diagnostics": [diagnostic_dict(d) for d in diagnostics],
+        "counts": severity_counts(diagnostics),
     }
 
 
-def _row_for(report: Report, var: Variable) -> dict:
+def variable_row(report: Report, var: Variable) -> dict:
+    """The `VARIABLE` row of `var` in `report`; path, shape and dtype alone when the
+    report has no assignments (the plan does not fit the device count)."""
     for row in report.variable_dicts():
         if row["path"] == var.path:
             return row
     return {"path": var.path, "shape": list(var.shape), "dtype": var.dtype}
 
 
-# -- one variable ----------------------------------------------------------------------------
-
-def _find(variables, path: str) -> Variable:
-    from planc.cli.common import UsageError
-
-    for v in variables:
-        if v.path == path:
-            return v
-    close = difflib.get_close_matches(path, [v.path for v in variables], n=3, cutoff=0.6)
-    hint = ("; did you mean " + ", ".join(f"`{c}`" for c in close) + "?") if close else \
-        "; `planc inspect SRC` lists the variables"
-    raise UsageError(f"the model has no variable `{path}`{hint}")
-
-
-def _trace_for(plan, report: Report, var: Variable, devices):
-    """(diagnostics to show, trace dict) for `var` under the report's binding."""
-    binding = [d for d in report.diagnostics if d.code in ("P201", "P118", "P122", "P202")]
-    if not report.assignments:  # the plan does not fit the device count
-        return binding, None
-    resolver = Resolver(report.ir)
-    _, problems = resolver.resolve(var)
-    if devices is not None:
-        from dataclasses import replace
-
-        problems = [replace(d, devices=devices) for d in problems]
-    return binding + problems, trace(resolver, var)
-
-
-def trace(resolver: Resolver, var: Variable) -> dict:
-    """How `resolver` resolves `var`, step by step (the TRACE object of the schema)."""
-    ir = resolver.ir
-    path = var.path
-    other_mode = "search" if ir.match == "full" else "full"
-    patterns = [r.pattern for r in resolver.rules]
-    other = Matcher(patterns, other_mode).match(path) if patterns else ()
-    hits = resolver.matcher.match(path)
-    literal = resolver.matcher.literal(path)
-    rules = []
-    for r in resolver.rules:
-        rules.append({**_where(r), "matches": r.index in hits, "literal": r.index == literal,
-                      "matches_other_mode": r.index in other})
-    default = resolver.default
-    winner, reason, why = _winner(resolver, var, hits, literal)
-    info = {
-        "path": path, "shape": list(var.shape), "dtype": var.dtype,
-        "match": ir.match, "overlap": ir.overlap,
-        "rules": rules,
-        "default": None if default is None else {**_where(default),
-                                                  "layout": default.layout.text},
-        "reason": reason, "why": why,
-        "winner": None if winner is None else _where(winner),
-        "alternatives": [], "taken": None,
-    }
-    assignment, _ = resolver.resolve(var)
-    if winner is not None:
-        info["alternatives"], info["taken"] = _alternatives(resolver, winner, var)
-    layout = assignment.layout
-    info["axes"] = axes_json(layout.axes)
-    info["layout"] = layout.text
-    info["blocks"] = list(layout.blocks)
-    shard = layout.shard_shape(var.shape, resolver.sizes)
-    info["shard_shape"] = None if shard is None else list(shard)
-    info["bytes_per_device"] = None if shard is None else _shard_bytes(shard, var.dtype)
-    return info
-
-
-def _where(rule) -> dict:
-    span = rule.span
-    return {"file": span.file if span else None, "line": span.line if span else None,
-            "pattern": rule.pattern}
-
-
-def _winner(resolver: Resolver, var: Variable, hits, literal):
-    ir = resolver.ir
-    rules = resolver.rules
-    if literal is not None:
-        others = len([i for i in hits if i != literal])
-        extra = (f"; it wins over the {others} other matching rule{'s' if others > 1 else ''}, "
-                 "as a Keras exact key does") if others else ""
-        return rules[literal], "literal", f"the pattern is exactly the path{extra}"
-    if not hits:
-        if resolver.default is not None:
-            return resolver.default, "default", "no rule matches: `default` applies"
-        if resolver.block == "layout" and ir.distribution == "data_parallel":
-            return None, "data_parallel", "`data_parallel` replicates every variable"
-        sev = "an error (P301)" if var.rank >= 2 else "a note (P301)"
-        return (None, "none", "no rule matches and there is no `default`: the variable stays "
-                f"replicated, reported as {sev}")
-    if len(hits) == 1:
-        return rules[hits[0]], "only", "the only rule that matches"
-    if ir.overlap == "first":
-        return (rules[hits[0]], "first", f"the first of {len(hits)} matching rules "
-                "(`overlap first`)")
-    return (rules[hits[0]], "ambiguous", f"{len(hits)} rules match under `overlap error`: an "
-            "error (P302); the first is used so the checks can go on")
-
-
-def _alternatives(resolver: Resolver, rule, var: Variable):
-    from planc.ir import layout_text
-
-    out = []
-    taken = -1
-    for i, alt in enumerate(rule.layout.alternatives):
-        text = layout_text(alt)
-        if taken >= 0:
-            out.append({"layout": text, "status": "not tried", "why": None})
-            continue
-        dims = alt.expand(var.rank)
-        if dims is None:
-            out.append({"layout": text, "status": "failed",
-                        "why": f"needs {alt.rank_text}, the variable has rank {var.rank}"})
-            continue
-        bad = resolver._indivisible(dims, var.shape)
-        if bad is not None:
-            out.append({"layout": text, "status": "failed",
-                        "why": resolver._indivisible_text(alt, var, bad)})
-            continue
-        taken = i
-        unknown = sorted({a for d in dims for a in d.axes if resolver.sizes.get(a) is None})
-        why = (f"divisibility over {', '.join(f'`{a}`' for a in unknown)} not checked: its "
-               "size is `auto` (pass --devices)") if unknown else None
-        out.append({"layout": text, "status": "taken", "why": why})
-    return out, taken
-
-
 # -- text ------------------------------------------------------------------------------------
 
+def variables_text(plan, report: Report, color: bool) -> str:
+    """The header, the variables table and the memory summary, for standard output."""
+    out = _Out(color)
+    _print_header(out, plan, report)
+    if report.assignments:
+        out.print(_table(report.variable_dicts(), out.width, report.file))
+        out.print()
+        _print_summary(out, report)
+    return out.text()
+
+
+def trace_text(plan, report: Report, info: dict | None, color: bool) -> str:
+    """The header and one variable's trace (`planc.resolve.tracing`), for standard output;
+    just the header when there is no trace."""
+    out = _Out(color)
+    _print_header(out, plan, report)
+    _print_trace(out, info)
+    return out.text()
+
+
+# -- rendering -------------------------------------------------------------------------------
+
 class _Out:
-    """A rich console that renders into a buffer, so `flush` can write the text with
-    trailing blanks removed: rich pads table cells, and piped output should not keep it."""
+    """A rich console that renders into a buffer, so `text` can give it with trailing
+    blanks removed: rich pads table cells, and piped output should not keep it."""
 
     def __init__(self, color: bool):
         from io import StringIO
@@ -299,12 +136,8 @@ class _Out:
     def print(self, *objects, **kw) -> None:
         self.console.print(*objects, **kw)
 
-    def flush(self) -> None:
-        text = _strip_trailing(self.buf.getvalue())
-        self.buf.seek(0)
-        self.buf.truncate()
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    def text(self) -> str:
+        return _strip_trailing(self.buf.getvalue())
 
 
 _TRAILING = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$", re.M)
@@ -333,7 +166,8 @@ def _print_header(console, plan, report: Report) -> None:
     console.print()
 
 
-def _shape(shape) -> str:
+def _bracketed_shape(shape) -> str:
+    """`[8, 2048]`; `?` for an unknown shape."""
     return "?" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
 
 
@@ -350,19 +184,9 @@ def _rule_cell(row: dict, plan_file: str | None = None) -> str:
 
 
 def _layout_cell(row: dict) -> str:
-    axes, blocks = row["axes"], row["blocks"]
-    if not axes:
-        return "()"
-    if all(a is None for a in axes):
-        return "replicated"
-    parts = []
-    for a, b in zip(axes, blocks):
-        if a is None:
-            parts.append("_")
-            continue
-        name = a if isinstance(a, str) else "(" + ", ".join(a) + ")"
-        parts.append(name + (f"[{b}]" if b != 1 else ""))
-    return "(" + ", ".join(parts) + ")"
+    """`(model, _)`; `replicated` when no dimension is split, `()` for a scalar."""
+    dims = [Dim.of(a, b) for a, b in zip(row["axes"], row["blocks"])]
+    return layout_text(dims, replicated_word=True)
 
 
 def _elide(path: str, limit: int) -> str:
@@ -394,7 +218,7 @@ def _table(rows: list[dict], width: int, plan_file: str):
     # brackets around shapes, the file name in front of rule lines.
     for level in range(4):
         drop_dtype = level >= 1 and len(dtypes) == 1
-        shape = _shape if level < 2 else _short_shape
+        shape = _bracketed_shape if level < 2 else _compact_shape
         short_rule = level >= 3
         headers = ["variable", "shape", "dtype", "layout", "shard", "per device", "rule"]
         cells = [[row["path"], shape(row["shape"]), row["dtype"], _layout_cell(row),
@@ -432,7 +256,8 @@ def _table(rows: list[dict], width: int, plan_file: str):
     return table
 
 
-def _short_shape(shape) -> str:
+def _compact_shape(shape) -> str:
+    """`8x2048`, `scalar` for rank 0; `?` for an unknown shape."""
     return "?" if shape is None else ("x".join(str(d) for d in shape) or "scalar")
 
 
@@ -456,7 +281,7 @@ def _print_trace(console, info: dict | None) -> None:
         return
     head = Text()
     head.append(info["path"], style="bold")
-    head.append(f"  {_shape(info['shape'])} {info['dtype']}")
+    head.append(f"  {_bracketed_shape(info['shape'])} {info['dtype']}")
     console.print(head)
     console.print()
     other = "search" if info["match"] == "full" else "full"
@@ -512,7 +337,7 @@ def _print_trace(console, info: dict | None) -> None:
                                "(below)", style="red"))
     console.print()
     result = Text.assemble(("result: ", "bold"), (_layout_cell(info), "bold"))
-    result.append(f"   shard {_shape(info['shard_shape'])}"
+    result.append(f"   shard {_bracketed_shape(info['shard_shape'])}"
                   f"   {human_bytes(info['bytes_per_device'])} per device")
     console.print(result)
     console.print()

@@ -1,59 +1,72 @@
-"""`planc lint`: the language checks, and validation against a model when one is given."""
+"""Lint over plans x device counts: the plans' own checks, and validation against a model
+when one is given. `planc lint` renders what this returns."""
 
 from __future__ import annotations
 
-from planc.check.binding import bind
-from planc.diagnostics import Diagnostic, note, unique
+import os
 
-Sources = dict
+from planc.check.binding import bind
+from planc.check.checker import check
+from planc.diagnostics import Diagnostic, PlanError, note, unique
+from planc.fileio import os_error_text
+from planc.ir import PlanIR
+from planc.syntax.files import read_plan_text
 
 
 def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
                allow_include_outside: bool = False, progress: bool = False
-               ) -> tuple[list[Diagnostic], Sources, list[str]]:
-    """Every diagnostic for `paths`, checked at each device count in `counts`, and a
-    one-line reason for each path that could not be read (the others are still linted).
+               ) -> tuple[list[Diagnostic], dict[str, str], list[str]]:
+    """Every diagnostic for `paths`, checked at each device count in `counts`, the source
+    text of every file they quote, and a one-line reason for each path that could not be
+    read (the others are still linted).
 
     With `variables` (a model's variables), each plan is validated against them; without,
     only what the plan says on its own is checked. A plan with `auto` and no count is
     checked for everything that does not depend on the device count, and a P202 note
     says what was skipped.
     """
-    from planc.cli.common import UsageError, load
-
     diags: list[Diagnostic] = []
-    sources: Sources = {}
+    sources: dict[str, str] = {}
     unreadable: list[str] = []
     for path in paths:
         try:
-            plan, found, srcs = load(path, defines, allow_include_outside)
-        except UsageError as exc:
-            unreadable.append(str(exc))
+            ir, found, srcs = _read(path, defines, allow_include_outside)
+        except OSError as exc:
+            unreadable.append(f"cannot read {path}: {os_error_text(exc)}")
             continue
         sources.update(srcs)
         diags += found
-        if plan is None:
+        if ir is None:
             continue
         if variables is not None:
-            from planc.resolve.validate import validate
+            from planc.resolve import validate
 
             for n in counts or [None]:
-                diags += validate(plan, variables, n, progress=progress).diagnostics
+                diags += validate(ir, variables, n, progress=progress).diagnostics
             continue
-        diags += _device_checks(plan, counts)
+        diags += _device_checks(ir, counts)
     return unique(diags), sources, unreadable
 
 
-def _device_checks(plan, counts: list[int]) -> list[Diagnostic]:
+def _read(path: str, defines: dict, allow_include_outside: bool):
+    """(IR or None, diagnostics, sources) for one plan file; OSError if unreadable."""
+    try:
+        text = read_plan_text(path)
+        ir = check(text, os.fspath(path), defines, allow_include_outside=allow_include_outside)
+    except PlanError as exc:
+        return None, list(exc.diagnostics), exc.sources
+    return ir, list(ir.diagnostics), ir.source_dict
+
+
+def _device_checks(ir: PlanIR, counts: list[int]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for n in counts:
-        out += bind(plan.ir, n).problems
-    if not counts and plan.device_count is None:
-        auto = plan.ir.mesh.auto_axis
-        for check in plan.ir.checks:
-            if auto.name in check.names:
+        out += bind(ir, n).problems
+    if not counts and ir.mesh.device_count is None:
+        auto = ir.mesh.auto_axis
+        for c in ir.checks:
+            if auto.name in c.names:
                 out.append(note("P202", f"check not evaluated: it reads `{auto.name}`, whose "
-                                "size is `auto`", check.span, label="skipped",
+                                "size is `auto`", c.span, label="skipped",
                                 help="pass --devices N to evaluate it"))
     return out
-

@@ -1,0 +1,24 @@
+"""Resolution: a checked plan's IR and a model's variables in, each variable's layout out.
+
+- `resolver`: `Resolver`, the one engine every target and report asks which rule lays out
+  a path (`decide`, with its `Reason`) and how its layout fits (`fit`);
+- `grouping`: one diagnostic for many variables with the same fault;
+- `validation`: `validate(ir, model, devices) -> Report`, resolution plus what needs the
+  whole model: `memory` (the memory model) and `findings` (P309, P310, P202);
+- `report`: `Report` and its JSON form, `planc.report/1`;
+- `tracing`: how one variable is resolved, step by step (`planc explain --var`).
+"""
+
+from planc.resolve.findings import LARGE_REPLICATED_BYTES
+from planc.resolve.memory import MemorySummary, human_bytes, shard_bytes
+from planc.resolve.report import Report, axes_json, variable_dict
+from planc.resolve.resolver import (Assignment, Misfit, Reason, Resolution, ResolvedLayout,
+                                    Resolver, replicated)
+from planc.resolve.tracing import trace, trace_in_report
+from planc.resolve.validation import validate
+
+__all__ = [
+    "Assignment", "LARGE_REPLICATED_BYTES", "MemorySummary", "Misfit", "Reason", "Report",
+    "Resolution", "ResolvedLayout", "Resolver", "axes_json", "human_bytes", "replicated",
+    "shard_bytes", "trace", "trace_in_report", "validate", "variable_dict",
+]

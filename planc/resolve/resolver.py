@@ -1,4 +1,4 @@
-"""Resolution: the layout every variable gets, and every problem on the way (DESIGN 1.3).
+"""Resolution: the layout every variable gets, and every problem on the way.
 
 One engine for every target: the JAX backend, the Keras LayoutMap, the emitted modules
 and the reports all call `Resolver`, so their answers cannot drift apart.
@@ -8,16 +8,20 @@ equals the path wins outright (a Keras exact key); else one match wins, several 
 error under `overlap error` and the first wins under `overlap first`; no match takes
 `default`, or leaves the variable replicated and reports it. Then `...` is expanded and
 the alternatives tried in order: the first whose rank and divisibility fit is taken.
+The README's language reference says the same for plan authors.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from planc import limits
 from planc.diagnostics import Diagnostic, Label, error, note, warning
-from planc.ir import UNSPLIT, AxisEntry, Dim, PlanIR, Rule, dim_text, layout_text
+from planc.ir import UNSPLIT, Alternative, AxisEntry, Dim, PlanIR, Rule, layout_text
 from planc.matching import Matcher
+from planc.resolve.grouping import grouped
 from planc.variables import Variable
 
 
@@ -36,8 +40,14 @@ class ResolvedLayout:
     blocks: tuple[int, ...]
 
     @property
+    def dims(self) -> tuple[Dim, ...]:
+        """One `Dim` per dimension."""
+        return tuple(Dim.of(e, b) for e, b in zip(self.axes, self.blocks))
+
+    @property
     def text(self) -> str:
-        return "(" + ", ".join(dim_text(_dim(e, b)) for e, b in zip(self.axes, self.blocks)) + ")"
+        """The layout as a plan writes it, `_` for every dimension not split."""
+        return layout_text(self.dims)
 
     @property
     def is_replicated(self) -> bool:
@@ -75,13 +85,8 @@ class ResolvedLayout:
         return tuple(out)
 
 
-def _dim(entry: AxisEntry, block: int) -> Dim:
-    if entry is None:
-        return UNSPLIT
-    return Dim((entry,) if isinstance(entry, str) else tuple(entry), block)
-
-
 def replicated(rank: int) -> ResolvedLayout:
+    """The layout that splits none of `rank` dimensions."""
     return ResolvedLayout((None,) * rank, (1,) * rank)
 
 
@@ -109,8 +114,60 @@ class Resolution:
     unchecked: tuple[str, ...] = ()  # auto axes whose unknown size skipped divisibility checks
 
 
+class Reason(enum.Enum):
+    """Why a rule, or none, lays out a path: what `Resolver.decide` found.
+
+    The values are the `reason` of `planc explain --var`'s trace; `sentence` says it in
+    words, and is built only when asked.
+    """
+
+    LITERAL = "literal"  # a rule's pattern is exactly the path: it wins, as a Keras exact key
+    ONLY = "only"  # exactly one rule matches
+    FIRST = "first"  # several match; `overlap first` takes the first
+    AMBIGUOUS = "ambiguous"  # several match under `overlap error`: P302, the first is used
+    DEFAULT = "default"  # none matches; `default` applies
+    DATA_PARALLEL = "data_parallel"  # none matches; data_parallel replicates every variable
+    LEFT_TO_XLA = "left_to_xla"  # no `outputs` rule names the activation
+    UNMATCHED = "none"  # none matches and there is no `default`: replicated, P301
+
+    def sentence(self, winner: Rule | None, hits: tuple[int, ...], rank: int) -> str:
+        """This reason in words, for a variable of `rank` whose path the rules `hits` match."""
+        if self is Reason.LITERAL:
+            others = len([i for i in hits if i != winner.index])
+            extra = (f"; it wins over the {others} other matching rule"
+                     f"{'s' if others > 1 else ''}, as a Keras exact key does") if others else ""
+            return f"the pattern is exactly the path{extra}"
+        if self is Reason.ONLY:
+            return "the only rule that matches"
+        if self is Reason.FIRST:
+            return f"the first of {len(hits)} matching rules (`overlap first`)"
+        if self is Reason.AMBIGUOUS:
+            return (f"{len(hits)} rules match under `overlap error`: an error (P302); the first "
+                    "is used so the checks can go on")
+        if self is Reason.DEFAULT:
+            return "no rule matches: `default` applies"
+        if self is Reason.DATA_PARALLEL:
+            return "`data_parallel` replicates every variable"
+        if self is Reason.LEFT_TO_XLA:
+            return "no output rule matches: XLA lays the activation out"
+        severity = "an error (P301)" if _unmatched_is_error(rank) else "a note (P301)"
+        return ("no rule matches and there is no `default`: the variable stays replicated, "
+                f"reported as {severity}")
+
+
+class Misfit(NamedTuple):
+    """Why alternative `alternative` of a layout does not fit a variable: its rank, when
+    `dim` is None; else dimension `dim`, which `product` devices in blocks of `block` do
+    not divide."""
+
+    alternative: int
+    dim: int | None = None
+    product: int = 1
+    block: int = 1
+
+
 class Resolver:
-    """Resolves variable paths against one block of a plan (`layout` or `outputs`).
+    """Resolves variable paths against one section of a plan (`layout` or `outputs`).
 
     >>> import planc
     >>> plan = planc.loads('mesh(batch = 2, model = 4)\\nmodel_parallel(batch = batch)\\n'
@@ -119,11 +176,11 @@ class Resolver:
     (None, 'model')
     """
 
-    def __init__(self, ir: PlanIR, block: str = "layout"):
+    def __init__(self, ir: PlanIR, section: str = "layout"):
         self.ir = ir
-        self.block = block
-        self.rules = ir.rules if block == "layout" else ir.outputs
-        self.default = ir.default if block == "layout" else ir.outputs_default
+        self.section = section
+        self.rules = ir.rules if section == "layout" else ir.outputs
+        self.default = ir.default if section == "layout" else ir.outputs_default
         self.matcher = Matcher([r.pattern for r in self.rules], ir.match)
         self.sizes = {a.name: a.global_size for a in ir.mesh.axes}
         self._search = None
@@ -153,7 +210,7 @@ class Resolver:
         rule = self._winner(var, self.matcher.match(path), problems)
         if rule is None:
             return Assignment(var, replicated(var.rank), None), problems
-        layout, alt = self._fit(rule, var, problems)
+        layout, alt = self._fit_and_report(rule, var, problems)
         return Assignment(var, layout, rule, alt), problems
 
     def winner(self, path: str) -> tuple[Rule | None, list[Diagnostic]]:
@@ -163,17 +220,51 @@ class Resolver:
         diagnostic) when nothing applies and the variable stays replicated.
         """
         hits = self.matcher.match(path)
-        if not hits and self.matcher.literal(path) is None and self.default is None:
-            return None, []
+        rule, reason = self.decide(path, hits)
         problems: list[Diagnostic] = []
-        return self._winner(Variable(path, ()), hits, problems), problems
+        if rule is not None:
+            self._report_decision(Variable(path, ()), hits, rule, reason, problems)
+        return rule, problems
 
-    def _winner(self, var: Variable, hits: tuple[int, ...], problems) -> Rule | None:
-        path = var.path
+    def decide(self, path: str, hits: tuple[int, ...]) -> tuple[Rule | None, Reason]:
+        """The rule that lays out `path` (None: none does, it stays replicated), and why.
+
+        `hits` are the indices of the rules whose patterns match it, `matcher.match(path)`.
+        A rule whose pattern is exactly the path wins outright; else the one match wins,
+        or, of several, the first (an error under `overlap error`); no match takes
+        `default`. Every answer the resolver gives is this decision.
+        """
         literal = self.matcher.literal(path)
         if literal is not None:
-            rule = self.rules[literal]
-            others = [self.rules[i] for i in hits if i != literal]
+            return self.rules[literal], Reason.LITERAL
+        if not hits:
+            if self.default is not None:
+                return self.default, Reason.DEFAULT
+            # An activation no output rule names is left to XLA, and data_parallel
+            # replicates every variable: neither is a problem to report.
+            if self.section == "outputs":
+                return None, Reason.LEFT_TO_XLA
+            if self.ir.distribution == "data_parallel":
+                return None, Reason.DATA_PARALLEL
+            return None, Reason.UNMATCHED
+        rule = self.rules[hits[0]]
+        if len(hits) == 1:
+            return rule, Reason.ONLY
+        if self.ir.overlap == "first":
+            return rule, Reason.FIRST
+        return rule, Reason.AMBIGUOUS
+
+    def _winner(self, var: Variable, hits: tuple[int, ...], problems) -> Rule | None:
+        rule, reason = self.decide(var.path, hits)
+        self._report_decision(var, hits, rule, reason, problems)
+        return rule
+
+    def _report_decision(self, var: Variable, hits, rule: Rule | None, reason: Reason,
+                         problems) -> None:
+        """What the decision on `var` has to say: P308, P302 or P301."""
+        path = var.path
+        if reason is Reason.LITERAL:
+            others = [self.rules[i] for i in hits if i != rule.index]
             if others:
                 problems.append(note(
                     "P308", f"literal rule for `{path}` overrides {len(others)} regex "
@@ -182,28 +273,18 @@ class Resolver:
                     label="exact path: wins, as a Keras exact key does",
                     secondary=tuple(Label(r.pattern_span, "also matches") for r in others),
                     variable=path, rule=rule.where))
-            return rule
-        if not hits:
-            if self.default is not None:
-                return self.default
-            # An activation no output rule names is left to XLA, and data_parallel
-            # replicates every variable: neither is a problem to report.
-            if self.block == "outputs" or self.ir.distribution == "data_parallel":
-                return None
+        elif reason is Reason.AMBIGUOUS:
+            rules = [self.rules[i] for i in hits]
+            names = ", ".join(r.label for r in rules)
+            problems.append(error(
+                "P302", f"`{path}` matches {len(rules)} rules: {names}", rules[0].pattern_span,
+                label=f"matches `{path}`",
+                secondary=tuple(Label(r.pattern_span, "also matches") for r in rules[1:]),
+                help=("make the patterns disjoint, add a rule whose pattern is exactly "
+                      f"\"{path}\", or write `overlap first` to let the first rule win"),
+                variable=path, rule=rules[0].where))
+        elif reason is Reason.UNMATCHED:
             problems.append(self._unmatched(var))
-            return None
-        if len(hits) == 1 or self.ir.overlap == "first":
-            return self.rules[hits[0]]
-        rules = [self.rules[i] for i in hits]
-        names = ", ".join(r.label for r in rules)
-        problems.append(error(
-            "P302", f"`{path}` matches {len(rules)} rules: {names}", rules[0].pattern_span,
-            label=f"matches `{path}`",
-            secondary=tuple(Label(r.pattern_span, "also matches") for r in rules[1:]),
-            help=("make the patterns disjoint, add a rule whose pattern is exactly "
-                  f"\"{path}\", or write `overlap first` to let the first rule win"),
-            variable=path, rule=rules[0].where))
-        return rules[0]
 
     def _unmatched(self, var: Variable) -> Diagnostic:
         path = var.path
@@ -211,11 +292,11 @@ class Resolver:
         hint = self._search_hint(path)
         if hint:
             helps.append(hint)
-        helps.append(f'add a rule for it, e.g. `"{_escape(path)}" -> replicated`, or a '
+        helps.append(f'add a rule for it, e.g. `"{escape_string(path)}" -> replicated`, or a '
                      "`default -> ...` rule")
         what = f"`{path}` {list(var.shape)} matches no rule and stays replicated"
         span = self.ir.layout_span or self.ir.mesh.span
-        if var.rank >= 2:
+        if _unmatched_is_error(var.rank):
             return error("P301", what, span, label="no rule here matches it",
                          help=tuple(helps), variable=path)
         return note("P301", what, span, label="no rule here matches it", help=tuple(helps),
@@ -236,30 +317,40 @@ class Resolver:
 
     # -- fitting a layout ---------------------------------------------------------------------
 
-    def _fit(self, rule: Rule, var: Variable, problems) -> tuple[ResolvedLayout, int]:
-        key = (rule.index, rule.pattern is None, var.shape)
+    def fit(self, rule: Rule, shape: tuple[int, ...]
+            ) -> tuple[ResolvedLayout, int, tuple[Misfit, ...]]:
+        """How `rule`'s layout fits a variable of `shape`.
+
+        The alternatives are tried in order and the first whose rank and divisibility fit
+        is taken. Returns the layout, the index of the alternative taken (-1: none fits,
+        and the variable stays replicated), and why each alternative tried before it
+        failed (every one, when none fits). Cached per rule and shape.
+        """
+        key = (rule.index, rule.pattern is None, shape)
         cached = self._fit_cache.get(key)
         if cached is None:
-            cached = self._fit_uncached(rule, var.shape)
-            self._fit_cache[key] = cached
-        layout, alt, failures = cached
-        if failures:
-            problems.append(self._misfit(rule, var, failures))
+            cached = self._fit_cache[key] = self._fit_uncached(rule, shape)
+        return cached
+
+    def _fit_and_report(self, rule: Rule, var: Variable, problems) -> tuple[ResolvedLayout, int]:
+        layout, alt, misfits = self.fit(rule, var.shape)
+        if alt < 0:
+            problems.append(self._misfit(rule, var, misfits))
         return layout, alt
 
     def _fit_uncached(self, rule: Rule, shape: tuple[int, ...]):
-        failures = []
+        misfits = []
         for i, alt in enumerate(rule.layout.alternatives):
             dims = alt.expand(len(shape))
             if dims is None:
-                failures.append(("rank", i, None))
+                misfits.append(Misfit(i))
                 continue
             bad = self._indivisible(dims, shape)
             if bad is None:
                 return (ResolvedLayout(tuple(d.entry for d in dims),
-                                       tuple(d.block for d in dims)), i, [])
-            failures.append(("divisible", i, bad))
-        return replicated(len(shape)), -1, failures
+                                       tuple(d.block for d in dims)), i, tuple(misfits))
+            misfits.append(Misfit(i, *bad))
+        return replicated(len(shape)), -1, tuple(misfits)
 
     def _indivisible(self, dims, shape):
         """(dim index, product, block) of the first dimension that does not divide, or None."""
@@ -279,36 +370,37 @@ class Resolver:
                 return k, prod, d.block
         return None
 
-    def _misfit(self, rule: Rule, var: Variable, failures) -> Diagnostic:
+    def _misfit(self, rule: Rule, var: Variable, misfits: tuple[Misfit, ...]) -> Diagnostic:
         alts = rule.layout.alternatives
         path, shape = var.path, var.shape
         where = rule.where
         if len(alts) == 1:
-            kind, i, bad = failures[0]
+            misfit = misfits[0]
             alt = alts[0]
-            if kind == "rank":
+            if misfit.dim is None:
                 return error("P304", f"layout `{layout_text(alt)}` ({alt.rank_text}) does not fit "
                              f"`{path}` of rank {var.rank} {list(shape)}", rule.span,
                              label="rule matched here",
                              help=_rank_help(alt, var.rank), variable=path, rule=where)
-            return error("P303", self._indivisible_text(alt, var, bad), rule.span,
-                         label="rule matched here", help=self._fallback_help(alt, var, bad),
+            return error("P303", self.indivisible_text(alt, var, misfit), rule.span,
+                         label="rule matched here", help=self._fallback_help(alt, var, misfit),
                          variable=path, rule=where)
         reasons = []
-        for kind, i, bad in failures:
-            alt = alts[i]
-            if kind == "rank":
+        for misfit in misfits:
+            alt = alts[misfit.alternative]
+            if misfit.dim is None:
                 reasons.append(f"`{layout_text(alt)}`: {alt.rank_text}, the variable has rank "
                                f"{var.rank}")
             else:
-                reasons.append(f"`{layout_text(alt)}`: " + self._indivisible_text(alt, var, bad))
+                reasons.append(f"`{layout_text(alt)}`: " + self.indivisible_text(alt, var, misfit))
         return error("P305", f"no alternative of the layout fits `{path}` {list(shape)}",
                      rule.span, label="rule matched here", help=tuple(reasons) +
                      ("add an alternative that fits, e.g. `| replicated`",),
                      variable=path, rule=where)
 
-    def _indivisible_text(self, alt, var: Variable, bad) -> str:
-        k, prod, block = bad
+    def indivisible_text(self, alt: Alternative, var: Variable, misfit: Misfit) -> str:
+        """Why `alt` does not divide `var`, in words, for a `misfit` that names a dimension."""
+        k, prod, block = misfit.dim, misfit.product, misfit.block
         dims = alt.expand(var.rank)
         axes = dims[k].axes
         names = " x ".join(f"`{a}` (size {self.sizes[a]})" for a in axes)
@@ -320,13 +412,12 @@ class Resolver:
         return (f"dimension {k} of `{var.path}` (size {var.shape[k]}) is not divisible by "
                 f"{names}")
 
-    def _fallback_help(self, alt, var: Variable, bad) -> str:
-        k = bad[0]
+    def _fallback_help(self, alt: Alternative, var: Variable, misfit: Misfit) -> str:
+        k = misfit.dim
         dims = list(alt.expand(var.rank))
         dims[k] = UNSPLIT
-        fallback = "(" + ", ".join(dim_text(d) for d in dims) + ")"
-        return (f"use `{layout_text(alt)} | {fallback}` to fall back when dimension {k} is "
-                f"too small, or choose a mesh whose axes divide {var.shape[k]}")
+        return (f"use `{layout_text(alt)} | {layout_text(dims)}` to fall back when dimension "
+                f"{k} is too small, or choose a mesh whose axes divide {var.shape[k]}")
 
     # -- many variables ---------------------------------------------------------------------
 
@@ -350,21 +441,21 @@ class Resolver:
             hits = match(path)
             # Fast path, the common case in large models: one regex rule (or none and a
             # `default`), no literal key, and a layout already known to fit this shape.
-            # It reaches the answer the general path below would, without building the
-            # diagnostics lists that stay empty.
+            # It reaches the answer `decide` and `fit` give on the general path below,
+            # without building the diagnostics lists that stay empty.
             if len(hits) == 1:
                 i = hits[0]
                 matched[i] += 1
                 rule = rules[i]
                 if literal(path) is None:
                     cached = fits.get((rule.index, False, var.shape))
-                    if cached is not None and not cached[2]:
+                    if cached is not None and cached[1] >= 0:
                         append(Assignment(var, cached[0], rule, cached[1]))
                         won[rule.index] += 1
                         continue
             elif not hits and default_index is not None and literal(path) is None:
                 cached = fits.get((default_index, True, var.shape))
-                if cached is not None and not cached[2]:
+                if cached is not None and cached[1] >= 0:
                     append(Assignment(var, cached[0], default, cached[1]))
                     continue
             else:
@@ -375,7 +466,7 @@ class Resolver:
             if rule is None:
                 assignment = Assignment(var, replicated(var.rank), None)
             else:
-                layout, alt = self._fit(rule, var, found)
+                layout, alt = self._fit_and_report(rule, var, found)
                 assignment = Assignment(var, layout, rule, alt)
                 if rule.pattern is not None:
                     won[rule.index] += 1
@@ -386,7 +477,7 @@ class Resolver:
             problems += found
         problems += self._rule_findings(matched, won, taken_from)
         unchecked = tuple(a.name for a in self.ir.mesh.axes if a.size is None)
-        return Resolution(tuple(assignments), tuple(_grouped(problems)), tuple(matched),
+        return Resolution(tuple(assignments), tuple(grouped(problems)), tuple(matched),
                           tuple(won), unchecked)
 
     def _rule_findings(self, matched, won, taken_from) -> list[Diagnostic]:
@@ -408,8 +499,15 @@ class Resolver:
         return out
 
 
-def _escape(path: str) -> str:
-    return path.replace("\\", "\\\\").replace('"', '\\"')
+def escape_string(text: str) -> str:
+    """`text` as it is written between the quotes of a plan's string."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _unmatched_is_error(rank: int) -> bool:
+    # A matrix no rule names is a weight the plan forgot; a vector or scalar (a bias, a
+    # norm scale) costs little replicated, so it is only a note.
+    return rank >= 2
 
 
 def _rank_help(alt, rank: int) -> str:
@@ -425,42 +523,3 @@ def _nothing_help(rule: Rule, mode: str) -> str:
                 "variable names with `planc inspect`, or start the pattern with `.*`")
     return "check the variable names with `planc inspect`"
 
-
-_GROUPED = {"P301", "P303", "P304", "P305", "P302", "P308"}
-
-
-def _grouped(problems: list[Diagnostic]) -> list[Diagnostic]:
-    """One diagnostic per (code, rule, message shape): 80 layers with the same fault read
-    as one error naming the first variable and counting the rest."""
-    groups: dict[tuple, list[Diagnostic]] = {}
-    order = []
-    for d in problems:
-        if d.code not in _GROUPED or d.variable is None:
-            key = (id(d),)
-        else:
-            key = (d.code, d.severity, d.rule, d.span, _shape_of(d.message, d.variable))
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(d)
-    out = []
-    for key in order:
-        ds = groups[key]
-        first = ds[0]
-        if len(ds) == 1:
-            out.append(first)
-            continue
-        others = [d.variable for d in ds[1:]]
-        shown = ", ".join(f"`{v}`" for v in others[:3]) + (" ..." if len(others) > 3 else "")
-        out.append(Diagnostic(first.code, first.severity,
-                              f"{first.message} (and {len(others)} more: {shown})", first.span,
-                              first.label, first.secondary, first.help, first.variable,
-                              first.rule, first.devices))
-    return out
-
-
-def _shape_of(message: str, variable: str) -> str:
-    """The message with the variable's path and any digits blanked, for grouping."""
-    import re
-
-    return re.sub(r"\d+", "#", message.replace(variable, "<v>"))

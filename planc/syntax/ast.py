@@ -1,7 +1,7 @@
 """The typed, frozen syntax tree of a plan file. Every node knows its source span.
 
 The tree is what the text says, nothing more: names are not resolved and sizes are not
-checked. `planc.checker` turns it into the `Plan` IR.
+checked. `planc.check` turns it into the plan's IR (`planc.ir.PlanIR`).
 """
 
 from __future__ import annotations
@@ -202,12 +202,16 @@ class OverlapStmt(Node):
 
 
 @dataclass(frozen=True)
-class LayoutBlock(Node):
+class LayoutSection(Node):
+    """`layout { RULES }`: how variables are laid out."""
+
     rules: tuple[Rule, ...]
 
 
 @dataclass(frozen=True)
-class OutputsBlock(Node):
+class OutputsSection(Node):
+    """`outputs { RULES }`: how layer outputs are laid out."""
+
     rules: tuple[Rule, ...]
 
 
@@ -234,7 +238,7 @@ class ClusterStmt(Node):
 
 Statement = Union[
     PlanStmt, ParamStmt, MeshStmt, SlicesStmt, DataParallelStmt, ModelParallelStmt,
-    MatchStmt, OverlapStmt, LayoutBlock, OutputsBlock, BudgetStmt, CheckStmt,
+    MatchStmt, OverlapStmt, LayoutSection, OutputsSection, BudgetStmt, CheckStmt,
     IncludeStmt, ClusterStmt,
 ]
 

@@ -37,6 +37,7 @@ def read_plan_text(path: str | os.PathLike) -> str:
 
 
 def decode_plan_bytes(data: bytes, name: str) -> str:
+    """`data` (the plan `name`) as text: UTF-8, a leading BOM dropped; P009 if not UTF-8."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

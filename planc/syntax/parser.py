@@ -1,57 +1,29 @@
-"""Plan text -> `planc.ast.Module`, with syntax errors a person can act on.
+"""Plan text -> `planc.syntax.ast.Module`, comments included, or one located syntax error.
 
-The grammar is `grammar/planc.lark` (shipped in the wheel as `planc.grammar`). The LALR
-tables are cached on disk by lark between processes and loaded once per thread, and the
-AST is built as the parser reduces, without a parse tree.
+The AST is built as lark's LALR parser reduces (`_Builder`), without a parse tree. What
+a syntax error says is `planc.syntax.errors`; the grammar is `planc.syntax.grammar`.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
-from importlib import resources
 
 from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedInput
 
 from planc.syntax import ast
 from planc import limits
 from planc.diagnostics import Diagnostic, PlanError, Span, error
-from planc.diagnostics.did_you_mean import closest
-
-# How each terminal reads in an error message.
-_WORDS = {
-    "ARROW": "`->`", "ELLIPSIS": "`...`", "LPAR": "`(`", "RPAR": "`)`", "LBRACE": "`{`",
-    "RBRACE": "`}`", "LSQB": "`[`", "RSQB": "`]`", "COMMA": "`,`", "EQUAL": "`=`",
-    "VBAR": "`|`", "MINUS": "`-`", "ADD_OP": "`+`", "MUL_OP": "`*`, `//` or `%`",
-    "COMPARE": "a comparison (`==`, `<`, ...)", "NAME": "a name", "INT": "an integer",
-    "SIZE": "a size such as `16 GiB`", "STRING": 'a string in double quotes',
-    "UNSPLIT": "`_`", "$END": "the end of the file",
-}
-STATEMENT_KEYWORDS = (
-    "plan", "param", "mesh", "slices", "data_parallel", "model_parallel", "match",
-    "overlap", "layout", "outputs", "budget", "check", "include", "cluster",
-)
-KEYWORDS = STATEMENT_KEYWORDS + ("default", "replicated", "auto", "env", "and", "or", "not")
-_STATEMENT_TERMINALS = {k.upper() for k in STATEMENT_KEYWORDS}
+from planc.syntax.errors import syntax_diagnostic
+from planc.syntax.grammar import new_parser
+from planc.syntax.spans import joined, line_col, token_span
 
 MAX_INT_DIGITS = 30  # far above any real size; keeps int() away from huge literals
 _UNITS = {
     "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
     "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
 }
-
-
-@functools.lru_cache(maxsize=1)
-def _lark() -> Lark:
-    grammar = resources.files("planc.grammar").joinpath("planc.lark").read_text("utf-8")
-    # The basic lexer reads the text the same way in every parser state. lark's default
-    # contextual lexer leaves NAME out where no name can follow, so `planner` was read as
-    # `plan ner` and `overlapfirst` as `overlap first`.
-    return Lark(grammar, parser="lalr", lexer="basic", propagate_positions=True,
-                maybe_placeholders=True, cache=True)
-
 
 _THREAD = threading.local()
 
@@ -65,12 +37,9 @@ def _building_parser() -> tuple[Lark, "_Builder"]:
     """
     pair = getattr(_THREAD, "pair", None)
     if pair is None:
-        grammar = resources.files("planc.grammar").joinpath("planc.lark").read_text("utf-8")
         builder = _Builder("<string>")
-        # As `_lark`, less the positions on tree nodes: the builder computes spans itself.
-        pair = _THREAD.pair = (Lark(grammar, parser="lalr", lexer="basic",
-                                    maybe_placeholders=True, cache=True,
-                                    transformer=builder), builder)
+        # No positions on tree nodes: the builder computes spans itself.
+        pair = _THREAD.pair = (new_parser(transformer=builder), builder)
     return pair
 
 
@@ -81,7 +50,6 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
     >>> type(m.statements[0]).__name__, m.statements[0].span.line
     ('MeshStmt', 1)
     """
-    comments: list[ast.Comment] = []
     # Text handed to `loads` or `format_text` is held to the limit of a file read from disk.
     if (len(text) * 4 > limits.MAX_PLAN_BYTES
             and len(text.encode("utf-8", "surrogatepass")) > limits.MAX_PLAN_BYTES):
@@ -89,7 +57,7 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
                                Span(file, 1, 1, 1, 2), label="plan starts here"),), {file: ""})
     deep = _too_deep(text)
     if deep is not None:
-        line, col = _line_col(text, deep)
+        line, col = line_col(text, deep)
         raise PlanError((error(
             "P125", f"brackets nested more than {limits.MAX_NESTING} deep "
             f"(limit {limits.MAX_NESTING})", Span(file, line, col, line, col + 1),
@@ -99,7 +67,7 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
     try:
         module = parser.parse(text)
     except UnexpectedInput as exc:
-        raise PlanError((_syntax_diagnostic(exc, text, file),), {file: text}) from None
+        raise PlanError((syntax_diagnostic(exc, text, file),), {file: text}) from None
     finally:
         problems = builder.problems
         builder.begin(file)  # the builder outlives the parse: let go of this text's nodes
@@ -111,14 +79,6 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
 
 
 # -- tree -> AST ------------------------------------------------------------------------
-
-def _tok_span(file: str, t: Token) -> Span:
-    return Span(file, t.line, t.column, t.end_line, t.end_column)
-
-
-def _join(a: Span, b: Span) -> Span:
-    return Span(a.file, a.line, a.column, b.end_line, b.end_column)
-
 
 class _Builder(Transformer):
     """Builds AST nodes bottom-up; every node's span comes from its first and last token.
@@ -155,36 +115,36 @@ class _Builder(Transformer):
         return node
 
     def _depth_of(self, node) -> int:
-        got = self._depths.get(id(node))
-        return got[1] if got is not None and got[0] is node else 0
+        noted = self._depths.get(id(node))
+        return noted[1] if noted is not None and noted[0] is node else 0
 
     # terminals
     def NAME(self, t):
-        return ast.Name(_tok_span(self.file, t), str(t))
+        return ast.Name(token_span(self.file, t), str(t))
 
     def INT(self, t):
-        return ast.IntLit(_tok_span(self.file, t), self._int(t, str(t)))
+        return ast.IntLit(token_span(self.file, t), self._int(t, str(t)))
 
     def SIZE(self, t):
         text = str(t)
         digits = text.rstrip("KMGTiB \t")
         unit = text[len(digits):].strip()
-        return ast.SizeLit(_tok_span(self.file, t), self._int(t, digits.strip()) * _UNITS[unit],
+        return ast.SizeLit(token_span(self.file, t), self._int(t, digits.strip()) * _UNITS[unit],
                            text)
 
     def STRING(self, t):
         raw = str(t)[1:-1]
-        return ast.StrLit(_tok_span(self.file, t), _unescape(raw), raw)
+        return ast.StrLit(token_span(self.file, t), _unescape(raw), raw)
 
     def AUTO(self, t):
-        return ast.Auto(_tok_span(self.file, t))
+        return ast.Auto(token_span(self.file, t))
 
     def _int(self, t: Token, digits: str) -> int:
         digits = digits.replace("_", "")
         if len(digits) > MAX_INT_DIGITS:
             self.problems.append(error(
                 "P125", f"integer literal has {len(digits)} digits (limit {MAX_INT_DIGITS})",
-                _tok_span(self.file, t), label="too large"))
+                token_span(self.file, t), label="too large"))
             return 0
         return int(digits)
 
@@ -243,10 +203,10 @@ class _Builder(Transformer):
         return ast.OverlapStmt(self._span_of(items), items[1])
 
     def layout_stmt(self, items):
-        return ast.LayoutBlock(self._span_of(items), tuple(items[2:-1]))
+        return ast.LayoutSection(self._span_of(items), tuple(items[2:-1]))
 
     def outputs_stmt(self, items):
-        return ast.OutputsBlock(self._span_of(items), tuple(items[2:-1]))
+        return ast.OutputsSection(self._span_of(items), tuple(items[2:-1]))
 
     def budget_stmt(self, items):
         return ast.BudgetStmt(self._span_of(items),
@@ -273,13 +233,13 @@ class _Builder(Transformer):
         return ast.PatternRule(self._span_of(items), items[0], items[2])
 
     def default_rule(self, items):
-        return ast.DefaultRule(self._span_of(items), _tok_span(self.file, items[0]), items[2])
+        return ast.DefaultRule(self._span_of(items), token_span(self.file, items[0]), items[2])
 
     def layout(self, items):
         alts = []
         for i in items:
             if isinstance(i, Token) and i.type == "REPLICATED":
-                alts.append(ast.Replicated(_tok_span(self.file, i)))
+                alts.append(ast.Replicated(token_span(self.file, i)))
             elif isinstance(i, ast.TupleLayout):
                 alts.append(i)
         return ast.LayoutExpr(self._span_of(items), tuple(alts))
@@ -289,10 +249,10 @@ class _Builder(Transformer):
                                tuple(i for i in items if isinstance(i, ast.Node)))
 
     def unsplit(self, items):
-        return ast.Unsplit(_tok_span(self.file, items[0]))
+        return ast.Unsplit(token_span(self.file, items[0]))
 
     def ellipsis(self, items):
-        return ast.Ellipsis(_tok_span(self.file, items[0]))
+        return ast.Ellipsis(token_span(self.file, items[0]))
 
     def split_one(self, items):
         return ast.Split(self._span_of(items), (items[0],),
@@ -300,19 +260,19 @@ class _Builder(Transformer):
 
     def split_many(self, items):
         names = tuple(i for i in items if isinstance(i, ast.Name))
-        block = items[-1].value if isinstance(items[-1], _Block) else None
+        block = items[-1].value if isinstance(items[-1], _BlockSize) else None
         return ast.Split(self._span_of(items), names, block, grouped=True)
 
-    def block(self, items):
-        return _Block(items[1], _join(_tok_span(self.file, items[0]),
-                                      _tok_span(self.file, items[2])))
+    def block(self, items):  # the grammar's `block` is a block size, `[INT]`
+        return _BlockSize(items[1], joined(token_span(self.file, items[0]),
+                                           token_span(self.file, items[2])))
 
     # expressions
     def _binary(self, items):
         node = items[0]
         for i in range(1, len(items), 2):
             op, right = items[i], items[i + 1]
-            node = self._nested(ast.BinOp(_join(node.span, right.span), str(op), node, right),
+            node = self._nested(ast.BinOp(joined(node.span, right.span), str(op), node, right),
                                 node, right)
         return node
 
@@ -322,22 +282,22 @@ class _Builder(Transformer):
         return self._binary(items)
 
     def not_op(self, items):
-        return self._nested(ast.UnaryOp(_join(_tok_span(self.file, items[0]), items[1].span),
+        return self._nested(ast.UnaryOp(joined(token_span(self.file, items[0]), items[1].span),
                                         "not", items[1]), items[1])
 
     def neg(self, items):
-        return self._nested(ast.UnaryOp(_join(_tok_span(self.file, items[0]), items[1].span),
+        return self._nested(ast.UnaryOp(joined(token_span(self.file, items[0]), items[1].span),
                                         "-", items[1]), items[1])
 
     def atom(self, items):  # only reached for `( expr )`
-        return self._nested(ast.Paren(_join(_tok_span(self.file, items[0]),
-                                            _tok_span(self.file, items[2])), items[1]), items[1])
+        return self._nested(ast.Paren(joined(token_span(self.file, items[0]),
+                                            token_span(self.file, items[2])), items[1]), items[1])
 
     def __default_token__(self, token):
         return token
 
 
-class _Block:
+class _BlockSize:
     """A split's `[INT]`: the block size, and the brackets' span."""
 
     __slots__ = ("value", "span")
@@ -380,50 +340,6 @@ def _span_of_text(text: str, file: str) -> Span:
     return Span(file, 1, 1, len(lines), len(lines[-1]) + 1)
 
 
-# -- syntax errors ------------------------------------------------------------------------
-
-def _describe(expected: set[str]) -> str:
-    names = set(expected)
-    parts = []
-    if names & _STATEMENT_TERMINALS and len(names & _STATEMENT_TERMINALS) > 3:
-        parts.append("a statement (`mesh`, `layout`, `param`, ...)")
-        names -= _STATEMENT_TERMINALS
-    for n in sorted(names, key=lambda n: (n not in _WORDS, n)):
-        parts.append(_WORDS.get(n, f"`{n.lower()}`"))
-    if not parts:
-        return "nothing more"
-    if len(parts) == 1:
-        return parts[0]
-    return ", ".join(parts[:-1]) + " or " + parts[-1]
-
-
-def _found(tok: Token) -> str:
-    if tok.type == "$END":
-        return "the end of the file"
-    return f"`{tok}`"
-
-
-def _unclosed(text: str, upto: int) -> tuple[int, str] | None:
-    """The offset of the innermost bracket still open at `upto`, skipping strings and comments."""
-    stack, i, pairs = [], 0, {")": "(", "]": "[", "}": "{"}
-    while i < upto:
-        c = text[i]
-        if c == "#":
-            nl = text.find("\n", i)
-            i = upto if nl < 0 else nl
-            continue
-        if c == '"':
-            i += 1
-            while i < upto and text[i] not in '"\n':
-                i += 2 if text[i] == "\\" else 1
-        elif c in "([{":
-            stack.append((i, c))
-        elif c in ")]}" and stack and stack[-1][1] == pairs[c]:
-            stack.pop()
-        i += 1
-    return stack[-1] if stack else None
-
-
 # Strings and comments as the grammar lexes them, so brackets inside them are not counted;
 # a lone `"` stops the scan (the lexer reports that string).
 _BRACKET_SCAN = re.compile(r'"(?:[^"\\\n\r]|\\[^\n\r])*"|#[^\n\r]*|[(\[{]|[)\]}]|"')
@@ -445,96 +361,3 @@ def _too_deep(text: str) -> int | None:
         elif c == '"':
             return None
     return None
-
-
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col
-
-
-def _syntax_diagnostic(exc: UnexpectedInput, text: str, file: str) -> Diagnostic:
-    if isinstance(exc, UnexpectedCharacters):
-        return _bad_character(exc, text, file)
-    assert isinstance(exc, UnexpectedToken)
-    tok = exc.token
-    expected = set(exc.expected)
-    if tok.type == "$END":
-        line, col = _line_col(text, len(text))
-        span = Span(file, line, col, line, col + 1)
-    else:
-        span = _tok_span(file, tok)
-    found = _found(tok)
-    helps: list[str] = []
-    secondary = ()
-
-    if expected & _STATEMENT_TERMINALS and tok.type == "NAME":
-        close = closest(str(tok), STATEMENT_KEYWORDS)
-        helps.append(f"did you mean `{close}`?" if close else
-                     "statements start with one of: " + ", ".join(f"`{k}`" for k in STATEMENT_KEYWORDS))
-        return error("P006", f"unknown statement `{tok}`", span, label="not a statement",
-                     help=tuple(helps))
-    if "ELLIPSIS" in expected and tok.type == "COMMA":
-        return error("P005", "empty layout entry", span, label="a dimension is missing here",
-                     help="write `_` for a dimension that is not split")
-    if tok.type == "NAME":
-        words = [n.lower() for n in expected if n.lower() in KEYWORDS]
-        close = closest(str(tok), words)
-        if close:
-            helps.append(f"did you mean `{close}`?")
-    if expected == {"ARROW"}:
-        helps.append('a rule is written `"REGEX" -> LAYOUT`')
-    opened = _unclosed(text, tok.start_pos if tok.type != "$END" else len(text))
-    if opened and ({"RPAR", "RBRACE", "RSQB"} & expected):
-        oline, ocol = _line_col(text, opened[0])
-        secondary = (_label(file, oline, ocol, f"`{opened[1]}` opened here is not closed"),)
-    message = f"expected {_describe(expected)}, found {found}"
-    return error("P001", message, span, label="unexpected here", help=tuple(helps),
-                 secondary=secondary)
-
-
-def _label(file, line, col, message):
-    from planc.diagnostics import Label
-
-    return Label(Span(file, line, col, line, col + 1), message)
-
-
-def _bad_character(exc: UnexpectedCharacters, text: str, file: str) -> Diagnostic:
-    pos = exc.pos_in_stream
-    ch = text[pos]
-    line, col = exc.line, exc.column
-    eol = text.find("\n", pos)
-    eol = len(text) if eol < 0 else eol
-    if ch == '"':
-        span = Span(file, line, col, line, col + max(eol - pos, 1))
-        return error("P002", "unterminated string", span, label="this string is never closed",
-                     help='close it with `"` on the same line; strings cannot span lines')
-    if ch == "'":
-        close = text.find("'", pos + 1, eol)
-        end = (close + 1) if close >= 0 else eol
-        span = Span(file, line, col, line, col + (end - pos))
-        inner = text[pos + 1:close] if close >= 0 else text[pos + 1:eol]
-        return error("P003", "strings are written in double quotes", span,
-                     label="single-quoted", help=f'write "{inner}"')
-    span = Span(file, line, col, line, col + 1)
-    if ch == ":":
-        before = text[:pos].rstrip()
-        if before.endswith('"') or before.endswith("default"):
-            return error("P007", "`:` between a pattern and its layout", span,
-                         label="write `->` here", help='a rule is written `"REGEX" -> LAYOUT`')
-        return error("P004", "unexpected character `:`", span, label="not planc syntax",
-                     help="settings are written `name = value`")
-    shown = ch if ch.isprintable() else repr(ch)
-    expected = _expected_at(text, pos)
-    return error("P004", f"unexpected character `{shown}`", span, label="not planc syntax",
-                 help=f"expected {_describe(expected)}" if expected else None)
-
-
-def _expected_at(text: str, pos: int) -> set[str]:
-    """The terminals the parser could take at `pos` (the basic lexer does not know)."""
-    try:
-        state = _lark().parse_interactive(text[:pos])
-        state.exhaust_lexer()
-        return set(state.accepts()) - {"$END"}
-    except UnexpectedInput:
-        return set()

@@ -1,166 +1,57 @@
-"""`planc fmt`: rewrite plan text in its one canonical layout, never changing its meaning.
+"""The canonical printer: a parsed plan back as text, in its one canonical layout.
 
-The formatter prints the AST back in a fixed statement order and spelling, and carries
+The printer prints the AST back in a fixed statement order and spelling, and carries
 every comment along (a comment is never lost: the test suite compares the comments before
-and after). Before returning, `format_text` checks its own work: the formatted text must
-check to the same `PlanIR` as the original (or, for a plan with checker errors, parse to
-the same tree), otherwise it raises `FormatterBug` instead of returning changed meaning.
+and after). It does not decide whether the result means what the input meant: that is
+`planc.check.formatting`, which checks the printed text before `planc fmt` writes it.
 
 Canonical order: `plan`, `include`, `param`, `mesh`, `slices`, the distribution,
 `match`, `overlap`, `budget`, `check`, `cluster`, `layout`, `outputs`. The checker groups
 statements by kind, so moving statements between kinds is safe, with one exception: an
 `include` inlines its statements where it stands, so moving a local statement across an
-include can change the order of params and rules. When the full canonical order would
-change the IR (or cannot be verified), statements keep their side of every include.
+include can change the order of params and rules. `include_safe_order` keeps every
+statement on its side of every include for that case.
 """
 
 from __future__ import annotations
 
 import bisect
-import dataclasses
-import difflib
 import re
-import sys
-from collections import Counter
 from dataclasses import dataclass, field
 
 from planc.syntax import ast
-from planc.diagnostics import PlanError, Span
-
-__all__ = ["format_text", "run_fmt", "FormatterBug"]
 
 INDENT = "    "
 
 _ORDER = (
     (ast.PlanStmt,), (ast.IncludeStmt,), (ast.ParamStmt,), (ast.MeshStmt,), (ast.SlicesStmt,),
     (ast.DataParallelStmt, ast.ModelParallelStmt), (ast.MatchStmt,), (ast.OverlapStmt,),
-    (ast.BudgetStmt,), (ast.CheckStmt,), (ast.ClusterStmt,), (ast.LayoutBlock,),
-    (ast.OutputsBlock,),
+    (ast.BudgetStmt,), (ast.CheckStmt,), (ast.ClusterStmt,), (ast.LayoutSection,),
+    (ast.OutputsSection,),
 )
 _RANK = {cls: rank for rank, group in enumerate(_ORDER) for cls in group}
-_BLOCKS = (ast.LayoutBlock, ast.OutputsBlock, ast.ClusterStmt)
+# Statements printed as a braced section of one line per rule or setting.
+_SECTIONS = (ast.LayoutSection, ast.OutputsSection, ast.ClusterStmt)
 _SIZE = re.compile(r"([0-9_]+)[ \t]*([A-Za-z]+)")
 
 
-class FormatterBug(Exception):
-    """The formatter produced text that does not mean what the input meant (a planc bug)."""
+def canonical_text(module: ast.Module, text: str, order) -> str:
+    """`module`, parsed from `text`, printed with its statements in `order`.
 
-
-# -- public API ----------------------------------------------------------------------------
-
-def format_text(text: str, file: str = "<string>") -> str:
-    """`text` in canonical layout; raises `PlanError` if `text` has a syntax error.
-
-    A plan that parses but has checker errors (an unknown axis, say) is still formatted.
-    `file` names the plan for diagnostics and for resolving `include` paths.
-
-    >>> print(format_text('mesh(batch=auto)  data_parallel # dp\\n'), end="")
-    mesh(batch = auto)
-    <BLANKLINE>
-    data_parallel  # dp
+    `order` holds the module's own statement objects (`canonical_order`,
+    `include_safe_order`); `text` gives integers as written and the blank lines.
     """
-    from planc.check.checker import check
-    from planc.syntax.parser import parse
-
-    parse(text, file)  # syntax errors are reported against the text exactly as given
-    norm = text.replace("\r\n", "\n").replace("\r", "\n")
-    module = parse(norm, file)
-    try:
-        original_ir = check(text, file)
-    except PlanError:
-        original_ir = None
-
-    statements = list(module.statements)
-    has_includes = any(isinstance(s, ast.IncludeStmt) for s in statements)
-    orders = []
-    if original_ir is not None or not has_includes:
-        orders.append(_canonical_order(statements))
-    if has_includes:
-        orders.append(_include_safe_order(statements))
-
-    problem = ""
-    for order in orders:
-        out = _Printer(norm, module).render(order)
-        _verify_tree(module, order, out, file)
-        if original_ir is None:
-            return out
-        try:
-            new_ir = check(out, file)
-        except PlanError as exc:
-            problem = f"produced text that no longer checks: {exc.diagnostics[0].message}"
-            continue
-        if _shape(new_ir) == _shape(original_ir):
-            return out
-        problem = "would change what the plan means"
-    raise FormatterBug(f"formatting {file} {problem}")
-
-
-def run_fmt(args) -> int:
-    """The `planc fmt` command: 0 when nothing changed (or was written), 1 for a plan with
-    syntax errors or, under `--check`/`--diff`, a file that would change; 2 for an
-    unreadable file or a formatter bug."""
-    from planc.syntax.files import read_plan_text
-    from planc.cli.common import EXIT_OK, EXIT_PLAN, EXIT_USAGE, use_color
-    from planc.fileio import atomic_write
-    from planc.diagnostics.text import render_text
-
-    code = EXIT_OK
-    for path in dict.fromkeys(sorted(args.plans)):
-        try:
-            text = read_plan_text(path)
-            new = format_text(text, path)
-        except OSError as exc:
-            print(f"planc: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
-            code = max(code, EXIT_USAGE)
-            continue
-        except PlanError as exc:
-            rendered = render_text(exc.diagnostics, exc.sources,
-                                   color=use_color(args.color, sys.stderr))
-            sys.stderr.write(rendered + "\n" if rendered else "")
-            code = max(code, EXIT_PLAN)
-            continue
-        except FormatterBug as exc:
-            print(f"planc: internal error: {exc}; {path} was left as it was "
-                  "(please report this with the input that caused it)", file=sys.stderr)
-            code = max(code, EXIT_USAGE)
-            continue
-        if new == text:
-            continue
-        if args.diff:
-            sys.stdout.write(_unified_diff(text, new, path))
-        if args.check:
-            print(f"would reformat {path}")
-        if args.check or args.diff:
-            code = max(code, EXIT_PLAN)
-            continue
-        try:
-            atomic_write(path, new)
-        except OSError as exc:
-            print(f"planc: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
-            code = max(code, EXIT_USAGE)
-            continue
-        print(f"reformatted {path}")
-    return code
-
-
-def _unified_diff(old: str, new: str, path: str) -> str:
-    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                 fromfile=path, tofile=path)
-    out = []
-    for line in lines:
-        if not line.endswith("\n"):
-            line += "\n\\ No newline at end of file\n"
-        out.append(line)
-    return "".join(out)
+    return _Printer(text, module).render(order)
 
 
 # -- statement order --------------------------------------------------------------------------
 
-def _canonical_order(statements):
+def canonical_order(statements) -> list:
+    """The statements in canonical order (by kind; `sorted` keeps each kind's order)."""
     return sorted(statements, key=lambda s: _RANK[type(s)])
 
 
-def _include_safe_order(statements):
+def include_safe_order(statements) -> list:
     """Canonical order within the stretches between includes; `plan` always first.
 
     Every statement stays on its side of every include, so the per-kind statement lists
@@ -173,44 +64,6 @@ def _include_safe_order(statements):
         key = (0, 0) if isinstance(s, ast.PlanStmt) else (segment, _RANK[type(s)])
         keyed.append((key, i, s))
     return [s for _, _, s in sorted(keyed, key=lambda k: (k[0], k[1]))]
-
-
-# -- self-check ---------------------------------------------------------------------------------
-
-def _shape(obj):
-    """A span-free, comparable picture of an AST node or IR object (spans say where, not what)."""
-    if isinstance(obj, Span):
-        return None
-    if isinstance(obj, ast.SizeLit):  # `16GiB` and `16 GiB` are one size
-        return ("SizeLit", obj.value, re.sub(r"[ \t]", "", obj.text))
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return (type(obj).__name__,) + tuple(
-            (f.name, _shape(getattr(obj, f.name)))
-            for f in dataclasses.fields(obj) if f.compare and f.name != "span")
-    if isinstance(obj, (tuple, list)):
-        return tuple(_shape(x) for x in obj)
-    if isinstance(obj, dict):
-        return tuple((k, _shape(v)) for k, v in obj.items())
-    return obj
-
-
-def _verify_tree(module: ast.Module, order, out: str, file: str) -> None:
-    from planc.syntax.parser import parse
-
-    try:
-        again = parse(out, file)
-    except PlanError as exc:
-        raise FormatterBug(f"formatting {file} produced text that does not parse: "
-                           f"{exc.diagnostics[0].message}") from None
-    if _shape(tuple(again.statements)) != _shape(tuple(order)):
-        raise FormatterBug(f"formatting {file} changed its syntax tree")
-    before = Counter(c.text for c in module.comments)
-    after = Counter(c.text for c in again.comments)
-    if before != after:
-        lost = ", ".join(repr(t) for t in (before - after)) or "none"
-        added = ", ".join(repr(t) for t in (after - before)) or "none"
-        raise FormatterBug(f"formatting {file} did not keep its comments as they were "
-                           f"(lost: {lost}; added: {added})")
 
 
 # -- comments: where each one goes ------------------------------------------------------------
@@ -358,11 +211,11 @@ class _Printer:
         previous = None
         for stmt in order:
             if previous is not None and (_RANK[type(stmt)] != _RANK[type(previous)]
-                                         or isinstance(stmt, _BLOCKS)):
+                                         or isinstance(stmt, _SECTIONS)):
                 self.blank()
             unit = unit_of[id(stmt)]
-            if isinstance(stmt, _BLOCKS):
-                self.block(stmt, unit)
+            if isinstance(stmt, _SECTIONS):
+                self.section(stmt, unit)
             else:
                 self.emit_unit(unit, self.statement(stmt), "", first_blank=False)
             previous = stmt
@@ -374,9 +227,9 @@ class _Printer:
             self.lines.pop()
         return "\n".join(self.lines) + "\n" if self.lines else ""
 
-    # blocks
-    def block(self, stmt, unit: _Unit) -> None:
-        keyword = {ast.LayoutBlock: "layout", ast.OutputsBlock: "outputs",
+    # sections
+    def section(self, stmt, unit: _Unit) -> None:
+        keyword = {ast.LayoutSection: "layout", ast.OutputsSection: "outputs",
                    ast.ClusterStmt: "cluster"}[type(stmt)]
         items = list(stmt.rules if not isinstance(stmt, ast.ClusterStmt) else stmt.args)
         brace_line = self.brace_line(stmt)
@@ -389,7 +242,7 @@ class _Printer:
         region = _distribute(items, body, brace_line, self.blanks)
         if items:
             units = region.units
-            units[0].leading = region.head  # inside a block, the head leads the first item
+            units[0].leading = region.head  # inside a section, the head leads the first item
             tail = region.tail
         else:
             units, tail = [], region.head + region.tail
@@ -424,7 +277,7 @@ class _Printer:
         self.emit("}" + (f"  {closing[0]}" if closing else ""))
 
     def brace_line(self, stmt) -> int:
-        """The line of the block's `{` (comments may sit between the keyword and it)."""
+        """The line of the section's `{` (comments may sit between the keyword and it)."""
         i = self.line_starts[stmt.span.line - 1] + stmt.span.column - 1
         t = self.text
         while i < len(t) and t[i] != "{":

@@ -1,23 +1,9 @@
-"""`planc compile`: a plan as a file people run.
+"""The json target: the resolved plan as JSON, schema `planc.compiled/1`, and the
+plan's fingerprint, which every target writes.
 
-    planc compile PLAN [-D NAME=VALUE ...] [--model SRC] [--devices N]
-                  [--target jax|keras|json] [-o FILE]
-
-- `--target jax` (default) writes a Python module that needs only `jax`, `numpy` and
-  `re` (see `planc.emit_jax`).
-- `--target json` writes the resolved plan as JSON, schema `planc.compiled/1` (below).
-- `--target keras` writes a module that needs only `keras` (`planc.emit_keras`).
-
-With `--model`, the plan is resolved against the model's variables first: any error
-(an unmatched matrix, an ambiguous match, a rank or divisibility misfit) refuses the
-output (exit 1, diagnostics on stderr, nothing written); otherwise the resolved table
-is embedded. `--devices N` binds `auto` for N devices before anything else, so the
-table's divisibility checks cover every axis.
-
-The output depends only on the plan and the model: it is byte-identical across runs
-and `PYTHONHASHSEED` values. `-o FILE` is written atomically (`planc.fileio.atomic_write`):
-on any error no file is created and an existing one is left as it was. Without `-o`
-the output goes to stdout; diagnostics always go to stderr.
+`planc compile PLAN --target json` calls `compiled_json`. With `--model`, the layout of
+every variable of the model is embedded as `table`. The output depends only on the
+plan and the model: it is byte-identical across runs and `PYTHONHASHSEED` values.
 
 Schema `planc.compiled/1` (keys in this order; `ensure_ascii` JSON, 2-space indent):
 
@@ -50,18 +36,17 @@ Schema `planc.compiled/1` (keys in this order; `ensure_ascii` JSON, 2-space inde
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import enum
 import hashlib
 import json
-import sys
 
 from planc._version import __version__
-from planc.diagnostics import Diagnostic, PlanError, Severity, Span, error
+from planc.diagnostics import Span
 from planc.ir import Alternative, Check, PlanIR, Rule
+from planc.targets.codegen import refuse_errors
 
-__all__ = ["run_compile", "fingerprint", "compiled_json", "resolve_model"]
+__all__ = ["fingerprint", "compiled_json"]
 
 SCHEMA = "planc.compiled/1"
 
@@ -115,21 +100,6 @@ def fingerprint(ir: PlanIR) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-# -- resolution against a model ------------------------------------------------------------
-
-def resolve_model(ir: PlanIR, variables):
-    """`(table, diagnostics)`: `[(variable, axes, rule index | -1 | None)]` in model order,
-    and what resolving found (errors, warnings and notes)."""
-    from planc.resolve.resolver import Resolver
-
-    resolution = Resolver(ir).resolve_all(variables)
-    table = []
-    for a in resolution.assignments:
-        rule = None if a.rule is None else a.rule.index
-        table.append((a.variable, a.layout.axes, rule))
-    return table, list(resolution.diagnostics)
-
-
 # -- JSON -------------------------------------------------------------------------------
 
 def _entry_json(entry):
@@ -151,12 +121,18 @@ def _layout_json(rule: Rule | None):
             "alternatives": [_alt_json(a) for a in rule.layout.alternatives]}
 
 
-def compiled_json(ir: PlanIR, fp: str, table=None) -> str:
-    """The `planc.compiled/1` document for `ir` (see the module docstring)."""
+def compiled_json(ir: PlanIR, resolution=None) -> str:
+    """The `planc.compiled/1` document for `ir` (see the module docstring).
+
+    `resolution` (a `planc.resolve.Resolution` of `ir`, from `--model`) is written as
+    `table`; its errors raise `PlanError` (nothing is written for a plan with errors
+    against its model).
+    """
+    refuse_errors(ir, resolution)
     doc = {
         "schema": SCHEMA,
         "plan": ir.name,
-        "fingerprint": fp,
+        "fingerprint": fingerprint(ir),
         "planc_version": __version__,
         "params": {k: v for k, v in ir.params},
         "mesh": {"axes": list(ir.mesh.names), "shape": list(ir.mesh.shape),
@@ -169,94 +145,10 @@ def compiled_json(ir: PlanIR, fp: str, table=None) -> str:
         "default": _layout_json(ir.default),
         "outputs": [{"pattern": r.pattern, "layout": _layout_json(r)} for r in ir.outputs],
         "outputs_default": _layout_json(ir.outputs_default),
-        "table": None if table is None else {
-            v.path: {"shape": list(v.shape), "dtype": v.dtype,
-                     "partition_spec": [_entry_json(e) for e in axes], "rule": rule}
-            for v, axes, rule in table},
+        "table": None if resolution is None else {
+            a.variable.path: {"shape": list(a.variable.shape), "dtype": a.variable.dtype,
+                              "partition_spec": [_entry_json(e) for e in a.layout.axes],
+                              "rule": None if a.rule is None else a.rule.index}
+            for a in resolution.assignments},
     }
     return json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
-
-
-# -- the command ----------------------------------------------------------------------------
-
-def _refusal(ir: PlanIR, errors: int, model: str) -> Diagnostic:
-    span = ir.layout_span or ir.mesh.span
-    return error("P313", f"not compiled: the plan has {errors} error"
-                 f"{'s' if errors != 1 else ''} against the model `{model}`", span,
-                 label="plan", help="fix the errors above; `planc explain` shows the "
-                                    "layout of every variable")
-
-
-def run_compile(args) -> int:
-    """The `planc compile` command; returns the exit code (0, 1 plan errors, 2 usage)."""
-    from planc.cli.common import (EXIT_OK, EXIT_PLAN, UsageError, emit_diagnostics, load, load_model,
-                      parse_defines, parse_devices)
-
-    # Diagnostics never go to -o FILE: that is where the compiled output belongs.
-    report_args = argparse.Namespace(**{**vars(args), "output": None})
-
-    def report(diags, sources) -> None:
-        shown = [d for d in diags if d.severity is not Severity.NOTE]
-        if shown:
-            emit_diagnostics(shown, sources, report_args, stream=sys.stderr)
-
-    defines = parse_defines(args.defines)
-    counts = parse_devices(getattr(args, "devices", None))
-    if len(counts) > 1:
-        raise UsageError(f"compile takes one device count, not `{args.devices}`")
-    plan, diags, sources = load(args.plan, defines, getattr(args, "allow_include_outside", False))
-    if plan is None:
-        report(diags, sources)
-        return EXIT_PLAN
-    try:
-        if counts:
-            plan = plan.with_devices(counts[0])
-        ir = plan.ir
-        variables = load_model(args.model) if args.model else None
-        table = None
-        if variables is not None:
-            table, found = resolve_model(ir, variables)
-            diags = diags + found
-            errors = sum(1 for d in found if d.is_error)
-            if errors:
-                report(diags + [_refusal(ir, errors, args.model)], sources)
-                return EXIT_PLAN
-        text = _render(args.target, plan, ir, variables, table)
-    except PlanError as exc:
-        report(list(exc.diagnostics), exc.sources or sources)
-        return EXIT_PLAN
-    report(diags, sources)
-    _write(args.output, text, UsageError)
-    return EXIT_OK
-
-
-def _render(target: str, plan, ir: PlanIR, variables, table) -> str:
-    from planc.cli.common import UsageError
-
-    if target == "json":
-        return compiled_json(ir, fingerprint(ir), table)
-    if target == "keras":
-        try:
-            from planc.targets.keras_module import emit_keras_module
-        except ImportError as exc:
-            raise UsageError(f"keras target not available: {exc}") from None
-        return emit_keras_module(plan, variables=variables)
-    from planc.targets.jax_module import module_text
-
-    rows = None if table is None else [(v.path, v.shape, axes) for v, axes, _ in table]
-    return module_text(ir, fingerprint(ir), rows)
-
-
-def _write(path: str | None, text: str, usage_error) -> None:
-    if not path:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    from planc.fileio import atomic_write
-
-    try:
-        atomic_write(path, text)
-    except IsADirectoryError:
-        raise usage_error(f"cannot write {path}: is a directory") from None
-    except OSError as exc:
-        raise usage_error(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,24 +1,18 @@
-"""The JAX target: a plan as `jax.sharding` objects (DESIGN section 4).
+"""The JAX target: a plan as `jax.sharding` objects.
 
 Every layout comes from `planc.resolve.Resolver`, the one matching engine; this module
 only turns its answers into `Mesh`, `PartitionSpec` and `NamedSharding`, and moves
-arrays. The `Plan` facade calls these functions (`plan.mesh()`, `plan.shard(tree)`, ...).
+arrays. The `Plan` facade calls these functions with its IR (`plan.mesh()`,
+`plan.shard(tree)`, ...); each binds the IR to the device count it is given.
 
 Choices a user should know:
 
 - **Mesh.** `auto` is resolved for the number of devices given (default
-  `jax.devices()`). Devices are ordered by `jax.experimental.mesh_utils`, which knows
-  the TPU topology (and sorts GPUs by id); elsewhere it is a plain row-major reshape,
-  as Keras's `DeviceMesh` does. The mesh's axis types are JAX's default (Auto), as
-  Keras builds it. A device count that does not fit the mesh is a `PlanError` (P201).
-- **Slices.** `slices(axis = N)` meshes are built with
-  `mesh_utils.create_hybrid_device_mesh` from the per-slice shape and the slice
-  counts. Devices are grouped by `slice_index` when they come from exactly as many
-  slices as the plan has (multi-slice TPU); else by process when there is one process
-  per slice (`process_is_granule=True`; CPU and GPU clusters have no slice index); a
-  single process on a single slice (simulated CPU devices) takes contiguous runs of its
-  device list as the slices, so a multi-slice plan can be tried on one host. Anything
-  else is a `PlanError` (P201).
+  `jax.devices()`). Devices are placed by `planc.targets.devices` (topology-aware where
+  `jax.experimental.mesh_utils` knows the topology, row-major elsewhere, as Keras's
+  `DeviceMesh` does; `slices(axis = N)` meshes slice by slice). The mesh's axis types
+  are JAX's default (Auto), as Keras builds it. A device count that does not fit the
+  mesh, or devices that cannot form its slices, is a `PlanError` (P201).
 - **Blocks.** JAX has no block sharding: `model[128]` is a divisibility constraint
   (the dimension must divide by 128 x size(model), checked by the resolver) and the
   `PartitionSpec` entry is the plain axis `"model"`. Contiguous equal shards of a
@@ -48,6 +42,8 @@ from planc.check.binding import bind_devices
 from planc.ir import PlanIR
 from planc.resolve.resolver import ResolvedLayout, Resolver
 from planc.sources.objects import key_text
+from planc.targets.devices import _device_grid, _device_list
+from planc.targets.expressible import indivisible_batch, scalar_batch
 from planc.variables import Variable
 
 __all__ = [
@@ -77,133 +73,73 @@ def _cached(ir: PlanIR, key: tuple, make):
     return value
 
 
-def _bound(plan, devices: int) -> PlanIR:
-    """The plan's IR with `auto` resolved for `devices` devices (P201 if it does not fit)."""
-    ir = plan.ir
-    if ir.mesh.auto_axis is None and ir.mesh.device_count == devices:
-        return ir
+def _bound(ir: PlanIR, devices: int) -> PlanIR:
+    """`ir` with `auto` resolved for `devices` devices (P201 if it does not fit)."""
     return _cached(ir, ("bound", devices), lambda: bind_devices(ir, devices))
 
 
-def _resolver(ir: PlanIR, block: str = "layout") -> Resolver:
-    return _cached(ir, ("resolver", block), lambda: Resolver(ir, block))
+def _resolver(ir: PlanIR, section: str = "layout") -> Resolver:
+    return _cached(ir, ("resolver", section), lambda: Resolver(ir, section))
 
 
-def _ir_for_mesh(plan, mesh: Mesh) -> PlanIR:
-    """The plan bound to `mesh`'s device count, after checking the mesh is the plan's."""
+def _ir_for_mesh(ir: PlanIR, mesh: Mesh) -> PlanIR:
+    """`ir` bound to `mesh`'s device count, after checking the mesh is the plan's."""
     if not isinstance(mesh, Mesh):
         raise TypeError(f"mesh must be a jax.sharding.Mesh, not {type(mesh).__name__}")
     names = tuple(mesh.axis_names)
-    if sorted(names) != sorted(plan.axis_names):
-        raise ValueError(f"the mesh has axes {names}, but plan {plan.name!r} has "
-                         f"{tuple(plan.axis_names)}; build the mesh with plan.mesh()")
-    ir = _bound(plan, int(mesh.devices.size))
+    if sorted(names) != sorted(ir.mesh.names):
+        raise ValueError(f"the mesh has axes {names}, but plan {ir.name!r} has "
+                         f"{tuple(ir.mesh.names)}; build the mesh with plan.mesh()")
+    bound = _bound(ir, int(mesh.devices.size))
     wrong = [f"`{a.name}` is {mesh.shape[a.name]} in the mesh but {a.global_size} in the plan"
-             for a in ir.mesh.axes if mesh.shape[a.name] != a.global_size]
+             for a in bound.mesh.axes if mesh.shape[a.name] != a.global_size]
     if wrong:
-        raise ValueError(f"the mesh does not match plan {plan.name!r}: " + "; ".join(wrong))
-    return ir
+        raise ValueError(f"the mesh does not match plan {ir.name!r}: " + "; ".join(wrong))
+    return bound
 
 
 # -- mesh ------------------------------------------------------------------------------------
-# `_device_grid` and what it calls use only numpy and jax: planc's emitted modules carry
-# a copy of their source text (see planc.emit_jax), so both build the same device order.
 
-def _device_grid(shape, slices, devices):
-    """`devices` arranged as an array of `shape` (global axis sizes), `slices[i]` slices
-    along axis i; raises ValueError when the devices cannot form such a mesh."""
-    import numpy as np
-    from jax.experimental import mesh_utils
-
-    devices = list(devices)
-    shape, slices = tuple(shape), tuple(slices)
-    total = count = 1
-    for n, k in zip(shape, slices):
-        total, count = total * n, count * k
-    if total != len(devices):
-        raise ValueError(f"{len(devices)} devices cannot form a mesh of shape {shape}")
-    if count == 1:
-        return _ordered_devices(shape, devices)
-    per_slice = tuple(g // s for g, s in zip(shape, slices))
-    slice_ids = {getattr(d, "slice_index", None) for d in devices}
-    if None not in slice_ids and len(slice_ids) == count:
-        return mesh_utils.create_hybrid_device_mesh(per_slice, slices, devices)
-    processes = {d.process_index for d in devices}
-    if len(processes) == count:
-        return mesh_utils.create_hybrid_device_mesh(per_slice, slices, devices,
-                                                    process_is_granule=True)
-    if len(processes) != 1 or len(slice_ids) != 1:
-        raise ValueError(f"the devices come from {len(slice_ids)} slice(s) and "
-                         f"{len(processes)} process(es); {count} slices need one of them "
-                         f"to be {count}")
-    # One process on one slice (CPU, simulated devices): contiguous runs of the device
-    # list stand in for slices, placed as create_hybrid_device_mesh places them.
-    size = len(devices) // count
-    blocks = [_ordered_devices(per_slice, devices[i * size:(i + 1) * size])
-              for i in range(count)]
-    grid = np.empty(slices, dtype=object)
-    for i, index in enumerate(np.ndindex(*slices)):
-        grid[index] = blocks[i]
-    return np.block(grid.tolist())
-
-
-def _ordered_devices(shape, devices):
-    """mesh_utils' topology-aware order where it has one, a row-major reshape otherwise."""
-    import numpy as np
-    from jax.experimental import mesh_utils
-
-    try:
-        return mesh_utils.create_device_mesh(shape, devices)
-    except (ValueError, NotImplementedError, AssertionError, KeyError):
-        # A device subset or shape the topology code cannot place.
-        return np.asarray(devices, dtype=object).reshape(shape)
-
-
-def _device_list(devices) -> list:
+def _jax_devices(devices):
+    """`devices` (None: `jax.devices()`) with each checked to be a jax device, which
+    `_device_list` takes for granted."""
     if devices is None:
-        return list(jax.devices())
-    if isinstance(devices, np.ndarray):
-        devices = devices.ravel().tolist()
-    devices = list(devices)
-    if not devices:
-        raise ValueError("no devices given")
-    seen = set()
-    for d in devices:
+        return None
+    listed = devices.ravel().tolist() if isinstance(devices, np.ndarray) else list(devices)
+    for d in listed:
         if not hasattr(d, "platform") or not hasattr(d, "id"):
             raise TypeError(f"expected jax devices, got {type(d).__name__}")
-        if (d.platform, d.id) in seen:
-            raise ValueError(f"device {d} is listed twice")
-        seen.add((d.platform, d.id))
-    return devices
+    return listed
 
 
-def make_mesh(plan, devices=None) -> Mesh:
-    """A `jax.sharding.Mesh` for `plan` over `devices` (default: `jax.devices()`).
+def make_mesh(ir: PlanIR, devices=None) -> Mesh:
+    """A `jax.sharding.Mesh` for the plan over `devices` (default: `jax.devices()`).
 
     `auto` takes the devices the other axes leave; a count that does not fit raises
     `PlanError` (P201). See the module docstring for the device order and slices.
     """
-    devices = _device_list(devices)
-    ir = _bound(plan, len(devices))
+    devices = _device_list(_jax_devices(devices))
+    bound = _bound(ir, len(devices))
     try:
-        grid = _device_grid(ir.mesh.shape, ir.mesh.slice_shape, devices)
+        grid = _device_grid(bound.mesh.shape, bound.mesh.slice_shape, devices)
     except ValueError as exc:
-        span = ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+        span = bound.mesh.span or Span(bound.file, 1, 1, 1, 2)
         raise PlanError((error("P201", f"the devices do not fit the mesh: {exc}", span,
                                label="this mesh", devices=len(devices)),),
-                        ir.source_dict) from None
-    return Mesh(grid, ir.mesh.names)
+                        bound.source_dict) from None
+    return Mesh(grid, bound.mesh.names)
 
 
-def _mesh(plan, mesh):
+def _mesh(ir: PlanIR, mesh):
     if mesh is None:
-        mesh = make_mesh(plan)
-    return mesh, _ir_for_mesh(plan, mesh)
+        mesh = make_mesh(ir)
+    return mesh, _ir_for_mesh(ir, mesh)
 
 
 # -- one variable ------------------------------------------------------------------------
 
-def _shape(shape) -> tuple[int, ...]:
+def _checked_shape(shape) -> tuple[int, ...]:
+    """`shape` as a tuple of ints; TypeError or ValueError when it is not a shape."""
     try:
         out = tuple(shape)
     except TypeError:
@@ -218,15 +154,14 @@ def _spec(layout: ResolvedLayout) -> PartitionSpec:
     return PartitionSpec(*layout.axes)
 
 
-def _ir_for_devices(plan) -> PlanIR:
-    ir = plan.ir
+def _ir_for_devices(ir: PlanIR) -> PlanIR:
     if ir.mesh.auto_axis is not None:
         # A size for `auto` changes which alternatives fit: use the devices JAX sees.
-        ir = _bound(plan, len(jax.devices()))
+        ir = _bound(ir, len(jax.devices()))
     return ir
 
 
-def partition_spec(plan, path: str, shape) -> PartitionSpec:
+def partition_spec(ir: PlanIR, path: str, shape) -> PartitionSpec:
     """The `PartitionSpec` the plan gives variable `path` of `shape`.
 
     An `auto` axis takes its size from `len(jax.devices())`. Raises `PlanError` when the
@@ -237,8 +172,8 @@ def partition_spec(plan, path: str, shape) -> PartitionSpec:
     """
     if not isinstance(path, str):
         raise TypeError(f"path must be a string, not {type(path).__name__}")
-    ir = _ir_for_devices(plan)
-    return _spec(_layout(ir, Variable(path, _shape(shape))))
+    ir = _ir_for_devices(ir)
+    return _spec(_layout(ir, Variable(path, _checked_shape(shape))))
 
 
 def _layout(ir: PlanIR, var: Variable) -> ResolvedLayout:
@@ -304,7 +239,7 @@ def _raise(ir: PlanIR, errors) -> None:
         raise PlanError(tuple(errors), ir.source_dict)
 
 
-def shardings(plan, tree, mesh=None, params=None):
+def shardings(ir: PlanIR, tree, mesh=None, params=None):
     """A pytree of `NamedSharding` with `tree`'s structure, one per leaf.
 
     Leaves are arrays, `jax.ShapeDtypeStruct`s or anything with `.shape`; Python numbers
@@ -312,18 +247,18 @@ def shardings(plan, tree, mesh=None, params=None):
     (optimizer state; see the module docstring). Every error of every leaf is raised in
     one `PlanError`.
     """
-    mesh, ir = _mesh(plan, mesh)
+    mesh, ir = _mesh(ir, mesh)
     treedef, _, specs, errors = _tree_specs(ir, tree, params)
     _raise(ir, errors)
     return jax.tree_util.tree_unflatten(treedef, [NamedSharding(mesh, s) for s in specs])
 
 
-def shard(plan, tree, mesh=None):
+def shard(ir: PlanIR, tree, mesh=None):
     """`tree` placed on the mesh as the plan lays it out (`jax.device_put`).
 
     Nothing moves unless every leaf resolves without error.
     """
-    placement = shardings(plan, tree, mesh=mesh)
+    placement = shardings(ir, tree, mesh=mesh)
     return jax.device_put(tree, placement)
 
 
@@ -341,11 +276,11 @@ def _init_shardings(mesh, ir: PlanIR, shapes):
     return jax.tree_util.tree_unflatten(treedef, [NamedSharding(mesh, s) for s in specs])
 
 
-def init_jit(plan, fn, *args, mesh=None, **kwargs):
+def init_jit(ir: PlanIR, fn, *args, mesh=None, **kwargs):
     """`(jitted, out_shardings)`: `fn` compiled to write its outputs straight into the
     plan's shardings. `init` calls it; it is public so the compiled program can be
     inspected (`jitted.lower(*args).compile().output_shardings`)."""
-    mesh, ir = _mesh(plan, mesh)
+    mesh, ir = _mesh(ir, mesh)
     shapes = jax.eval_shape(fn, *args, **kwargs)
     out = _init_shardings(mesh, ir, shapes)
     return jax.jit(fn, out_shardings=out), out
@@ -373,7 +308,7 @@ def _init_groups(sizes: list[int]) -> list[list[int]]:
     return groups
 
 
-def init(plan, fn, *args, mesh=None, **kwargs):
+def init(ir: PlanIR, fn, *args, mesh=None, **kwargs):
     """Run `fn(*args, **kwargs)` so that its outputs are born sharded.
 
     The output shapes come from `jax.eval_shape`; `fn` then runs under `jax.jit` with
@@ -385,7 +320,7 @@ def init(plan, fn, *args, mesh=None, **kwargs):
     state mirrors the parameters. Arguments are traced: pass configuration through
     `functools.partial`.
     """
-    mesh, ir = _mesh(plan, mesh)
+    mesh, ir = _mesh(ir, mesh)
     shapes = jax.eval_shape(fn, *args, **kwargs)
     out = _init_shardings(mesh, ir, shapes)
     leaves, treedef = jax.tree_util.tree_flatten(shapes)
@@ -412,13 +347,13 @@ def _batch_entry(ir: PlanIR):
     return axes[0] if len(axes) == 1 else tuple(axes)
 
 
-def data_sharding(plan, rank: int = 2, mesh=None) -> NamedSharding:
+def data_sharding(ir: PlanIR, rank: int = 2, mesh=None) -> NamedSharding:
     """The sharding of a batch of `rank` dimensions: dimension 0 over the batch axes
     (a tuple of axes, major to minor, when there are several), the rest not split."""
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise ValueError(f"a batch needs rank >= 1 (its first dimension is split), "
                          f"not {rank!r}")
-    mesh, ir = _mesh(plan, mesh)
+    mesh, ir = _mesh(ir, mesh)
     return NamedSharding(mesh, PartitionSpec(_batch_entry(ir), *(None,) * (rank - 1)))
 
 
@@ -434,46 +369,28 @@ def _local_batch_shards(mesh: Mesh, axes) -> int:
     return len(seen)
 
 
-def shard_batch(plan, batch, mesh=None):
+def shard_batch(ir: PlanIR, batch, mesh=None):
     """`batch` (a pytree of arrays, this process's part of the global batch) as global
     arrays split over the batch axes (`jax.make_array_from_process_local_data`).
 
     A global batch that the batch axes do not divide, or a scalar leaf, raises one
     `PlanError` (P312) naming every such leaf before anything is placed.
     """
-    mesh, ir = _mesh(plan, mesh)
+    mesh, ir = _mesh(ir, mesh)
     leaves, treedef = tree_paths(batch)
-    axes = ir.batch_axes
-    total = math.prod(mesh.shape[a] for a in axes)
-    local_shards = _local_batch_shards(mesh, axes)
-    axes_text = " x ".join(f"`{a}` (size {mesh.shape[a]})" for a in axes)
-    if len(axes) > 1:
-        axes_text += f" = {total}"
-    span = ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+    local_shards = _local_batch_shards(mesh, ir.batch_axes)
+    several = jax.process_count() > 1
     problems = []
     arrays = []
     for path, leaf in leaves:
         arr = leaf if hasattr(leaf, "shape") and hasattr(leaf, "dtype") else np.asarray(leaf)
-        name = f"`{path}`" if path else "the batch"
         if arr.ndim == 0:
-            problems.append(error("P312", f"{name} is a scalar: it has no batch dimension to "
-                                  f"split over {axes_text}", span, label="batch axes of this mesh",
-                                  variable=path or None))
+            problems.append(scalar_batch(ir, path))
             continue
         local = int(arr.shape[0])
         if local % local_shards:
-            if jax.process_count() == 1:
-                what = f"the global batch of {name} is {local}"
-            else:
-                what = (f"this process's batch of {name} is {local}, which its "
-                        f"{local_shards} batch shards do not divide")
-            lower = local - local % total
-            examples = f"{lower} or {lower + total}" if lower else f"{total}"
-            problems.append(error(
-                "P312", f"{what}, not divisible by the batch axes {axes_text}", span,
-                label="batch axes of this mesh", variable=path or None,
-                help=f"use a global batch that is a multiple of {total} (e.g. {examples}), "
-                     "or drop the remainder"))
+            problems.append(indivisible_batch(ir, local, leaf=path,
+                                              shards=local_shards if several else None))
             continue
         arrays.append(arr)
     if problems:
@@ -486,7 +403,7 @@ def shard_batch(plan, batch, mesh=None):
 
 # -- activations ----------------------------------------------------------------------------
 
-def output_sharding(plan, path: str, rank: int, mesh=None) -> NamedSharding | None:
+def output_sharding(ir: PlanIR, path: str, rank: int, mesh=None) -> NamedSharding | None:
     """The sharding the plan's `outputs` rules give the output of layer `path` (for
     `jax.lax.with_sharding_constraint`), or None when no output rule matches it.
 
@@ -498,7 +415,7 @@ def output_sharding(plan, path: str, rank: int, mesh=None) -> NamedSharding | No
         raise TypeError(f"path must be a string, not {type(path).__name__}")
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
         raise ValueError(f"rank must be a non-negative integer, not {rank!r}")
-    mesh, ir = _mesh(plan, mesh)
+    mesh, ir = _mesh(ir, mesh)
     if not ir.outputs and ir.outputs_default is None:
         return None
     # A dimension every axis product (and block) divides, so only the rank can fail.

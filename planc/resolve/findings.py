@@ -1,0 +1,117 @@
+"""What only the whole model shows: the `budget` (P309), large variables left replicated
+(P310), and what an `auto` axis without a device count leaves unchecked (P202).
+
+The resolver reports what is wrong with single variables and single rules (P301-P308);
+`validate` adds these.
+"""
+
+from __future__ import annotations
+
+from planc.diagnostics import Diagnostic, error, note, warning
+from planc.ir import PlanIR
+from planc.resolve.memory import MemorySummary, human_bytes
+from planc.resolve.resolver import Assignment, escape_string
+from planc.variables import Variable
+
+# A fully replicated variable at least this large, on more than one device, gets P310:
+# 64 MiB is where replicating one tensor starts to cost real accelerator memory, and
+# no norm scale or bias of a real model comes near it.
+LARGE_REPLICATED_BYTES = 64 * 2**20
+
+
+def budget_findings(ir: PlanIR, memory: MemorySummary) -> list[Diagnostic]:
+    """P309 when the most loaded device, times the `budget`'s state, needs more than it."""
+    budget = ir.budget
+    if budget is None or memory.per_device_bytes is None:
+        return []
+    need = memory.per_device_bytes * budget.state
+    if need <= budget.per_device:
+        return []
+    state = (f" x {budget.state} (parameters and optimizer state) = {human_bytes(need)}"
+             if budget.state != 1 else "")
+    top = ", ".join(f"`{p}` {human_bytes(b)}" for p, b in memory.largest_per_device)
+    devices = f" on {memory.devices} devices" if memory.devices else ""
+    return [error(
+        "P309", f"the variables need {human_bytes(memory.per_device_bytes)} per device{state}"
+        f"{devices}, over the budget of {human_bytes(budget.per_device)}", budget.span,
+        label=f"{human_bytes(budget.per_device)} per device",
+        help=(f"largest per device: {top}",
+              "split these over more mesh axes, use more devices, or raise the budget"))]
+
+
+def large_replicated_findings(ir: PlanIR, assignments, nbytes, replicated,
+                              count: int | None, sizes) -> list[Diagnostic]:
+    """P310 for replicated variables of `LARGE_REPLICATED_BYTES` or more, one per rule."""
+    # Under data_parallel replication is the declared strategy, not an oversight.
+    if ir.distribution == "data_parallel" or (count is not None and count <= 1):
+        return []
+    groups: dict[str | None, list[Assignment]] = {}
+    for a, n, r in zip(assignments, nbytes, replicated):
+        if r and n >= LARGE_REPLICATED_BYTES:
+            groups.setdefault((a.rule.where if a.rule else None), []).append(a)
+    out = []
+    on = f"all {count} devices" if count else "every device"
+    for members in groups.values():
+        members.sort(key=lambda a: -a.variable.nbytes)  # stable: ties in model order
+        a = members[0]
+        v = a.variable
+        rule = a.rule
+        if rule is not None:
+            span, label = rule.span, "replicates it"
+            why = f"{rule.label} lays it out `{rule.layout.text}`"
+        else:
+            span, label = ir.layout_span or ir.mesh.span, "no rule here splits it"
+            why = "no rule matches it"
+        message = (f"`{v.path}` {list(v.shape)} ({human_bytes(v.nbytes)}) is replicated on "
+                   f"{on}: {why}")
+        if len(members) > 1:
+            others = [m.variable.path for m in members[1:]]
+            shown = ", ".join(f"`{p}`" for p in others[:3]) + (" ..." if len(others) > 3 else "")
+            message += f" (and {len(others)} more: {shown})"
+        out.append(warning("P310", message, span, label=label, help=_split_help(v, ir, sizes),
+                           variable=v.path, rule=rule.where if rule else None))
+    return out
+
+
+def _split_help(v: Variable, ir: PlanIR, sizes) -> str:
+    base = (f"variables of {human_bytes(LARGE_REPLICATED_BYTES)} or more are worth "
+            "splitting over a mesh axis")
+    axes = sorted(((s, n) for n, s in sizes.items() if s and s > 1), key=lambda t: (-t[0], t[1]))
+    batch = set(ir.batch_axes)
+    # Prefer a model axis; a batch axis splits weights FSDP-style, which also works.
+    axes.sort(key=lambda t: t[1] in batch)
+    for size, name in axes:
+        dims = sorted(range(v.rank), key=lambda k: -v.shape[k])
+        for k in dims:
+            if v.shape[k] % size == 0:
+                entries = ["_"] * v.rank
+                entries[k] = name
+                return (f'{base}, e.g. `"{escape_string(v.path)}" -> ({", ".join(entries)})`')
+    return base
+
+
+def skipped_findings(ir: PlanIR, assignments, memory: MemorySummary) -> list[Diagnostic]:
+    """P202: what could not be checked while an `auto` axis has no device count."""
+    auto = ir.mesh.auto_axis
+    if auto is None:
+        return []
+    skipped = []
+    if any(auto.name in a.layout.mesh_axes() for a in assignments):
+        skipped.append(f"divisibility of the dimensions split over `{auto.name}`")
+    if memory.per_device_bytes is None:
+        skipped.append("the per-device memory" + (" and the `budget`" if ir.budget else ""))
+    checks = [c for c in ir.checks if auto.name in c.names]
+    if checks:
+        skipped.append(f"{len(checks)} `check`{'s' if len(checks) > 1 else ''} reading "
+                       f"`{auto.name}`")
+    if not skipped:
+        skipped.append("the ideal per-device memory and the replication overhead")
+    return [note("P202", f"`{auto.name}` is `auto` and no device count was given: skipped "
+                 + _and(skipped), auto.span, label="size unknown",
+                 help="pass --devices N (or `devices=N` to `validate`) to check them")]
+
+
+def _and(items: list[str]) -> str:
+    if len(items) == 1:
+        return items[0]
+    return ", ".join(items[:-1]) + " and " + items[-1]

@@ -1,0 +1,203 @@
+"""The result of validating a plan against a model: `Report`, and its JSON form.
+
+`Report.to_dict()` is the JSON form, schema ``planc.report/1``::
+
+    {
+      "schema": "planc.report/1",
+      "plan": "gemma", "file": "plans/gemma.kd",
+      "devices": 8,                       # null: an `auto` axis without a count
+      "mesh": {"batch": 4, "model": 2},   # mesh order; null for an unresolved `auto`
+      "ok": true,                         # no errors
+      "variables": [ VARIABLE, ... ],     # model order
+      "memory": MEMORY,
+      "diagnostics": [ ... ],             # planc.diagnostics.formats.diagnostic_dict, sorted
+      "summary": {"errors": 0, "warnings": 1, "notes": 0}
+    }
+
+    VARIABLE = {
+      "path": "decoder_block_0/attention/query/kernel",
+      "shape": [8, 2048, 256], "dtype": "bfloat16",
+      "axes": ["model", "batch", null],   # per dimension: null | "axis" | ["a", "b"]
+      "partition_spec": ["model", "batch", null],   # the same, as `P(*axes)` takes it
+      "blocks": [1, 1, 1],
+      "shard_shape": [4, 512, 256],       # null while an `auto` size is unknown
+      "bytes": 8388608,
+      "bytes_per_device": 1048576,        # null while an `auto` size is unknown
+      "replicated": false,
+      "rule": {"file": "plans/gemma.kd", "line": 14, "pattern": "decoder_block..."}
+               # pattern null for `default`; the whole field null when no rule applied
+      "alternative": 0                    # which `|` alternative was taken; -1: none fit
+    }
+
+    MEMORY = {
+      "variables": 164, "total_bytes": ..., "devices": 8,
+      "per_device_bytes": ...,            # the most loaded device; null if unknown
+      "ideal_bytes": ...,                 # total / devices; null if unknown
+      "overhead": 1.02,                   # per_device / ideal; null if unknown
+      "state": 1, "budget_bytes": null,   # from `budget(per_device = ..., state = ...)`
+      "largest_replicated": [{"path": ..., "bytes": ...}, ...],   # at most 5
+      "largest_per_device": [{"path": ..., "bytes_per_device": ...}, ...]   # at most 5
+    }
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planc.diagnostics import Diagnostic, PlanError, severity_counts
+from planc.ir import PlanIR
+from planc.resolve.memory import MemorySummary, human_bytes
+from planc.resolve.resolver import Assignment, ResolvedLayout
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of `validate`: diagnostics, each variable's layout, and memory.
+
+    `diagnostics` are sorted by `Diagnostic.sort_key` and hold what validation against
+    the model found (the plan's own warnings stay in `plan.diagnostics`). `assignments`
+    follow the model's order; `shard_shapes` and `bytes_per_device` run parallel to them.
+    """
+
+    plan_name: str
+    file: str
+    diagnostics: tuple[Diagnostic, ...]
+    assignments: tuple[Assignment, ...]
+    devices: int | None
+    mesh: dict
+    memory: MemorySummary
+    shard_shapes: tuple[tuple[int, ...] | None, ...] = field(default=(), repr=False)
+    bytes_per_device: tuple[int | None, ...] = field(default=(), repr=False)
+    sources: dict = field(default_factory=dict, repr=False, compare=False)
+    ir: PlanIR | None = field(default=None, repr=False, compare=False)  # as validated
+
+    @property
+    def ok(self) -> bool:
+        """True when no diagnostic is an error."""
+        return not any(d.is_error for d in self.diagnostics)
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.is_error)
+
+    @property
+    def layouts(self) -> dict[str, ResolvedLayout]:
+        """`{path: layout}` in model order."""
+        return {a.variable.path: a.layout for a in self.assignments}
+
+    def raise_for_errors(self) -> None:
+        """Raise `PlanError` carrying every diagnostic if any of them is an error."""
+        if not self.ok:
+            raise PlanError(self.diagnostics, dict(self.sources))
+
+    # -- rendering ------------------------------------------------------------------------
+
+    def summary_lines(self) -> list[tuple[str, str]]:
+        """(label, value) pairs of the memory summary, as `render` and explain print them."""
+        m = self.memory
+        n = m.devices
+        lines = [("total", f"{human_bytes(m.total_bytes)} in {m.variables} "
+                           f"variable{'s' if m.variables != 1 else ''}")]
+        if m.per_device_bytes is None and not self.assignments:
+            lines.append(("per device", "unknown: the plan does not fit this device count"))
+        elif m.per_device_bytes is None:
+            lines.append(("per device", "unknown: an `auto` axis has no size (pass --devices)"))
+        else:
+            where = f"on each of {n} devices" if n else "per device"
+            lines.append(("per device", f"{human_bytes(m.per_device_bytes)} {where} "
+                                        "(the most loaded)"))
+        if m.ideal_bytes is not None:
+            lines.append(("ideal", f"{human_bytes(m.ideal_bytes)} (total / {n})"))
+        if m.overhead is not None:
+            lines.append(("overhead", f"{m.overhead:.2f}x the ideal: what is not split over "
+                                      "every device is held more than once"))
+        if m.budget_bytes is not None and m.per_device_bytes is not None:
+            need = m.per_device_bytes * m.state
+            state = f" x {m.state} (state)" if m.state != 1 else ""
+            verdict = "fits" if need <= m.budget_bytes else "OVER BUDGET"
+            lines.append(("budget", f"{human_bytes(m.per_device_bytes)}{state} = "
+                                    f"{human_bytes(need)} of {human_bytes(m.budget_bytes)}: "
+                                    f"{verdict}"))
+        for i, (p, b) in enumerate(m.largest_replicated):
+            lines.append(("largest replicated" if i == 0 else "", f"{human_bytes(b):>9}  {p}"))
+        return lines
+
+    def render(self, color: bool = False) -> str:
+        """Diagnostics (as the CLI prints them), then the memory summary."""
+        from planc.diagnostics.text import render_text
+
+        text = render_text(self.diagnostics, self.sources, color=color)
+        width = max(len(k) for k, _ in self.summary_lines())
+        head = f"plan {self.plan_name}" + (f" on {self.devices} devices" if self.devices else "")
+        summary = "\n".join([head] + [f"  {k.ljust(width)}  {v}" for k, v in self.summary_lines()])
+        return (text + "\n\n" if text else "") + summary
+
+    def __rich__(self):
+        from rich.text import Text
+
+        return Text.from_ansi(self.render(color=True))
+
+    def __str__(self) -> str:
+        return self.render(color=False)
+
+    # -- JSON ----------------------------------------------------------------------------
+
+    def variable_dicts(self) -> list[dict]:
+        """One `VARIABLE` object (see the module docstring) per variable, in model order."""
+        cache: dict = {}
+        return [variable_dict(a, s, b, cache) for a, s, b in
+                zip(self.assignments, self.shard_shapes, self.bytes_per_device)]
+
+    def to_dict(self) -> dict:
+        """The JSON form, schema `planc.report/1` (see the module docstring)."""
+        from planc.diagnostics.formats import diagnostic_dict
+
+        return {
+            "schema": "planc.report/1",
+            "plan": self.plan_name,
+            "file": self.file,
+            "devices": self.devices,
+            "mesh": dict(self.mesh),
+            "ok": self.ok,
+            "variables": self.variable_dicts(),
+            "memory": self.memory.to_dict(),
+            "diagnostics": [diagnostic_dict(d) for d in self.diagnostics],
+            "summary": severity_counts(self.diagnostics),
+        }
+
+
+def axes_json(axes) -> list:
+    """Keras `TensorLayout.axes` as JSON: None, "axis" or ["a", "b"] per dimension."""
+    return [list(e) if isinstance(e, tuple) else e for e in axes]
+
+
+def variable_dict(a: Assignment, shard: tuple[int, ...] | None, per_device: int | None,
+                  cache: dict | None = None) -> dict:
+    """The `VARIABLE` JSON object of one assignment (`cache` shares work between calls)."""
+    cache = {} if cache is None else cache
+    v = a.variable
+    key = (id(a.layout), id(a.rule))  # ids: the objects outlive the cache; hashing is deep
+    common = cache.get(key)
+    if common is None:
+        rule = None
+        if a.rule is not None:
+            span = a.rule.span
+            rule = {"file": span.file if span else None,
+                    "line": span.line if span else None, "pattern": a.rule.pattern}
+        common = cache[key] = (axes_json(a.layout.axes), list(a.layout.blocks),
+                               a.layout.is_replicated, rule)
+    axes, blocks, replicated, rule = common
+    return {
+        "path": v.path,
+        "shape": list(v.shape),
+        "dtype": v.dtype,
+        "axes": list(axes),
+        "partition_spec": list(axes),
+        "blocks": list(blocks),
+        "shard_shape": None if shard is None else list(shard),
+        "bytes": v.nbytes,
+        "bytes_per_device": per_device,
+        "replicated": replicated,
+        "rule": None if rule is None else dict(rule),
+        "alternative": a.alternative,
+    }

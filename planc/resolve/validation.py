@@ -1,0 +1,95 @@
+"""Validation of a plan against a model: `validate(ir, model, devices) -> Report`.
+
+The plan is bound to the device count, every variable resolved (`Resolver.resolve_all`),
+the memory each device holds worked out (`planc.resolve.memory`), and the findings only
+the whole model shows added (`planc.resolve.findings`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from planc.check.binding import bind
+from planc.diagnostics import Diagnostic, unique
+from planc.ir import PlanIR
+from planc.progress import with_progress
+from planc.resolve.findings import budget_findings, large_replicated_findings, skipped_findings
+from planc.resolve.memory import memory_summary, shard_bytes
+from planc.resolve.report import Report
+from planc.resolve.resolver import Resolver
+from planc.variables import Variable
+
+
+def validate(ir: PlanIR, model, devices: int | None = None, *, progress: bool = False) -> Report:
+    """Validate the plan `ir` against `model` on `devices` devices; returns a `Report`.
+
+    `model` is anything `planc.sources.load_variables` reads (a Keras model, a pytree,
+    a checkpoint path, a manifest, ``"module:attr"``) or a sequence of `Variable`; a
+    source that cannot be read raises `planc.sources.SourceError`. With `devices`, the
+    plan is bound to that count first (a count that does not fit the mesh is reported
+    as P201 in the report, not raised) and every diagnostic carries `devices`. With an
+    `auto` axis and no count, what depends on the count is skipped and one P202 note
+    says what. `progress` shows a progress bar on a terminal's stderr for large models.
+    """
+    variables = _variables(model)
+    found: list[Diagnostic] = []
+    if devices is not None:
+        binding = bind(ir, devices)
+        found += binding.problems
+        if binding.ir is None:
+            return _finish(ir, (), found, devices, None, variables)
+        ir = binding.ir
+    resolver = Resolver(ir)
+    resolution = resolver.resolve_all(with_progress(variables, progress))
+    found += resolution.diagnostics
+    return _finish(ir, resolution.assignments, found, devices, resolver, variables)
+
+
+def _variables(model) -> tuple[Variable, ...]:
+    # A tuple of Variables with distinct paths is what load_variables returns: taken as
+    # it is, so lint's several device counts do not re-check a large model each time.
+    if isinstance(model, tuple) and all(type(v) is Variable for v in model) and \
+            len({v.path for v in model}) == len(model) and model:
+        return model
+    from planc.sources import load_variables
+
+    return load_variables(model)
+
+
+def _is_count(devices) -> bool:
+    return isinstance(devices, int) and not isinstance(devices, bool) and devices > 0
+
+
+def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | None,
+            resolver: Resolver | None, variables) -> Report:
+    sizes = {a.name: a.global_size for a in ir.mesh.axes}
+    count = ir.mesh.device_count
+    shards, per_device, sizes_of, replicated = [], [], [], []
+    cache: dict = {}  # most variables share their shape and layout with many others
+    for a in assignments:
+        v = a.variable
+        key = (id(a.layout), v.shape, v.dtype)  # the assignments keep each layout alive
+        hit = cache.get(key)
+        if hit is None:
+            shard = a.layout.shard_shape(v.shape, sizes)
+            hit = cache[key] = (shard, None if shard is None else shard_bytes(shard, v.dtype),
+                                v.nbytes, a.layout.is_replicated)
+        shards.append(hit[0])
+        per_device.append(hit[1])
+        sizes_of.append(hit[2])
+        replicated.append(hit[3])
+    total = sum(sizes_of) if assignments else sum(v.nbytes for v in variables)
+    memory = memory_summary(ir, assignments, per_device, sizes_of, replicated, total, count,
+                            len(variables))
+    if resolver is not None:
+        found += budget_findings(ir, memory)
+        found += large_replicated_findings(ir, assignments, sizes_of, replicated, count, sizes)
+        if count is None:
+            found += skipped_findings(ir, assignments, memory)
+    if _is_count(devices):
+        found = [d if d.devices is not None else replace(d, devices=devices) for d in found]
+    diags = tuple(sorted(unique(found), key=Diagnostic.sort_key))
+    mesh = {a.name: a.global_size for a in ir.mesh.axes}
+    shown = devices if _is_count(devices) else count
+    return Report(ir.name, ir.file, diags, tuple(assignments), shown, mesh, memory,
+                  tuple(shards), tuple(per_device), ir.source_dict, ir)

@@ -1,0 +1,164 @@
+"""A plan with its includes inlined: the statements of every file, grouped by kind.
+
+`include "PATH"` reads PATH (relative to the including file) and puts its statements
+where the include stands; each file keeps its own spans. An include that cannot be read,
+leaves the plan's directory, closes a cycle or goes past the limits of `planc.limits` is
+a diagnostic, and the statements of the other files are still collected.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from planc import limits
+from planc.diagnostics import Diagnostic, PlanError, error
+from planc.syntax import ast
+from planc.syntax.files import read_plan_text
+from planc.syntax.parser import parse
+
+
+@dataclass
+class Statements:
+    """Statements of a file and its includes, in file order, grouped by kind."""
+
+    plan: list = field(default_factory=list)
+    params: list = field(default_factory=list)
+    mesh: list = field(default_factory=list)
+    slices: list = field(default_factory=list)
+    distribution: list = field(default_factory=list)
+    match: list = field(default_factory=list)
+    overlap: list = field(default_factory=list)
+    layout: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    budget: list = field(default_factory=list)
+    checks: list = field(default_factory=list)
+    cluster: list = field(default_factory=list)
+
+
+@dataclass
+class Collected:
+    """A plan file and the files it includes, read and parsed."""
+
+    file: str
+    statements: Statements
+    sources: dict[str, str]  # every file read, by name: diagnostics quote them
+    diagnostics: list[Diagnostic]  # what went wrong including files
+
+
+_KIND = {
+    ast.PlanStmt: "plan", ast.ParamStmt: "params", ast.MeshStmt: "mesh",
+    ast.SlicesStmt: "slices", ast.DataParallelStmt: "distribution",
+    ast.ModelParallelStmt: "distribution", ast.MatchStmt: "match",
+    ast.OverlapStmt: "overlap", ast.LayoutSection: "layout", ast.OutputsSection: "outputs",
+    ast.BudgetStmt: "budget", ast.CheckStmt: "checks", ast.ClusterStmt: "cluster",
+}
+
+
+def collect(text: str, file: str = "<string>", *,
+            allow_include_outside: bool = False) -> Collected:
+    """Parse `text` (the plan `file`) and every file it includes, into statements by kind.
+
+    A syntax error in `text` itself raises `PlanError`; problems in included files are
+    the result's `diagnostics`. Includes may not leave the plan's directory (for text
+    with no file, the working directory) unless `allow_include_outside`.
+    """
+    return _Includer(file, allow_include_outside).run(text)
+
+
+def _key(file: str) -> str:
+    """The name that identifies `file` however it is reached (for cycles and confinement)."""
+    try:
+        return str(Path(file).resolve())
+    except (OSError, RuntimeError):  # a symlink loop: RuntimeError before Python 3.13
+        return os.path.normpath(os.path.abspath(file))
+
+
+class _Includer:
+    def __init__(self, file: str, allow_include_outside: bool):
+        self.file = file
+        self.allow_outside = allow_include_outside
+        self.diags: list[Diagnostic] = []
+        self.sources: dict[str, str] = {}
+        self.n_files = 0
+        self.total_bytes = 0
+
+    def run(self, text: str) -> Collected:
+        self.sources[self.file] = text
+        self.total_bytes = len(text.encode("utf-8", "surrogatepass"))
+        try:
+            module = parse(text, self.file)
+        except PlanError as exc:
+            raise PlanError(exc.diagnostics, self.sources) from None
+        statements = Statements()
+        self._collect(module, statements, chain=(_key(self.file),), depth=0)
+        return Collected(self.file, statements, self.sources, self.diags)
+
+    def err(self, code, message, span, **kw):
+        self.diags.append(error(code, message, span, **kw))
+
+    def _collect(self, module: ast.Module, statements: Statements, chain: tuple, depth: int):
+        top = depth == 0
+        for stmt in module.statements:
+            if isinstance(stmt, ast.IncludeStmt):
+                self._include(stmt, module.file, statements, chain, depth)
+            elif isinstance(stmt, ast.PlanStmt) and not top:
+                continue  # each file names only itself
+            else:
+                getattr(statements, _KIND[type(stmt)]).append(stmt)
+
+    def _include(self, stmt: ast.IncludeStmt, from_file: str, statements: Statements,
+                 chain: tuple, depth: int):
+        base = Path(from_file).parent if from_file not in ("<string>", "") else Path.cwd()
+        if "\0" in stmt.path.value:  # no file system takes it; os calls raise ValueError
+            self.err("P117", f"cannot include `{stmt.path.value}`: the path contains a NUL "
+                     "character", stmt.path.span, label="not a file name")
+            return
+        target = base / stmt.path.value
+        key = _key(str(target))
+        if depth + 1 > limits.MAX_INCLUDE_DEPTH or self.n_files >= limits.MAX_INCLUDED_FILES:
+            self.err("P125", f"includes nested deeper than {limits.MAX_INCLUDE_DEPTH} or more "
+                     f"than {limits.MAX_INCLUDED_FILES} files", stmt.span,
+                     label="too many includes")
+            return
+        if not self.allow_outside:
+            # Text with no file (`loads`) is confined to the working directory's tree.
+            top = self.file if self.file not in ("<string>", "") else os.path.join(os.getcwd(), "_")
+            root = Path(_key(top)).parent
+            if not Path(key).is_relative_to(root):
+                self.err("P124", f"include of `{stmt.path.value}` leaves the plan's directory "
+                         f"`{root}`", stmt.path.span, label="outside the plan's directory",
+                         help="move the file under the plan's directory, or pass "
+                              "--allow-include-outside (allow_include_outside=True)")
+                return
+        if key in chain:
+            cycle = " -> ".join(Path(c).name for c in chain + (key,))
+            self.err("P116", f"include cycle: {cycle}", stmt.span, label="includes itself again")
+            return
+        try:
+            text = read_plan_text(target)
+        except PlanError as exc:
+            self.diags.extend(exc.diagnostics)
+            self.sources.update(exc.sources)
+            return
+        except OSError as exc:
+            self.err("P117", f"cannot include `{stmt.path.value}`: {exc.strerror or exc}",
+                     stmt.path.span, label="not found", help=f"looked for `{target}`")
+            return
+        # Each file is within its limit; this bounds the work of many large includes.
+        self.total_bytes += len(text.encode("utf-8"))
+        if self.total_bytes > limits.MAX_TOTAL_BYTES:
+            self.err("P125", f"the plan and its includes are larger than "
+                     f"{limits.MAX_TOTAL_BYTES} bytes together", stmt.span,
+                     label="one include too many")
+            return
+        name = str(target)
+        self.sources[name] = text
+        self.n_files += 1
+        try:
+            module = parse(text, name)
+        except PlanError as exc:
+            self.diags.extend(exc.diagnostics)
+            return
+        self._collect(module, statements, chain + (key,), depth + 1)

@@ -1,0 +1,244 @@
+"""The runtime of the module `planc compile --target jax` writes: its public functions.
+
+The emitted module carries a verbatim copy of the section below its marker line (after
+the device order of `planc.targets.devices` and the binding of
+`planc.targets.runtime_binding`), and runs where planc is not installed. So the code
+there uses only `re`, jax and numpy, the names imported here (which the emitted module
+imports or carries too) and the emitted module's constants, which stand here for a
+plan of one `auto` axis, no rules and no default: every variable is replicated.
+Writing a module reads this file without running it (`planc.targets.codegen`).
+
+It is a small resolver with planc's semantics (`planc.resolve.Resolver`): match mode,
+overlap, literal precedence, default, `...`, alternatives fitted by rank and
+divisibility. The differential tests hold the two to the same answers.
+"""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from planc.limits import MAX_PATH_LENGTH
+from planc.targets.devices import _device_grid, _device_list
+from planc.targets.runtime_binding import _bind
+
+PLAN_NAME = "runtime"
+MESH_AXES: tuple = ("batch",)
+SLICES: tuple = (1,)
+BATCH_AXES: tuple = ("batch",)
+DISTRIBUTION = "model_parallel"
+MATCH = "full"
+OVERLAP = "error"
+RULES: tuple = ()
+DEFAULT = None
+OUTPUT_RULES: tuple = ()
+OUTPUT_DEFAULT = None
+
+# -- copied into emitted modules: runtime -------------------------------------------------
+
+
+def make_mesh(devices=None):
+    """A jax.sharding.Mesh over `devices` (default: jax.devices()), `auto` resolved."""
+    devices = _device_list(devices)
+    sizes = _bind(len(devices))
+    grid = _device_grid(tuple(sizes[n] for n in MESH_AXES), SLICES, devices)
+    return Mesh(grid, MESH_AXES)
+
+
+def _sizes(mesh):
+    """Axis sizes from `mesh`, or for jax.devices() when it is None."""
+    if mesh is None:
+        return _bind(jax.device_count())
+    names = tuple(mesh.axis_names)
+    if sorted(names) != sorted(MESH_AXES):
+        raise ValueError(f"the mesh has axes {names}, but the plan has {MESH_AXES}; "
+                         "build it with make_mesh()")
+    expected = _bind(int(mesh.devices.size))
+    wrong = [f"`{n}` is {mesh.shape[n]} in the mesh but {expected[n]} in the plan"
+             for n in MESH_AXES if mesh.shape[n] != expected[n]]
+    if wrong:
+        raise ValueError("the mesh does not match the plan: " + "; ".join(wrong))
+    return expected
+
+
+_COMPILED = {}
+
+
+def _matcher(rules):
+    key = id(rules)
+    if key not in _COMPILED:
+        compiled = [re.compile(pattern) for pattern, _ in rules]
+        test = ([c.fullmatch for c in compiled] if MATCH == "full"
+                else [c.search for c in compiled])
+        literals = {}
+        for index, (pattern, _) in enumerate(rules):
+            literals.setdefault(pattern, index)
+        _COMPILED[key] = (test, literals)
+    return _COMPILED[key]
+
+
+def _expand(alternative, rank):
+    head, ellipsis, tail, replicated = alternative
+    if replicated:
+        return tuple(((), 1) for _ in range(rank))
+    fixed = len(head) + len(tail)
+    if ellipsis:
+        if rank < fixed:
+            return None
+        return head + tuple(((), 1) for _ in range(rank - fixed)) + tail
+    return head if rank == fixed else None
+
+
+def _entry(axes):
+    if not axes:
+        return None
+    return axes[0] if len(axes) == 1 else tuple(axes)
+
+
+def _fit(pattern, alternatives, path, shape, sizes):
+    """(entries, None) for the first alternative that fits, or (None, why not)."""
+    reasons = []
+    for alternative in alternatives:
+        dims = _expand(alternative, len(shape))
+        if dims is None:
+            reasons.append(f"rank {len(shape)} does not fit")
+            continue
+        bad = None
+        for k, ((axes, block), n) in enumerate(zip(dims, shape)):
+            if not axes:
+                continue
+            product = 1
+            for axis in axes:
+                if sizes.get(axis) is None:
+                    product = None
+                    break
+                product *= sizes[axis]
+            if product is not None and n % (product * block):
+                bad = (f"dimension {k} (size {n}) is not divisible by "
+                       f"{block * product} ({' x '.join(axes)}"
+                       + (f", blocks of {block}" if block != 1 else "") + ")")
+                break
+        if bad is None:
+            return tuple(_entry(axes) for axes, _ in dims), None
+        reasons.append(bad)
+    what = "its layout" if len(alternatives) == 1 else "no alternative of its layout"
+    return None, (f"`{path}` {list(shape)}: {what} fits (rule {pattern!r}): "
+                  + "; ".join(reasons))
+
+
+def _resolve(rules, default, path, shape, sizes):
+    """(entries, matched, error): entries per dimension (None | axis | tuple of axes),
+    whether a rule or the default applied, and an error message or None."""
+    replicated = tuple(None for _ in shape)
+    if DISTRIBUTION == "data_parallel":
+        return replicated, True, None
+    if len(path) > MAX_PATH_LENGTH:
+        return replicated, False, (f"variable path is {len(path)} characters long "
+                                   f"(limit {MAX_PATH_LENGTH})")
+    test, literals = _matcher(rules)
+    index = literals.get(path)
+    if index is None:
+        hits = [i for i, matches in enumerate(test) if matches(path) is not None]
+        if not hits:
+            if default is None:
+                if len(shape) >= 2:
+                    return replicated, False, (f"`{path}` {list(shape)} matches no rule and "
+                                               "stays replicated")
+                return replicated, False, None
+            entries, why = _fit("default", default, path, shape, sizes)
+            return (entries or replicated), True, why
+        if len(hits) > 1 and OVERLAP == "error":
+            names = ", ".join(repr(rules[i][0]) for i in hits)
+            return replicated, True, f"`{path}` matches {len(hits)} rules: {names}"
+        index = hits[0]
+    pattern, alternatives = rules[index]
+    entries, why = _fit(pattern, alternatives, path, shape, sizes)
+    return (entries or replicated), True, why
+
+
+def _shape_of(shape):
+    shape = tuple(shape)
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise ValueError(f"shape must hold non-negative integers, not {shape!r}")
+    return tuple(int(d) for d in shape)
+
+
+def partition_spec(path, shape, mesh=None):
+    """The PartitionSpec of variable `path` of `shape`; ValueError if it has no valid
+    layout. Without `mesh`, `auto` takes its size from jax.devices()."""
+    shape = _shape_of(shape)
+    entries, _, why = _resolve(RULES, DEFAULT, path, shape, _sizes(mesh))
+    if why is not None:
+        raise ValueError(why)
+    return PartitionSpec(*entries)
+
+
+def _key_text(key):
+    for attr in ("key", "idx", "name"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def _leaf_shape(leaf):
+    shape = getattr(leaf, "shape", None)
+    return tuple(np.shape(leaf)) if shape is None else tuple(int(d) for d in shape)
+
+
+def shardings(tree, mesh=None):
+    """A pytree of NamedSharding with `tree`'s structure (leaf path: keys joined by
+    "/"). Every leaf's error is reported together, in one ValueError."""
+    mesh = make_mesh() if mesh is None else mesh
+    sizes = _sizes(mesh)
+    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    out, errors = [], []
+    for keys, leaf in flat:
+        path = "/".join(_key_text(k) for k in keys)
+        entries, _, why = _resolve(RULES, DEFAULT, path, _leaf_shape(leaf), sizes)
+        if why is not None:
+            errors.append(why)
+        out.append(NamedSharding(mesh, PartitionSpec(*entries)))
+    if errors:
+        raise ValueError(f"plan {PLAN_NAME!r}: {len(errors)} variable(s) have no valid "
+                         "layout:\n  " + "\n  ".join(errors))
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def shard(tree, mesh=None):
+    """`tree` placed on the mesh as the plan lays it out; nothing moves on an error."""
+    return jax.device_put(tree, shardings(tree, mesh))
+
+
+def data_sharding(rank=2, mesh=None):
+    """Dimension 0 over the batch axes, the other `rank - 1` dimensions not split."""
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"a batch needs rank >= 1, not {rank!r}")
+    mesh = make_mesh() if mesh is None else mesh
+    _sizes(mesh)
+    batch = BATCH_AXES[0] if len(BATCH_AXES) == 1 else BATCH_AXES
+    return NamedSharding(mesh, PartitionSpec(batch, *(None,) * (rank - 1)))
+
+
+def output_sharding(path, rank, mesh=None):
+    """The sharding of layer `path`'s output by the plan's `outputs` rules, or None when
+    none matches. Only the rank must fit: XLA pads activations."""
+    if not OUTPUT_RULES and OUTPUT_DEFAULT is None:
+        return None
+    mesh = make_mesh() if mesh is None else mesh
+    sizes = _sizes(mesh)
+    size = 1
+    for n in sizes.values():
+        size *= n
+    size *= max(
+        [block for _, alts in OUTPUT_RULES for alt in alts for _, block in alt[0] + alt[2]]
+        + [block for alt in (OUTPUT_DEFAULT or ()) for _, block in alt[0] + alt[2]] + [1])
+    entries, matched, why = _resolve(OUTPUT_RULES, OUTPUT_DEFAULT, path, (size,) * rank, sizes)
+    if not matched:
+        return None
+    if why is not None:
+        raise ValueError(why)
+    return NamedSharding(mesh, PartitionSpec(*entries))
