@@ -1,6 +1,7 @@
 """A non-editable install finds its grammar: build a wheel, install it, run `planc lint`."""
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -10,11 +11,25 @@ from conftest import PLANS, ROOT
 
 
 def test_wheel_ships_the_grammar_and_lints_from_a_fresh_venv(tmp_path):
+    # Built from a copy of what the wheel is made of: a checkout's own `build/` may hold
+    # modules that no longer exist, and setuptools would ship them.
+    source = tmp_path / "source"
+    for name in ("planc", "grammar"):
+        shutil.copytree(ROOT / name, source / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(dist), str(ROOT)], check=True, capture_output=True)
+                    "-q", "-w", str(dist), str(source)], check=True, capture_output=True)
     (wheel,) = dist.glob("planc-*.whl")
-    assert "planc/grammar/planc.lark" in zipfile.ZipFile(wheel).namelist()
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    assert "planc/grammar/planc.lark" in shipped
+    # Every module of the source tree ships, and nothing from the tests (the fuzzer).
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "planc").rglob("*.py")}
+    modules |= {f"planc/grammar/{p.name}" for p in (ROOT / "grammar").glob("*.py")}
+    assert modules <= shipped, sorted(modules - shipped)
+    assert not {n for n in shipped if n.endswith(".py")} - modules
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

@@ -30,8 +30,6 @@ __all__ = ["literal", "docstring_name", "mesh_constants", "check_constants", "re
 _MARKER = "# -- copied into emitted modules: "
 
 
-
-
 def literal(value) -> str:
     """A deterministic Python literal for None, bools, ints, strings and tuples.
 
