@@ -42,7 +42,7 @@ def main():
 
     import planc
     from planc.matching import translate  # check_pattern and its cache
-    from planc.resolve.resolver import Resolver
+    from planc.resolve import Resolver
     from planc.sources import load_variables
 
     # The 1,000-rule plan: per-layer and per-expert-range rules of the 100k-path MoE.

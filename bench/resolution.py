@@ -49,7 +49,7 @@ def keras_layout_map(rules, mesh):
 
 def run_cell(V: int, R: int, mesh, results: Results, keras_budget: float):
     import planc
-    from planc.resolve.resolver import Resolver
+    from planc.resolve import Resolver
     from planc.variables import Variable
 
     model = model_for(V)

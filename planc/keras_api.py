@@ -93,7 +93,7 @@ def _is_backend_sharding(layout) -> bool:
 
 
 def _layout_from_axes(kd, layout):
-    from planc.resolve.resolver import ResolvedLayout
+    from planc.resolve import ResolvedLayout
     from planc.targets.keras_classes import tensor_layout
 
     axes = layout.axes if isinstance(layout, ResolvedLayout) else layout

@@ -399,7 +399,7 @@ def check_case(data: bytes | str, file: str | os.PathLike = "fuzz.kd",
 
 
 def _resolve(plan, variables) -> list[str]:
-    from planc.resolve.resolver import Resolver
+    from planc.resolve import Resolver
 
     problems = []
     stages = [("resolve", plan)]

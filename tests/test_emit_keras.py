@@ -12,7 +12,7 @@ import pytest
 
 import planc
 from planc.cli import main as planc_main
-from planc.resolve.resolver import Resolver
+from planc.resolve import Resolver
 from planc.targets.keras_module import module_text
 from planc.variables import Variable
 

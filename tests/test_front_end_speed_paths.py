@@ -1,7 +1,7 @@
 """The front end's fast paths answer exactly as the slower ways they replace.
 
 `planc.matching` reads simple rule patterns itself instead of through Python's `re`
-parser, and leaves out RE2's check of what they translate to; `planc.parser` builds the
+parser, and leaves out RE2's check of what they translate to; `planc.syntax.parser` builds the
 AST while lark parses, without a parse tree. Each path is held here to what the slower
 way gives: the same translation or problem, RE2 accepting the result, the same spans.
 """

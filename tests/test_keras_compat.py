@@ -23,7 +23,7 @@ import keras
 import pytest
 
 import planc
-from planc.resolve.resolver import Resolver
+from planc.resolve import Resolver
 from planc.variables import Variable
 
 MESH = "mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\n"

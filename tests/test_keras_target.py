@@ -17,7 +17,7 @@ import planc  # noqa: E402
 from planc import keras_api  # noqa: E402
 from planc.targets import keras as backend  # noqa: E402
 from planc.targets.keras_env import INSTALL_HINT  # noqa: E402
-from planc.resolve.resolver import Resolver  # noqa: E402
+from planc.resolve import Resolver  # noqa: E402
 from planc.variables import Variable  # noqa: E402
 
 kd = keras.distribution

@@ -8,7 +8,7 @@ import planc
 from planc import limits
 from planc.check import format_text
 from planc.syntax.parser import MAX_INT_DIGITS
-from planc.resolve.resolver import Resolver
+from planc.resolve import Resolver
 from planc.variables import Variable
 
 HEAD = "mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n"

@@ -14,7 +14,7 @@ import pytest
 import planc
 from planc.cli import main
 from planc.ir import Setting
-from planc.resolve.resolver import Resolver
+from planc.resolve import Resolver
 from planc.variables import Variable
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -54,7 +54,7 @@ def run(args) -> int:
         ir = plan.ir
         resolution = None
         if args.model:
-            from planc.resolve.resolver import Resolver
+            from planc.resolve import Resolver
 
             resolution = Resolver(ir).resolve_all(load_model(args.model))
             found = list(resolution.diagnostics)

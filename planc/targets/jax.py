@@ -40,7 +40,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from planc.diagnostics import PlanError, Span, error
 from planc.check.binding import bind_devices
 from planc.ir import PlanIR
-from planc.resolve.resolver import ResolvedLayout, Resolver
+from planc.resolve import ResolvedLayout, Resolver
 from planc.sources.objects import key_text
 from planc.targets.devices import _device_grid, _device_list
 from planc.targets.expressible import indivisible_batch, scalar_batch

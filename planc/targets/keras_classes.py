@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from planc.diagnostics import Diagnostic, PlanError
 from planc.ir import PlanIR
-from planc.resolve.resolver import Resolver
+from planc.resolve import Resolver
 from planc.targets.expressible import (WITH_THE_SHAPE, indivisible_batch, is_multi_axis,
                                        shape_dependent_output, shape_dependent_rule,
                                        shape_free_axes)
