@@ -12,7 +12,8 @@ in one cluster. Modes:
   `initialize()` call, and a `slices(...)` mesh (each process a slice).
 - `train`: a model_parallel plan trains the tests' MLP a few steps; prints the losses.
 - `keras`: a Keras model under `plan.to_keras()` trains a few steps.
-- `spin DIR`: trains forever, after writing its pid to DIR/<process id>.pid.
+- `spin DIR`: writes its pid to DIR/<process id>.pid, trains until a peer is lost, then
+  waits to be stopped.
 - `alone`: initializes a cluster whose other processes never start.
 """
 
@@ -173,10 +174,16 @@ def mode_spin(directory: str) -> None:
     loss, params = step(params, batch)
     float(loss)
     Path(directory, f"{jax.process_index()}.pid").write_text(str(os.getpid()))
-    while True:
-        loss, params = step(params, batch)
-        float(loss)
-        time.sleep(0.05)
+    try:
+        while True:
+            loss, params = step(params, batch)
+            float(loss)
+            time.sleep(0.05)
+    except jax.errors.JaxRuntimeError:
+        # A peer is gone. Waiting, rather than failing too, leaves the killed process
+        # the only failure: the launch must name it and stop this one itself.
+        while True:
+            time.sleep(1)
 
 
 def mode_keras(steps: int = 3) -> None:
