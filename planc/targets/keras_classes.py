@@ -75,6 +75,25 @@ def _num_batch_shards(ir: PlanIR) -> int:
     return math.prod(sizes[a] for a in ir.batch_axes)
 
 
+class _CarriesPlan:
+    """What every planc Keras object carries: the plan it was built from (`plan`: a
+    `planc.Plan` when the facade built it, else the IR) and that plan's IR, bound to the
+    mesh's device count (`ir`)."""
+
+    _ir: PlanIR
+    _plan: object
+
+    @property
+    def plan(self):
+        """The (device-bound) plan this object carries."""
+        return self._plan
+
+    @property
+    def ir(self) -> PlanIR:
+        """The plan's IR, bound to the mesh's device count."""
+        return self._ir
+
+
 def _define_classes():
     keras = keras_module()
     kd = keras.distribution
@@ -100,7 +119,7 @@ def _define_classes():
                 raise ValueError(f"Invalid axis names for Layout. Valid axis names: {valid}, "
                                  f"Got {unknown}")
 
-    class PlancLayoutMap(kd.LayoutMap):
+    class PlancLayoutMap(_CarriesPlan, kd.LayoutMap):
         """A LayoutMap whose every lookup is planc's resolution of the plan.
 
         - `layout_map[path]` (a string, as Keras asks): a variable path is resolved
@@ -123,16 +142,6 @@ def _define_classes():
             self._outputs = Resolver(ir, "outputs")
             self._data_parallel = ir.distribution == "data_parallel"
             self._memo: dict = {}
-
-        @property
-        def plan(self):
-            """The (device-bound) plan this map resolves."""
-            return self._plan
-
-        @property
-        def ir(self) -> PlanIR:
-            """The plan's IR, bound to the mesh's device count."""
-            return self._ir
 
         def __getitem__(self, key):
             if isinstance(key, str):
@@ -230,7 +239,7 @@ def _define_classes():
         entry = axes[0] if len(axes) == 1 else tuple(axes)
         return tensor_layout((entry,) + (None,) * (rank - 1), dist.device_mesh)
 
-    class PlancDataParallel(kd.DataParallel):
+    class PlancDataParallel(_CarriesPlan, kd.DataParallel):
         """Keras's `DataParallel` on a plan's 1-D mesh: every variable replicated, the
         batch split over the one axis; a batch that axis does not divide is P312."""
 
@@ -239,18 +248,10 @@ def _define_classes():
             self._plan = ir if plan is None else plan
             super().__init__(device_mesh=device_mesh)
 
-        @property
-        def plan(self):
-            return self._plan
-
-        @property
-        def ir(self) -> PlanIR:
-            return self._ir
-
         def get_data_layout(self, data_shape):
             return _data_layout(self, data_shape)
 
-    class PlancModelParallel(kd.ModelParallel):
+    class PlancModelParallel(_CarriesPlan, kd.ModelParallel):
         """Keras's `ModelParallel` driven by a plan (the plan of its `layout_map`).
 
         Variables get `layout_map.lookup(path, shape)` (optimizer, metric and seed
@@ -264,14 +265,6 @@ def _define_classes():
             # `device_mesh=` is what Keras 3.0-3.3 require and what later versions ignore.
             super().__init__(device_mesh=layout_map.device_mesh, layout_map=layout_map,
                              batch_dim_name=self._ir.batch_axes[0])
-
-        @property
-        def plan(self):
-            return self._plan
-
-        @property
-        def ir(self) -> PlanIR:
-            return self._ir
 
         @property
         def layout_map(self):
