@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 
 from planc.check.binding import bind_devices
-from planc.check.checker import check
+from planc.check.checker import check, check_file
 from planc.ir import PlanIR
-from planc.syntax.files import read_plan_text
 
 
 class Plan:
@@ -233,5 +232,4 @@ def load_plan(path: str | os.PathLike, *, allow_include_outside: bool = False,
     An unreadable path raises `OSError`; everything wrong inside the file is a
     `PlanError` whose diagnostics point at the file, line and column.
     """
-    text = read_plan_text(path)
-    return Plan(check(text, os.fspath(path), params, allow_include_outside=allow_include_outside))
+    return Plan(check_file(path, params, allow_include_outside=allow_include_outside))

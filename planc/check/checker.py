@@ -8,6 +8,7 @@ statements come from `planc.syntax.includes`, includes already inlined.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from planc.syntax import ast
@@ -18,6 +19,7 @@ from planc.check.expression import encode, names_in
 from planc.ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxis, PlanIR,
                       Rule, Setting, layout_text)
 from planc.matching import check_pattern, nesting_too_deep
+from planc.syntax.files import read_plan_text
 from planc.syntax.includes import Collected, Statements, collect
 from planc.diagnostics.did_you_mean import did_you_mean
 
@@ -31,6 +33,14 @@ def check(text: str, file: str = "<string>", overrides: dict | None = None, *,
     """
     collected = collect(text, file, allow_include_outside=allow_include_outside)
     return check_statements(collected, overrides)
+
+
+def check_file(path: str | os.PathLike, overrides: dict | None = None, *,
+               allow_include_outside: bool = False) -> PlanIR:
+    """Read and check a plan file into a `PlanIR`: `OSError` when it cannot be read,
+    `PlanError` with every problem inside it (P009 for text that is not a plan file's)."""
+    return check(read_plan_text(path), os.fspath(path), overrides,
+                 allow_include_outside=allow_include_outside)
 
 
 def check_statements(collected: Collected, overrides: dict | None = None) -> PlanIR:

@@ -86,8 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
 # -- commands -------------------------------------------------------------------------------
 
 # Each command lives in its own module with a `run(args) -> exit code`; it is imported
-# only when called, so `planc lint` never loads what `planc compile` needs.
-COMMANDS = ("lint", "fmt", "explain", "compile", "inspect", "launch")
+# only when called, so `planc lint` never loads what `planc compile` needs. The names are
+# the subparsers of `build_parser`.
 
 
 def _command(name: str):

@@ -3,14 +3,12 @@ when one is given. `planc lint` renders what this returns."""
 
 from __future__ import annotations
 
-import os
 
 from planc.check.binding import bind
-from planc.check.checker import check
+from planc.check.checker import check_file
 from planc.diagnostics import Diagnostic, PlanError, note, unique
 from planc.fileio import os_error_text
 from planc.ir import PlanIR
-from planc.syntax.files import read_plan_text
 
 
 def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
@@ -51,8 +49,7 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
 def _read(path: str, defines: dict, allow_include_outside: bool):
     """(IR or None, diagnostics, sources) for one plan file; OSError if unreadable."""
     try:
-        text = read_plan_text(path)
-        ir = check(text, os.fspath(path), defines, allow_include_outside=allow_include_outside)
+        ir = check_file(path, defines, allow_include_outside=allow_include_outside)
     except PlanError as exc:
         return None, list(exc.diagnostics), exc.sources
     return ir, list(ir.diagnostics), ir.source_dict

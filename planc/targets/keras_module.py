@@ -107,6 +107,10 @@ def _entries(ir: PlanIR, resolution, problems: list) -> tuple[list[str], list[st
     out_keys = SectionKeys(ir, "outputs")
     if ir.distribution != "model_parallel":
         resolution = None
+    # By identity: `resolution` resolved these very rules, and equality is deep.
+    laid_out: dict[int, list] = {}
+    for a in () if resolution is None else resolution.assignments:
+        laid_out.setdefault(id(a.rule), []).append(a)
 
     var_lines: list[str] = []
     rules = list(ir.rules) + ([ir.default] if ir.default is not None else [])
@@ -125,7 +129,7 @@ def _entries(ir: PlanIR, resolution, problems: list) -> tuple[list[str], list[st
         if resolution is None:
             problems.append(shape_dependent_rule(rule, WITH_THE_MODEL))
             continue
-        won = [a for a in resolution.assignments if a.rule == rule]
+        won = laid_out.get(id(rule), [])
         var_lines.append(_comment(rule, f"resolved against the model: {len(won)} variable"
                                         f"{'s' if len(won) != 1 else ''}"))
         for a in won:
