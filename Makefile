@@ -16,6 +16,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --no-deps 'keras-hub>=0.22'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,6 +1,6 @@
 """`make bench`: run every benchmark in its own process and write BENCHMARKS.md.
 
-    python bench/run.py                  # all five, full size, writes BENCHMARKS.md
+    python bench/run.py                  # all of them, full size, writes BENCHMARKS.md
     python bench/run.py --only cli_latency front_end
     python bench/run.py --size tiny -o /tmp/B.md
 
@@ -29,6 +29,9 @@ BENCHMARKS = [
     ("born_sharded", "born_sharded.py"),
     ("front_end", "front_end.py"),
     ("validate_405b", "validate_405b.py"),
+    ("suggest_405b", "suggest_405b.py"),
+    ("load_checkpoint", "load_checkpoint.py"),
+    ("reshard_memory", "reshard_memory.py"),
 ]
 
 TITLES = {
@@ -39,6 +42,12 @@ TITLES = {
                      "8 simulated devices)"),
     "front_end": "4. Front-end throughput",
     "validate_405b": "5. Validation without allocation (Llama-3-405B shapes, --devices 8,64,512)",
+    "suggest_405b": ("6. `planc suggest` for Llama-3-405B shapes at 512 devices (vs `planc lint "
+                     "--strict` of its plan)"),
+    "load_checkpoint": ("7. Loading a checkpoint (`plan.load` vs `load_file` + `device_put`, "
+                        "peak host memory and time, 8 simulated devices)"),
+    "reshard_memory": ("8. `planc reshard` peak memory (in parts, vs load, shard and save the "
+                       "whole tree; 8 simulated devices)"),
 }
 
 # What limits a figure when its target is missed: shown under the table of that benchmark.
@@ -74,6 +83,19 @@ LIMITS = {
         "(~80-140 ms for 102 KiB of rules); the figure swings with the load on this shared "
         "2-core machine."),
     "validate_405b": "",
+    "suggest_405b": (
+        "the suggestion reads the manifest, resolves the plan it writes once (as the lint "
+        "does) and formats it; the rest is start-up (importing planc, reading the grammar)."),
+    "load_checkpoint": (
+        "time, not memory: the read itself (page faults on the file's memory map and on the "
+        "fresh buffers, one copy) is the same work as `load_file`'s; on top come one "
+        "`make_array_from_callback` per variable and strided copies for column-split "
+        "shards. Wall time on this shared 2-core machine swings by tens of percent "
+        "between runs."),
+    "reshard_memory": (
+        "about 190 MiB of every figure is the interpreter with jax and Orbax imported; the "
+        "rest is one part (64 MiB) being read while the previous one is written, and what "
+        "Orbax's writer threads keep until `malloc_trim` hands it back between parts."),
 }
 
 

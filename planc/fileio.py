@@ -11,6 +11,7 @@ every checkpoint reader in `planc.sources` opens files through `open_counted`, a
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
@@ -44,6 +45,11 @@ def atomic_write(path: PathLike, data: Union[bytes, bytearray, memoryview, str])
     keeps its permission bits. A symbolic link at `path` is replaced by the new file and
     its target is left alone (as `sed -i` does): a link planted in a checkout, such as
     `results.sarif -> ~/.ssh/authorized_keys`, cannot redirect what planc writes.
+
+    What is not a regular file is never replaced. A character device, a FIFO or a
+    socket at `path` (`/dev/null`, a named pipe, `/dev/stdout` and the links to a stream
+    it stands for) is written to as a stream, as a shell redirection would; a directory,
+    or a link to one, raises `IsADirectoryError`; a block device raises `OSError`.
     """
     if isinstance(data, str):
         payload = data.encode("utf-8")
@@ -53,15 +59,14 @@ def atomic_write(path: PathLike, data: Union[bytes, bytearray, memoryview, str])
         raise TypeError(f"atomic_write needs bytes or str, not {type(data).__name__}")
 
     target = os.path.abspath(os.fspath(path))
+    kind = _kind_of(target)
+    if kind == "stream":
+        _write_stream(target, payload)
+        return
+    mode = kind if isinstance(kind, int) else _default_mode()
     directory = os.path.dirname(target) or "."
-    try:
-        st = os.lstat(target)
-        mode = st.st_mode & 0o7777 if stat.S_ISREG(st.st_mode) else _default_mode()
-    except FileNotFoundError:
-        mode = _default_mode()
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
-                               dir=directory)
+    # A short temporary name: the target's own name may already be at the length limit.
+    fd, tmp = tempfile.mkstemp(prefix=".planc-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
@@ -76,6 +81,40 @@ def atomic_write(path: PathLike, data: Union[bytes, bytearray, memoryview, str])
             pass
         raise
     _fsync_dir(directory)
+
+
+def _kind_of(target: str) -> Union[int, str, None]:
+    """The permission bits of a regular file to replace, None for a new file or a link
+    to replace, or "stream"; raises for what must not be written at all."""
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return st.st_mode & 0o7777
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            st = os.stat(target)
+        except OSError:
+            return None  # a dangling link is replaced like any other link
+        if stat.S_ISREG(st.st_mode):
+            return None
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", target)
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+        return "stream"
+    raise OSError(errno.EINVAL, "not a regular file, a character device or a pipe", target)
+
+
+def _write_stream(target: str, payload: bytes) -> None:
+    # No temporary file and no rename: a device or a pipe has no old contents to keep.
+    fd = os.open(target, os.O_WRONLY | getattr(os, "O_NOCTTY", 0))
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(directory: str) -> None:

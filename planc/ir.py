@@ -156,6 +156,33 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Rename:
+    r"""`"pattern" -> "template" [transpose]` of a `rename` block: checkpoint name -> path.
+
+    `pattern` fullmatches a checkpoint tensor name; the first rule in file order that
+    matches wins, and `template` (``, `\g<name>`, `\g<0>`, `\`) expands to the
+    variable path (`planc.checkpoints.renaming`). `transpose` reads a 2-D tensor as its
+    transpose (PyTorch `[out, in]` -> JAX `[in, out]`).
+    """
+
+    index: int  # position in file order, across every `rename` block
+    pattern: str
+    template: str
+    transpose: bool = False
+    span: Span | None = field(default=None, compare=False)
+    pattern_span: Span | None = field(default=None, compare=False)
+
+    @property
+    def where(self) -> str:
+        return f"{self.span.file}:{self.span.line}" if self.span else "<plan>"
+
+    @property
+    def text(self) -> str:
+        """The rule as a plan writes it (the strings' values, `\"` unescaped)."""
+        return f'"{self.pattern}" -> "{self.template}"' + (" transpose" if self.transpose else "")
+
+
+@dataclass(frozen=True)
 class Budget:
     per_device: int  # bytes
     state: int = 1
@@ -214,11 +241,14 @@ class PlanIR:
     default: Rule | None = None
     outputs: tuple[Rule, ...] = ()
     outputs_default: Rule | None = None
+    renames: tuple[Rename, ...] = ()  # the `rename` blocks' rules, file order
     budget: Budget | None = None
     checks: tuple[Check, ...] = ()
     cluster: Cluster | None = None
     # Where the first `layout` block starts (what an unmatched variable points at).
     layout_span: Span | None = field(default=None, compare=False)
+    # Where the first `rename` block starts (what a checkpoint problem with no rule points at).
+    rename_span: Span | None = field(default=None, compare=False)
     # Source texts by file name, so diagnostics can be rendered later.
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
     # Warnings and notes found while checking (errors raise instead).

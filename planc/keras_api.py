@@ -71,25 +71,21 @@ def list_devices(device_type: str | None = None) -> list[str]:
 def distribute_tensor(x, layout):
     """`x` laid out as `layout` (`keras.distribution.distribute_tensor`).
 
-    `layout` is a Keras `TensorLayout` (or a JAX `Sharding`), or the axes of one, e.g.
-    `("batch", None)` or `(("data", "model"), None)`, a `planc.resolve.ResolvedLayout`,
-    which are laid out on the mesh of the active distribution. Inside a jitted function
-    this is a sharding constraint; outside, the tensor is moved. A symbolic Keras tensor
-    (functional model construction) is returned as it is, as Keras does.
+    `layout` is what Keras accepts (a `TensorLayout`, or a backend layout such as a JAX
+    `Sharding`, `jax.experimental.layout.Format` or `Layout`, handed to Keras as it is),
+    or the axes of one, e.g. `("batch", None)` or `(("data", "model"), None)`, or a
+    `planc.resolve.ResolvedLayout`: axes are laid out on the mesh of the active
+    distribution. Inside a jitted function this is a sharding constraint; outside, the
+    tensor is moved. A symbolic Keras tensor (functional model construction) is
+    returned as it is, as Keras does.
     """
+    from planc.resolve import ResolvedLayout
+
     keras = _keras()
     kd = keras.distribution
-    if not isinstance(layout, kd.TensorLayout) and not _is_backend_sharding(layout):
+    if isinstance(layout, (tuple, list, str, ResolvedLayout)):
         layout = _layout_from_axes(kd, layout)
     return kd.distribute_tensor(x, layout)
-
-
-def _is_backend_sharding(layout) -> bool:
-    try:
-        import jax
-    except ImportError:
-        return False
-    return isinstance(layout, jax.sharding.Sharding)
 
 
 def _layout_from_axes(kd, layout):

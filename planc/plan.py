@@ -30,10 +30,13 @@ class Plan:
     (4, 2)
     """
 
-    __slots__ = ("_ir",)
+    __slots__ = ("_ir", "_keras")
 
     def __init__(self, ir: PlanIR):
         object.__setattr__(self, "_ir", ir)
+        # The DeviceMesh and LayoutMap, built once: Keras code expects
+        # `plan.layout_map.device_mesh is plan.device_mesh`, as for its own objects.
+        object.__setattr__(self, "_keras", {})
 
     def __setattr__(self, name, value):
         raise AttributeError("a Plan is frozen")
@@ -179,28 +182,82 @@ class Plan:
 
     # -- Keras (planc.targets.keras) ------------------------------------------------------
 
-    def _keras(self):
+    def _keras_backend(self):
         from planc.targets import keras as backend
 
         return backend
 
     @property
     def device_mesh(self):
-        """A `keras.distribution.DeviceMesh` with the JAX target's device order."""
-        return self._keras().device_mesh(self._ir)
+        """A `keras.distribution.DeviceMesh` with the JAX target's device order (built on
+        first access, then the same object)."""
+        if "device_mesh" not in self._keras:
+            self._keras["device_mesh"] = self._keras_backend().device_mesh(self._ir)
+        return self._keras["device_mesh"]
 
     @property
     def layout_map(self):
-        """A `keras.distribution.LayoutMap` whose lookups are planc's resolution."""
-        return self._keras().layout_map(self._ir, plan_of=Plan)
+        """A `keras.distribution.LayoutMap` whose lookups are planc's resolution (built on
+        first access over `plan.device_mesh`, then the same object)."""
+        if "layout_map" not in self._keras:
+            self._keras["layout_map"] = self._keras_backend().layout_map(
+                self._ir, mesh=self.device_mesh, plan_of=Plan)
+        return self._keras["layout_map"]
 
     def to_keras(self):
         """`DataParallel` or `ModelParallel` for this plan."""
-        return self._keras().to_keras(self._ir, plan_of=Plan)
+        return self._keras_backend().to_keras(self._ir, plan_of=Plan)
 
     def activate(self):
         """The Keras distribution scope: `with plan.activate(): model = build()`."""
-        return self._keras().activate(self._ir, plan_of=Plan)
+        return self._keras_backend().activate(self._ir, plan_of=Plan)
+
+    # -- loading (planc.targets.loading) ----------------------------------------------------
+
+    def load(self, source, like=None, *, dtype=None, strict: bool = False):
+        """Put the checkpoint `source` on this plan's mesh, each device reading its shard.
+
+        `source` is a ``.safetensors`` file, a sharded ``*.safetensors.index.json``, an
+        ``.npz``, a Keras ``.weights.h5`` or an Orbax checkpoint directory. Tensor names
+        go through the plan's `rename` rules. `like` says what to fill: None gives
+        ``{path: jax.Array}``; a pytree of arrays or `jax.ShapeDtypeStruct`s gives that
+        pytree, filled by path; a Keras model built under `plan.activate()` has every
+        variable assigned (its optimizer state untouched) and is returned. Dtypes must
+        match unless `dtype` asks for a cast; `strict` makes a tensor no variable takes
+        an error. Everything is checked from headers first: any problem raises one
+        `PlanError` before a byte of data is read, and a Keras model is either filled
+        whole or left as it was. Warnings come as `CheckpointWarning`s.
+
+        >>> import numpy as np, os, tempfile, safetensors.numpy, planc
+        >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+        >>> safetensors.numpy.save_file({"proj.weight": np.ones((4, 8), np.float32)}, path)
+        >>> plan = planc.loads('''
+        ... mesh(batch = auto, model = 2)
+        ... model_parallel(batch = batch)
+        ... layout { "proj/kernel" -> (_, model) }
+        ... rename { "proj\\\\.weight" -> "proj/kernel" transpose }
+        ... ''')
+        >>> kernel = plan.load(path)["proj/kernel"]
+        >>> kernel.shape, tuple(kernel.sharding.spec)
+        ((8, 4), (None, 'model'))
+        """
+        from planc.targets.loading import load
+
+        return load(self._ir, source, like, dtype=dtype, strict=strict)
+
+    # -- saving (planc.targets.orbax_io) -----------------------------------------------------
+
+    def save(self, tree, directory) -> None:
+        """Write `tree` (sharded `jax.Array`s) as an Orbax checkpoint at `directory`, with
+        this plan's name, fingerprint and text recorded in it; call it on every process.
+
+        Each process writes its own shards and Orbax commits the directory atomically;
+        an existing `directory` raises `FileExistsError`. `plan.load(directory)` under
+        another plan reshards it and says so in a note (P417).
+        """
+        from planc.targets.orbax_io import save
+
+        save(self._ir, tree, directory)
 
     # -- multi-host (planc.multihost.cluster) -------------------------------------------------
 

@@ -14,15 +14,16 @@ PROGRESS_AFTER_S = 1.0
 _PROGRESS_STEP = 1024  # items between progress updates (and clock checks)
 
 def with_progress(items: Sequence, enabled: bool,
-                  description: str = "validating") -> Iterable:
+                  description: str = "validating", *, step: int = _PROGRESS_STEP) -> Iterable:
     """`items`, drawing a progress bar named `description` while they are consumed, when
-    `enabled` (and stderr is a terminal, and there are many or they take a while)."""
+    `enabled` (and stderr is a terminal, and there are many or they take a while).
+    `step` is how many items pass between updates: 1 for few, slow items (tensors)."""
     if not enabled:
         return items
-    return _progress_iter(items, description)
+    return _progress_iter(items, description, max(1, step))
 
 
-def _progress_iter(items: Sequence, description: str):
+def _progress_iter(items: Sequence, description: str, step: int = _PROGRESS_STEP):
     from rich.console import Console
 
     console = Console(stderr=True)
@@ -34,7 +35,7 @@ def _progress_iter(items: Sequence, description: str):
     bar = task = None
     try:
         for i, item in enumerate(items):
-            if i % _PROGRESS_STEP == 0:
+            if i % step == 0:
                 if bar is None and (total > PROGRESS_MIN_VARIABLES or
                                     time.monotonic() - start > PROGRESS_AFTER_S):
                     bar = _progress_bar(console)

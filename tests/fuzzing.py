@@ -64,6 +64,16 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("", (3,)),
     Variable("wéight/ß", (6, 6)),
     Variable("a" * 20_000, (2, 2)),
+    # Where regex engines part ways on non-ASCII text: case orbits that leave ASCII
+    # (U+212A KELVIN SIGN, U+017F LONG S), letters that are `\w` only in Unicode, a
+    # two-byte space where a byte-level search finds a `\B`, a Unicode digit.
+    Variable("\u212a/kernel", (8, 8)),
+    Variable("couche_entr\xe9e/kernel", (8, 8)),
+    Variable("\u017f\xa0s/\u0663", (4, 4)),
+    # Text a terminal or a markup renderer would act on, and a line break.
+    Variable("emb[/]/x[red]RED\x1b[2J\u202e", (4, 4)),
+    Variable("dense[0]/kernel", (8, 8)),
+    Variable("a/kernel\n", (8, 8)),
 )
 
 # Words the generator draws names from: mesh axes, the words that mean something in
@@ -79,6 +89,8 @@ _PATTERNS = (
     "[", "(", "a{2000}", "(?=x)", r"(\w+)\1", "(?P<n>a)(?P=n)", "a**", r"\\", r"\"",
     "(?i)DENSE/KERNEL", r"\d+\Z", "wéight/ß", "[^/]+/[^/]+", "a{1000}{1000}",
     "(" * 300 + ")" * 300, r"\N{LATIN SMALL LETTER A}", "(?x) a b # c",
+    r"(\w+_?)+/kernel", "a|(K|k)", r"(?:x|([Ss]))", r"\B", r".*\B.*", r"(?u)\w+",
+    r"\w+/kernel", "kernel$", "dense[0]/kernel", r"(?i)k.*",
 )
 _INCLUDES = ("inc.kd", "sub/inc.kd", "bad.kd", "cycle.kd", "chain0.kd", "binary.kd",
              "link_out.kd", "loop.kd", "missing.kd", "../outside.kd", "sub/../inc.kd",
@@ -133,6 +145,12 @@ def plans(near: bool = True):
     rule = st.one_of(st.builds(lambda p, lay: [p, "->"] + lay, string, layout),
                      layout.map(lambda lay: ["default", "->"] + lay))
     rules = st.lists(rule, max_size=6).map(lambda rs: [t for r in rs for t in r])
+    template = st.one_of(string, st.sampled_from(
+        (r'"x/\1"', r'"\g<0>"', r'"\g<n>"', r'"\2"', '""', r'"a\\b"', r'"\g<1"', r'"\q"')))
+    rename_rule = st.builds(lambda p, tpl, opt: [p, "->", tpl] + opt, string, template,
+                            st.sampled_from(([], ["transpose"], ["transpos"],
+                                             ["transpose", "transpose"])))
+    renames = st.lists(rename_rule, max_size=4).map(lambda rs: [t for r in rs for t in r])
 
     def grow(sub):
         return st.one_of(
@@ -160,6 +178,7 @@ def plans(near: bool = True):
         st.builds(lambda m: ["overlap", m], st.sampled_from(("error", "first", "last"))),
         rules.map(lambda r: ["layout", "{"] + r + ["}"]),
         rules.map(lambda r: ["outputs", "{"] + r + ["}"]),
+        renames.map(lambda r: ["rename", "{"] + r + ["}"]),
         kwargs(st.sampled_from(("per_device", "state", "per_devices"))).map(
             lambda k: ["budget", "("] + k + [")"]),
         st.builds(lambda e, m: ["check"] + e + [",", m], expr, string),
@@ -255,7 +274,7 @@ def corpus(directory: str | os.PathLike | None = None) -> dict[str, bytes]:
 def mutate(data: bytes, rng: random.Random, steps: int | None = None) -> bytes:
     """`data` after 1-4 random byte-level edits drawn from `rng`."""
     for _ in range(steps if steps is not None else rng.randint(1, 4)):
-        data = _edit(data, rng.randrange(9), rng.randrange(max(len(data), 1)),
+        data = _edit(data, rng.randrange(10), rng.randrange(max(len(data), 1)),
                      rng.randrange(1, 32), rng.randrange(len(_HOSTILE_BYTES)), rng.randrange(256))
     return data
 
@@ -280,6 +299,8 @@ def _edit(data: bytes, op: int, at: int, n: int, pick: int, byte: int) -> bytes:
         return b"\xef\xbb\xbf" + data
     if op == 7:
         return data.replace(b"\n", b"\r\n")
+    if op == 8:  # old Mac line ends: a lone CR
+        return data.replace(b"\n", b"\r")
     return data[:at] + bytes([byte | 0x80]) + data[at + 1:]  # a stray non-UTF-8 byte
 
 
@@ -288,7 +309,7 @@ def mutated_corpus(directory: str | os.PathLike | None = None):
     from hypothesis import strategies as st
 
     files = corpus(directory)
-    edit = st.tuples(st.integers(0, 8), st.integers(0, 4096), st.integers(1, 31),
+    edit = st.tuples(st.integers(0, 9), st.integers(0, 4096), st.integers(1, 31),
                      st.integers(0, len(_HOSTILE_BYTES) - 1), st.integers(0, 255))
 
     def apply(args):
@@ -325,6 +346,12 @@ def hostile_inputs() -> dict[str, bytes]:
                                                       for i in range(50_000)) + b"}\n",
         "byte-order mark": b"\xef\xbb\xbf" + head,
         "CRLF line ends": head.replace(b"\n", b"\r\n") + b'layout {\r\n "a" -> (_, model)\r\n}',
+        "lone CR line ends": head.replace(b"\n", b"\r") + b'layout {\r "a" -> (nope)\r}',
+        "30-digit products in a check": b"param a = " + b"9" * 30 + b"\n" + head +
+                                        b"check " + b" * ".join([b"a"] * 190) + b' > 0, "x"',
+        "30-digit products in many checks": b"param a = " + b"9" * 30 + b"\n" + head +
+                                            b"".join(b"check " + b" * ".join([b"a"] * 150) +
+                                                     b' > %d, "x"\n' % i for i in range(60)),
         "NUL bytes": head + b"\x00" * 100,
         "bad UTF-8": head + b"\xff\xfe\xfd",
         "a lone surrogate in UTF-8": head + b'layout { "\xed\xa0\x80" -> replicated }',
@@ -394,7 +421,38 @@ def check_case(data: bytes | str, file: str | os.PathLike = "fuzz.kd",
     if plan is not None:
         problems += _unlocated("loads (warnings)", plan.diagnostics, plan.ir.source_dict)
         problems += _resolve(plan, variables)
+        problems += _engines_agree(plan, variables)
     problems += _format(text, file, valid=plan is not None)
+    return problems
+
+
+def _engines_agree(plan, variables) -> list[str]:
+    """Where planc's matcher and Python's `re` (as the emitted modules call it: ASCII
+    classes) disagree on a rule's pattern and a path. Patterns P314 reports are left
+    out: Python may take years on them."""
+    import re
+
+    from planc.matching import Matcher
+    from planc.matching.backtracking import exponential
+
+    problems = []
+    mode = plan.ir.match
+    test = re.fullmatch if mode == "full" else re.search
+    paths = [v.path for v in variables if len(v.path) < 200 and "\n" not in v.path]
+    for rule in (*plan.ir.rules, *plan.ir.outputs):
+        pattern = rule.pattern
+        if pattern is None or exponential(pattern):
+            continue
+        try:
+            matcher = Matcher([pattern], mode)
+            for path in paths:
+                ours = bool(matcher.match(path))
+                theirs = test(pattern, path, re.ASCII) is not None
+                if ours != theirs:
+                    problems.append(f"engines disagree: {pattern!r} on {path!r} ({mode}): "
+                                    f"planc {ours}, Python re {theirs}")
+        except BaseException as exc:  # noqa: BLE001
+            problems.append(_crash(f"matching {pattern!r}", exc))
     return problems
 
 

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))
 
-SCRIPTS = ["resolution", "cli_latency", "born_sharded", "front_end", "validate_405b"]
+SCRIPTS = ["resolution", "cli_latency", "born_sharded", "front_end", "validate_405b",
+           "suggest_405b", "load_checkpoint", "reshard_memory"]
 
 
 def run_tiny(name: str, tmp_path: Path) -> tuple[list[str], dict]:

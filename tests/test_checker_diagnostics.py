@@ -83,6 +83,18 @@ def test_override_with_a_non_integer_for_an_integer_param():
                  tp="four") == ["P110"]
 
 
+@pytest.mark.parametrize("value", ["²", "--5", "٣", "𝟒", "_4_", "4_", "0x4", "4.0"])
+def test_an_integer_override_takes_ascii_integer_syntax_only(value):
+    assert codes("param tp = 2\nmesh(batch = auto, model = tp)\nmodel_parallel(batch = batch)\n",
+                 tp=value) == ["P110"]
+
+
+def test_an_integer_override_takes_underscores_between_digits_as_the_plan_does():
+    plan = planc.loads("param tp = 2\nmesh(batch = auto, model = tp)\nmodel_parallel(batch = batch)",
+                       tp="1_0")
+    assert plan.mesh_axes == {"batch": None, "model": 10}
+
+
 def test_override_from_the_command_line_is_parsed_as_an_integer():
     plan = planc.loads("param tp = 2\nmesh(batch = auto, model = tp)\nmodel_parallel(batch = batch)",
                        tp="4")

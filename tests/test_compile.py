@@ -194,7 +194,7 @@ def test_json_target_follows_the_documented_schema(tmp_path):
     doc = json.loads(out.read_text())
     assert list(doc) == ["schema", "plan", "fingerprint", "planc_version", "params", "mesh",
                          "distribution", "batch_axes", "match", "overlap", "rules", "default",
-                         "outputs", "outputs_default", "table"]
+                         "outputs", "outputs_default", "renames", "table"]
     assert doc["schema"] == "planc.compiled/1"
     assert doc["mesh"] == {"axes": ["batch", "model"], "shape": [4, 2], "slices": [1, 1],
                            "devices": 8}
@@ -441,3 +441,15 @@ def test_compile_loads_neither_jax_nor_keras(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(PLANS / "mlp_data_parallel.kd"),
                           str(tmp_path / "out")], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[0, 0, 0] []"
+
+
+def test_emitted_misfit_message_says_the_layout_does_not_fit(plan_file, tmp_path):
+    import numpy as np
+
+    out = tmp_path / "checked.py"
+    assert compile_cli(plan_file(CHECKED), "-o", out) == 0
+    m = load_module(out, "checked_module_misfit")
+    with pytest.raises(ValueError) as exc:
+        m.shardings({"w": np.zeros((6, 4))})
+    assert "its layout does not fit" in str(exc.value)
+    assert "layout fits" not in str(exc.value)

@@ -27,7 +27,7 @@ import models_jax as models
 import planc
 from conftest import PLANS
 from planc.cli import main
-from planc.sources import write_manifest
+from planc.sources import load_variables, write_manifest
 from planc.variables import Variable
 
 DEVICES = 8
@@ -124,6 +124,17 @@ def _plan_file(name):
     return str(PLANS / f"{name}.kd")
 
 
+def _zoo_model(name):
+    """The tiny model a zoo plan is tested against (`tests/test_zoo.py` checks it is the
+    real keras-hub backbone's)."""
+    return list(load_variables(str(PLANS / "models" / f"{name}_tiny.json")))
+
+
+_KERAS_HUB_ZOO = ("keras_hub_gemma", "keras_hub_llama", "keras_hub_llama3", "keras_hub_qwen",
+                  "keras_hub_qwen_moe", "keras_hub_qwen3_moe")
+_HF_ZOO = ("hf_llama_tp", "hf_qwen2_tp", "hf_mistral_tp")
+
+
 CASES = [
     Case("gemma-scaled", _plan_file("gemma"), models.gemma_variables()),
     Case("gemma-2b", _plan_file("gemma"), None),   # plans/models/gemma_2b.json
@@ -140,6 +151,8 @@ CASES = [
     Case("adversarial", ADVERSARIAL_PLAN, _adversarial_vars()),
     Case("slices", SLICES, models.mlp_variables()),
     Case("errors", ERRORS, ERROR_VARS, errors=True),
+    *[Case(name, _plan_file(name), _zoo_model(name)) for name in _KERAS_HUB_ZOO],
+    *[Case(name, _plan_file(name), models.llama_hf_variables()) for name in _HF_ZOO],
 ]
 
 DRIVER = r'''

@@ -50,12 +50,6 @@ def planc_answer(plan, path: str, shape=(8, 8)):
     return assignment.layout.axes
 
 
-def reads_as_path(pattern: str) -> bool:
-    """A rule's pattern is a path the rule wins (planc's literal rule); the emitted module
-    honours that for patterns without regex operators other than `.`."""
-    return not re.search(r"[\\^$*+?{}\[\]()|]", pattern)
-
-
 def same_layout(keras_axes, planc_axes, rank=2) -> bool:
     if "ambiguous" in (keras_axes, planc_axes):
         return keras_axes == planc_axes
@@ -127,7 +121,8 @@ layout {
 def test_keys_give_planc_resolution_under_search_and_fullmatch(name):
     plan = planc.loads(MESH + PLANS[name], file="t.kd")
     layouts = layouts_of(emit(plan))["VARIABLE_LAYOUTS"]
-    paths = PATHS + [r.pattern for r in plan.rules if reads_as_path(r.pattern)]
+    # Every rule's pattern text is a path that rule wins (planc's literal rule).
+    paths = PATHS + [r.pattern for r in plan.rules if r.pattern is not None]
     for path in paths:
         expected = planc_answer(plan, path)
         for mode in ("search", "fullmatch"):
@@ -138,7 +133,9 @@ def test_keys_give_planc_resolution_under_search_and_fullmatch(name):
 POOL = ["dense/kernel", "dense.*", ".*kernel", ".*", "x/.*", "(?i)DENSE/kernel",
         r"dense_\d+/kernel", "head", "^head", "kernel$", "a|b", "(?P<n>dense)/bias",
         "mha/(query|key)/kernel", "model.norm.weight", ".*/bias", "dense/k.*",
-        "(?x) dense / kernel  # verbose", "x/dense/kernel", "b"]
+        "(?x) dense / kernel  # verbose", "x/dense/kernel", "b",
+        # Literal paths with regex characters: as regexes they do not match their text.
+        "dense[0]/kernel", "conv(1)/kernel", "block+1/kernel"]
 LAYOUTS = ["(_, model)", "(model, _)", "(batch, model)", "replicated", "(model, ...)"]
 
 
@@ -156,7 +153,7 @@ def test_keys_agree_with_planc_on_random_rule_sets():
                 f"overlap {rng.choice(['error', 'first'])}\nlayout {{\n{rules}\n}}\n")
         plan = planc.loads(text, file="t.kd")
         layouts = layouts_of(emit(plan))["VARIABLE_LAYOUTS"]
-        for path in PATHS + [p for p in patterns if reads_as_path(p)]:
+        for path in PATHS + patterns:
             expected = planc_answer(plan, path)
             for mode in ("search", "fullmatch"):
                 got = keras_lookup(layouts, path, mode)
@@ -168,7 +165,7 @@ def test_keys_agree_with_planc_on_random_rule_sets():
 def test_keys_are_anchored_so_search_means_fullmatch():
     plan = planc.loads(MESH + PLANS["full, error"], file="t.kd")
     keys = layouts_of(emit(plan))["VARIABLE_LAYOUTS"]
-    assert keys and all(k.startswith("^") and k.endswith("$") for k in keys)
+    assert keys and all(k.startswith("^(?a:") and k.endswith("\\Z)") for k in keys)
     # The raw pattern would substring-match under Keras <= 3.13; the key does not.
     assert re.search("head/kernel", "decoder/head/kernel")
     assert not any(re.search(k, "decoder/head/kernel") for k in keys)
@@ -266,7 +263,8 @@ def test_a_shape_dependent_rule_with_a_model_becomes_one_exact_key_per_variable(
     variables = [Variable("a/kernel", (8, 6)), Variable("b/kernel", (6, 8)),
                  Variable("b/bias", (8,))]
     layouts = layouts_of(emit(plan, variables))["VARIABLE_LAYOUTS"]
-    assert layouts == {"^(?:a/kernel)$": ("model", None), "^(?:b/kernel)$": (None, "model")}
+    assert layouts == {r"^(?a:(?:a/kernel)\Z)": ("model", None),
+                       r"^(?a:(?:b/kernel)\Z)": (None, "model")}
     for v in variables:
         for mode in ("search", "fullmatch"):
             assert same_layout(keras_lookup(layouts, v.path, mode),
@@ -296,7 +294,7 @@ def test_output_rules_are_layer_path_keys_followed_by_output():
 def test_blocks_are_kept_as_a_comment():
     text = emit(planc.loads(MESH + 'layout {\n    "w" -> (_, model[16])\n}\n',
                                          file="t.kd"))
-    assert layouts_of(text)["VARIABLE_LAYOUTS"] == {"^(?:w)$": (None, "model")}
+    assert layouts_of(text)["VARIABLE_LAYOUTS"] == {r"^(?a:(?:w)\Z)": (None, "model")}
     assert "(_, model[16])" in text and "blocks" in text
 
 
@@ -363,3 +361,12 @@ def test_the_emitted_distribution_lays_out_a_model_as_plan_activate(tmp_path):
         [v.value.sharding.spec for v in theirs.variables]
     assert emitted.get_tensor_layout("dense/output").axes == ("batch", "model")
     assert emitted.get_tensor_layout("head/output") is None
+
+
+@pytest.mark.parametrize("path", ["dense[0]/kernel", "conv(1)/kernel", "block+1/kernel"])
+def test_a_literal_path_with_regex_characters_keeps_its_layout_in_keras(path):
+    plan = planc.loads(MESH + f'layout {{\n    "{path}" -> (_, model)\n}}\n', file="t.kd")
+    layouts = layouts_of(emit(plan))["VARIABLE_LAYOUTS"]
+    assert planc_answer(plan, path) == (None, "model")
+    for mode in ("search", "fullmatch"):
+        assert same_layout(keras_lookup(layouts, path, mode), (None, "model")), mode

@@ -379,3 +379,18 @@ def test_fit_says_why_each_alternative_before_the_taken_one_failed():
     info = trace(resolver, Variable("w", (2, 8)))
     assert [a["status"] for a in info["alternatives"]] == ["failed", "failed", "taken",
                                                            "not tried"]
+
+
+def test_the_piped_table_is_laid_out_as_rich_lays_it_out_wide_characters_included():
+    from planc.reports.explain import _Out, _plain_table, _table
+
+    plan = planc.loads('mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n'
+                       'layout {\n    ".*kernel" -> (_, model)\n    default -> replicated\n}\n',
+                       file="t.kd")
+    variables = [Variable("encoder/層_0/kernel", (8, 16), "float32"),
+                 Variable("couche_entrée/kernel", (4, 4), "bfloat16"),
+                 Variable("norm/scale", (16,), "float32"), Variable("step", (), "int32")]
+    rows = plan.validate(variables, 8).variable_dicts()
+    out = _Out(False)
+    out.print(_table(rows, 100_000, "t.kd"))
+    assert _plain_table(rows, "t.kd") == out.text()

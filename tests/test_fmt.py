@@ -83,6 +83,15 @@ MESSY = [
     "layout { # opening only\n}\n" + MP,
     "layout { # opening\n} mesh( # inside the mesh\nbatch = auto)\ndata_parallel\n",
     MP + "layout {\n\n  # nothing but a comment\n\n}\n",
+    canon(r"""
+        rename{# checkpoint names
+          "model\.layers\.(\d+)\.q\.weight"->"layers/\1/q/kernel"   transpose # q
+
+          # the embedding
+          "embed"->  "e/\g<0>"
+        }  # after
+        mesh(batch=auto) data_parallel rename {} rename { "x" -> "y" }
+        """),
 ]
 
 

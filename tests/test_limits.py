@@ -255,3 +255,40 @@ def test_includes_larger_than_the_total_limit_together_are_P125_at_the_include(t
         planc.load_plan(main)
     too_much = [d for d in exc.value.diagnostics if d.code == "P125"]
     assert [(d.span.file, d.span.line) for d in too_much] == [(str(main), n)]
+
+
+def _squared(term: str, times: int) -> str:
+    for _ in range(times):
+        term = f"({term} * {term})"
+    return term
+
+
+def test_check_arithmetic_beyond_2_to_the_256_is_P122_not_a_long_computation():
+    # 150 factors of a 30-digit parameter: a number of 4,500 digits, unbounded.
+    text = (f"param a = {'9' * 30}\ncheck {' * '.join(['a'] * 150)} > 0, \"big\"\n"
+            "mesh(batch = auto)\ndata_parallel\n")
+    (d,) = diagnostics(text)
+    assert d.code == "P122" and "overflows" in d.message and "2**256" in d.message
+
+
+def test_check_arithmetic_within_2_to_the_256_is_exact():
+    text = (f"param a = {'9' * 30}\ncheck a * a > a + 1, \"fine\"\n"
+            "mesh(batch = auto)\ndata_parallel\n")
+    assert planc.loads(text).params["a"] == int("9" * 30)
+
+
+def test_the_compiled_module_bounds_check_arithmetic_too(tmp_path):
+    import importlib.util
+
+    from planc.cli import main
+
+    plan = tmp_path / "p.kd"
+    plan.write_text(f"param a = {'9' * 30}\ncheck {_squared('a', 2)} * mesh_batch > 0, \"x\"\n"
+                    "mesh(batch = auto)\ndata_parallel\n".replace("mesh_batch", "batch"))
+    out = tmp_path / "m.py"
+    assert main(["compile", str(plan), "-o", str(out)]) == 0
+    spec = importlib.util.spec_from_file_location("bounded_module", out)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(ValueError, match="overflows"):
+        module.make_mesh()

@@ -309,9 +309,6 @@ def test_non_ascii_paths_agree_with_python_re_ascii(patterns, paths, mode):
         assert matcher.match(path) == python_answer(patterns, path, mode, re.ASCII), path
 
 
-@pytest.mark.xfail(strict=True, reason="known: RE2 matches UTF-8 bytes, and between the two "
-                   "bytes of U+00A0 `\\B` holds; Python's re.ASCII sees no such position. "
-                   "Strict, so the fix of non-ASCII paths must remove this mark")
 def test_not_a_word_boundary_does_not_hold_inside_a_multibyte_character():
     path = "0\xa00"
     assert python_answer([r"\B"], path, "search", re.ASCII) == ()
@@ -331,3 +328,26 @@ def test_catastrophic_patterns_are_linear(mode):
     finally:
         faulthandler.cancel_dump_traceback_later()
     assert answer == (0, 2)
+
+
+@pytest.mark.parametrize("mode", ["full", "search"])
+@pytest.mark.parametrize("pattern, path", [
+    ("a|(K|k)", "\u212a"), ("(?:x|([Ss]))", "\u017f"), ("[Kk]|[Ss]", "\u212a"),
+    ("[Kk]|[Ss]", "\u017f"), ("(?i)k|x", "\u212a"), ("(?i)s|x", "\u017f"),
+])
+def test_case_folding_stays_ascii_where_re2_would_widen_it(pattern, path, mode):
+    assert python_answer([pattern], path, mode, re.ASCII) == ()
+    assert Matcher([pattern], mode).match(path) == ()
+
+
+@pytest.mark.parametrize("pattern, offset", [
+    (r"(?u)\w+", 0), (r"(?u:\w)+", 0), (r"(?iu)k", 0), (r"x(?:a|(?u:b))*", 6)])
+def test_the_unicode_flag_is_unsupported_because_planc_reads_classes_as_ascii(pattern, offset):
+    problem = check_pattern(pattern)
+    assert problem.kind == "unsupported" and "`u` (Unicode) flag" in problem.message
+    assert problem.offset == offset
+
+
+@pytest.mark.parametrize("pattern", [r"(?a)\w+", r"a(?i:u)", r"u(?:x)", "(?x) u # u"])
+def test_patterns_without_the_unicode_flag_are_not_refused_for_it(pattern):
+    assert check_pattern(pattern) is None

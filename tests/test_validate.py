@@ -154,6 +154,33 @@ def test_literal_rule_overriding_regex_rules_is_a_note():
     assert report.ok
 
 
+def test_literal_rule_beating_an_earlier_rule_under_overlap_first_is_a_warning():
+    plan = make_plan(MESH + 'overlap first\nlayout {\n    ".*kernel" -> (_, model)\n'
+                     '    "dense/kernel" -> (model, _)\n}\n')
+    report = plan.validate([V("dense/kernel", (8, 8)), V("out/kernel", (8, 8))])
+    d = only(report, "P308")
+    assert d.severity is Severity.WARNING
+    assert "earlier rule" in d.message and "`overlap first` alone would pick" in d.message
+    assert "move this rule above" in d.help[0]
+    assert report.layouts["dense/kernel"].axes == ("model", None)
+
+
+def test_literal_rule_above_the_regex_under_overlap_first_is_only_a_note():
+    plan = make_plan(MESH + 'overlap first\nlayout {\n    "dense/kernel" -> (model, _)\n'
+                     '    ".*kernel" -> (_, model)\n}\n')
+    report = plan.validate([V("dense/kernel", (8, 8)), V("out/kernel", (8, 8))])
+    assert only(report, "P308").severity is Severity.NOTE
+
+
+def test_a_rule_shadowed_by_a_later_exact_path_rule_says_so():
+    plan = make_plan(MESH + 'overlap first\nlayout {\n    "dense/k.*" -> (_, model)\n'
+                     '    "dense/kernel" -> (model, _)\n}\n')
+    report = plan.validate([V("dense/kernel", (8, 8))])
+    d = only(report, "P307")
+    assert "later rule whose pattern is exactly the variable's path" in d.message
+    assert "earlier" not in d.message and "move it above" not in d.help[0]
+
+
 def test_budget_exceeded_names_the_numbers_and_the_top_contributors():
     plan = make_plan(MESH + "budget(per_device = 1 MiB, state = 2)\n"
                      'layout {\n    ".*" -> (_, model)\n}\n')

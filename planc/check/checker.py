@@ -9,16 +9,19 @@ statements come from `planc.syntax.includes`, includes already inlined.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from planc.syntax import ast
 from planc import limits
-from planc.diagnostics import Diagnostic, Label, PlanError, Span, error
+from planc.diagnostics import Diagnostic, Label, PlanError, Span, error, warning
 from planc.check.conditions import evaluate_check, sizes_env
 from planc.check.expression import encode, names_in
 from planc.ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxis, PlanIR,
-                      Rule, Setting, layout_text)
+                      Rename, Rule, Setting, layout_text)
 from planc.matching import check_pattern, nesting_too_deep
+from planc.matching.backtracking import exponential
+from planc.matching.templates import TemplateProblem, compile_template, pattern_groups
 from planc.syntax.files import read_plan_text
 from planc.syntax.includes import Collected, Statements, collect
 from planc.diagnostics.did_you_mean import did_you_mean
@@ -52,6 +55,8 @@ def check_statements(collected: Collected, overrides: dict | None = None) -> Pla
 
 
 _CLUSTER_KEYS = ("coordinator", "processes", "process_id")
+# An integer override as the plan writes integers (ASCII digits, `_` between them).
+_OVERRIDE_INT = re.compile(r"-?[0-9]+(?:_[0-9]+)*")
 
 
 class _Checker:
@@ -123,15 +128,17 @@ class _Checker:
         match = self._mode(statements.match, "match", ("full", "search"), "full")
         overlap = self._mode(statements.overlap, "overlap", ("error", "first"), "error")
         # Counted before any pattern is compiled, so a flood of rules costs no regex work.
-        every = [r for section in statements.layout + statements.outputs for r in section.rules]
+        every = [r for section in statements.layout + statements.outputs + statements.rename
+                 for r in section.rules]
         if len(every) > limits.MAX_RULES:
             self.err("P125", f"{len(every)} rules (limit {limits.MAX_RULES})",
                      every[limits.MAX_RULES].span, label="one rule too many")
-            rules, default, outputs, outputs_default = (), None, (), None
+            rules, default, outputs, outputs_default, renames = (), None, (), None, ()
         else:
             rules, default = self._rules(statements.layout, mesh, "layout", distribution)
             outputs, outputs_default = self._rules(statements.outputs, mesh, "outputs",
                                                    distribution)
+            renames = self._renames(statements.rename)
         budget = self._budget(statements, params)
         checks = self._checks(statements, params, mesh)
         cluster = self._cluster(statements, params)
@@ -140,8 +147,10 @@ class _Checker:
             params=tuple((k, v) for k, (_, v) in params.items()),
             mesh=mesh, distribution=distribution, batch_axes=batch_axes, match=match,
             overlap=overlap, rules=rules, default=default, outputs=outputs,
-            outputs_default=outputs_default, budget=budget, checks=checks, cluster=cluster,
+            outputs_default=outputs_default, renames=renames, budget=budget, checks=checks,
+            cluster=cluster,
             layout_span=_header(statements.layout[0]) if statements.layout else None,
+            rename_span=_header(statements.rename[0], "rename") if statements.rename else None,
         )
 
     def _once(self, stmts: list, what: str) -> None:
@@ -199,11 +208,14 @@ class _Checker:
         if isinstance(old, int):
             if isinstance(raw, int):
                 return raw
-            text = raw.strip().replace("_", "")
-            if text.lstrip("-").isdigit() and len(text) <= 30:
+            text = raw.strip()
+            # The plan's own integer syntax (ASCII digits, `_` between them), with a sign:
+            # `int()` alone would take `٣` or `𝟒` and raise on `²`.
+            if _OVERRIDE_INT.fullmatch(text) and len(text.lstrip("-").replace("_", "")) <= 30:
                 return int(text)
             self.err("P110", f"`{pname}` is an integer parameter; the override `{raw}` is not "
-                     "an integer", stmt.name.span, label="declared here as an integer")
+                     "an integer (ASCII digits, optionally signed, `_` between digits)",
+                     stmt.name.span, label="declared here as an integer")
             return None
         return str(raw)
 
@@ -392,22 +404,32 @@ class _Checker:
                 rules.append(Rule(len(rules), pat.value, layout, r.span, pat.span, pat.raw))
         return tuple(rules), default
 
-    def _pattern(self, pat: ast.StrLit) -> None:
+    def _pattern(self, pat: ast.StrLit) -> bool:
+        """Whether `pat` is a pattern the matcher can run; a diagnostic when it is not."""
         deep = nesting_too_deep(pat.value, limits.MAX_PATTERN_NESTING)
         if deep is not None:
             col = 1 + _raw_offset(pat.raw, deep)
             self.err("P125", f"pattern nests groups more than {limits.MAX_PATTERN_NESTING} deep "
                      f"(limit {limits.MAX_PATTERN_NESTING})", pat.span.shifted(col, 1),
                      label="too deeply nested", secondary=(Label(pat.span, "in this pattern"),))
-            return
+            return False
         try:
             problem = check_pattern(pat.value)
         except RecursionError:  # called from deep in someone's stack: still no traceback
             self.err("P125", "pattern nested too deeply to compile", pat.span,
                      label="too deeply nested")
-            return
+            return False
         if problem is None:
-            return
+            if exponential(pat.value):
+                self.diags.append(warning(
+                    "P314", "pattern may take exponential time in Python's `re`: it can "
+                    "match one text in exponentially many ways", pat.span,
+                    label="a backtracking engine tries each way",
+                    help=("planc itself matches in linear time, but the emitted modules and "
+                          "Keras's LayoutMap use Python's `re`, and `planc compile` refuses "
+                          "the pattern; make each repetition match one way, e.g. "
+                          "`(\\w+_?)+` as `\\w+(_\\w+)*`")))
+            return True
         col = 1 + _raw_offset(pat.raw, problem.offset)
         span = pat.span.shifted(col, 1)
         if problem.kind == "invalid":
@@ -417,6 +439,62 @@ class _Checker:
             self.err("P107", f"unsupported regular expression feature: {problem.message}", span,
                      label="not supported", help="planc matches with RE2 (linear time); "
                      "rewrite the pattern without backreferences or lookaround")
+        return False
+
+    # rename -------------------------------------------------------------------------------
+
+    def _renames(self, sections) -> tuple[Rename, ...]:
+        """The `rename` blocks' rules in file order: their patterns checked as layout
+        patterns are (one engine answers both), their templates against the groups."""
+        out: list[Rename] = []
+        seen: dict[str, ast.RenameRule] = {}
+        for section in sections:
+            for r in section.rules:
+                transpose = self._rename_options(r)
+                pat = r.pattern
+                if pat.value in seen:
+                    self.err("P111", f"duplicate rename rule for \"{pat.raw}\"", pat.span,
+                             label="repeated pattern",
+                             secondary=(Label(seen[pat.value].pattern.span, "first rule here"),),
+                             help="the first rule always wins; remove the other")
+                    continue
+                seen[pat.value] = r
+                if self._pattern(pat):
+                    self._template(r.template, pat)
+                out.append(Rename(len(out), pat.value, r.template.value, transpose, r.span,
+                                  pat.span))
+        return tuple(out)
+
+    def _rename_options(self, r: ast.RenameRule) -> bool:
+        transpose = None
+        for option in r.options:
+            if option.text != "transpose":
+                self.err("P119", f"unknown rename option `{option.text}`", option.span,
+                         label="unknown", help=self._hint(option.text, ("transpose",)) or
+                         "a rename rule takes one option, `transpose` (2-D tensors only)")
+            elif transpose is not None:
+                self.err("P119", "`transpose` is given twice", option.span, label="given again",
+                         secondary=(Label(transpose.span, "first given here"),))
+            else:
+                transpose = option
+        return transpose is not None
+
+    def _template(self, template: ast.StrLit, pat: ast.StrLit) -> None:
+        try:
+            regex = pattern_groups(pat.value)
+        except (re.error, RecursionError, OverflowError) as exc:  # check_pattern passed it
+            self.err("P125", f"pattern too large for Python's re to read its groups: {exc}",
+                     pat.span, label="in this pattern")
+            return
+        try:
+            compile_template(template.value, regex)
+        except TemplateProblem as problem:
+            col = 1 + _raw_offset(template.raw, problem.offset)
+            end = 1 + _raw_offset(template.raw, problem.offset + problem.length)
+            span = template.span.shifted(col, max(end - col, 1)) if problem.length else template.span
+            self.err("P126", f"bad rename template: {problem.message}", span,
+                     label="here", secondary=(Label(pat.span, "the pattern"),),
+                     help=r"a template names the pattern's groups as `\1` or `\g<name>`")
 
     def _layout(self, node: ast.LayoutExpr, mesh: Mesh) -> Layout:
         alts = tuple(self._alternative(a, mesh) for a in node.alternatives)
@@ -590,10 +668,11 @@ def _listing(names, limit: int = 10) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _header(section) -> Span:
-    """The `layout` keyword of a section, so a diagnostic does not underline all of it."""
+def _header(section, keyword: str = "layout") -> Span:
+    """The keyword of a section, so a diagnostic does not underline all of it."""
     s = section.span
-    return Span(s.file, s.line, s.column, s.line, s.column + len("layout"))
+    return Span(s.file, s.line, s.column, s.line, s.column + len(keyword))
+
 
 
 def _raw_offset(raw: str, value_offset: int) -> int:

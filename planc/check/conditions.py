@@ -27,6 +27,10 @@ def evaluate_check(check: Check, env: dict[str, int], devices: int | None = None
     except ZeroDivisionError as exc:
         return error("P122", f"`check` divides by zero: {exc}", check.span, label="in this check",
                      devices=devices)
+    except OverflowError as exc:
+        return error("P122", f"`check` arithmetic overflows: {exc}", check.span,
+                     label="in this check", devices=devices,
+                     help="a check compares sizes and counts; none is near 2**256")
     if ok:
         return None
     values = ", ".join(f"{n} = {env[n]}" for n in check.names)

@@ -53,7 +53,7 @@ def names_in(node):
 
 def evaluate(expr: tuple, env: dict[str, int]):
     """The value of encoded `expr` with the names in `env`; ZeroDivisionError for `/ 0`,
-    `% 0` and `**`.
+    `% 0` and `**`, OverflowError for a value beyond 2**256.
 
     >>> evaluate(("binary", "%", ("name", "heads"), ("int", 2)), {"heads": 8})
     0
@@ -78,9 +78,14 @@ def _eval(node, env):
     a, b = _eval(node[2], env), _eval(node[3], env)
     if op == "**":
         raise ZeroDivisionError("`**` is not supported")
-    return {
+    value = {
         "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
         "//": lambda: a // b, "%": lambda: a % b, "==": lambda: a == b,
         "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
         ">": lambda: a > b, ">=": lambda: a >= b,
     }[op]()
+    # Every value stays within 256 bits, so a product of two is cheap: without a bound,
+    # a long chain of `*` over 30-digit parameters grows numbers of millions of digits.
+    if not -(1 << 256) < value < (1 << 256):
+        raise OverflowError("a value of the expression is beyond 2**256")
+    return value

@@ -10,9 +10,12 @@ import os
 import sys
 
 from planc.diagnostics import Diagnostic, PlanError, Severity
+from planc.diagnostics.text import visible
 from planc.fileio import os_error_text
 
 EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
+# As a tool killed by SIGPIPE exits (128 + 13): the output was cut short by its reader.
+EXIT_BROKEN_PIPE = 141
 
 
 class UsageError(Exception):
@@ -114,3 +117,10 @@ def load_model(source: str):
         return load_variables(source)
     except SourceError as exc:
         raise UsageError(str(exc)) from None
+
+
+def say(message: str, stream=None) -> None:
+    """One line from planc to a person (stderr by default): `planc: MESSAGE`, with control
+    and format characters from file names, plan text or tensor names written as escapes
+    (`planc.diagnostics.text.visible`), the policy of every human output."""
+    print(f"planc: {visible(message)}", file=sys.stderr if stream is None else stream)

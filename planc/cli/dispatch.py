@@ -1,17 +1,21 @@
 """The `planc` command line: the argument parser, and a dispatcher that only dispatches.
 
 Exit codes (as ruff): 0 clean, 1 the plan has errors (or warnings under `--strict`),
-2 a usage error or an input that cannot be read. Nothing prints a Python traceback.
+2 a usage error or an input that cannot be read, 141 when the reader of standard output
+went away before planc finished writing. Nothing prints a Python traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from planc._version import __version__
-from planc.cli.common import EXIT_OK, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics
+from planc.cli.common import (
+    EXIT_BROKEN_PIPE, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics, say,
+)
 from planc.diagnostics import PlanError
 
 
@@ -44,7 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plans", nargs="+", metavar="PLAN")
     p.add_argument("--model", metavar="SRC", help="a checkpoint, manifest or module:attr")
     p.add_argument("--devices", metavar="N[,N...]", help="device counts to check, e.g. 8,64,512")
-    p.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    p.add_argument("--checkpoint", metavar="CKPT",
+                   help="check this checkpoint (.safetensors, index .json, .npz, .weights.h5 "
+                   "or an Orbax directory) against the plan's `rename` rules and, with "
+                   "--model, the model's variables, from its headers alone")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 on warnings too (a checkpoint tensor no variable takes "
+                   "becomes an error)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
     _common(p, formats=("text", "json", "github", "sarif"))
 
@@ -75,11 +85,53 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", metavar="SRC")
     p.add_argument("-o", "--output", metavar="FILE")
 
+    p = sub.add_parser("suggest", help="write a plan for a model, validated before it is "
+                       "written", epilog=_MODULE_WARNING)
+    p.add_argument("--model", metavar="SRC", required=True,
+                   help="a checkpoint, manifest or module:attr")
+    p.add_argument("--devices", metavar="N", required=True, help="the device count (>= 2)")
+    p.add_argument("--budget", metavar="SIZE", help="bytes per device the variables (times "
+                   "--state) must fit, e.g. 80GB or 16GiB")
+    p.add_argument("--strategy", choices=("auto", "fsdp", "tp", "fsdp_tp"), default="auto")
+    p.add_argument("--tp", metavar="K", help="tensor-parallel size (default: chosen)")
+    p.add_argument("--state", metavar="K", help="1 + optimizer slots per parameter "
+                   "(3 for Adam); bytes per device are counted K times (default 1)")
+    p.add_argument("-o", "--output", metavar="PLAN.kd", help="write the plan here (atomically)")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+    p = sub.add_parser("import", help="a plan from a Keras LayoutMap, a keras-hub "
+                       "get_layout_map, a Hugging Face tp plan or a rule list",
+                       epilog=_MODULE_WARNING)
+    p.add_argument("source", metavar="SRC", help="module:attr (a LayoutMap or a keras-hub "
+                   "backbone class), a Hugging Face config.json, or a JSON rule list")
+    p.add_argument("-o", "--output", metavar="PLAN.kd", help="write the plan here (atomically)")
+    p.add_argument("--mesh", metavar="NAME=SIZE,...", help="the mesh, for sources that carry "
+                   "none, e.g. batch=2,model=4 or tp=8")
+    p.add_argument("--head", metavar="HEAD_PLAN", help="the Hugging Face head's tp plan: a "
+                   "JSON file or JSON text, e.g. '{\"lm_head\": \"colwise_rep\"}'")
+    p.add_argument("--keras-version", metavar="X.Y", help="the Keras the map is for: >= 3.14 "
+                   "full-matches keys, older versions search (default: the installed Keras)")
+    p.add_argument("--model", metavar="MSRC", help="prove the plan: every variable of this "
+                   "model must get the layout the source gives")
+    p.add_argument("--devices", metavar="N", help="the device count (sizes an `auto` axis)")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
     p = sub.add_parser("launch", help="run N local processes as one JAX cluster")
     p.add_argument("-n", "--processes", type=int, required=True)
     p.add_argument("--devices-per-process", type=int, default=1, metavar="K")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+
+    p = sub.add_parser("reshard", help="rewrite a checkpoint as an Orbax checkpoint in a "
+                                       "plan's layout")
+    p.add_argument("source", metavar="SRC",
+                   help="a .safetensors file, a .safetensors.index.json, or an Orbax directory")
+    p.add_argument("-o", "--output", metavar="DST", required=True,
+                   help="the Orbax checkpoint directory to create (never overwritten)")
+    p.add_argument("--plan", metavar="PLAN", required=True, help="the plan whose layout DST gets")
+    p.add_argument("--devices", metavar="N",
+                   help="simulated CPU devices (default: the plan's fixed device count)")
+    _common(p)
     return parser
 
 
@@ -90,8 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
 # the subparsers of `build_parser`.
 
 
+_MODULES = {"import": "import_plan"}  # `import` is a Python keyword
+
+
 def _command(name: str):
-    return importlib.import_module(f"planc.cli.{name}").run
+    return importlib.import_module(f"planc.cli.{_MODULES.get(name, name)}").run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _command(args.command)(args)
     except UsageError as exc:
-        print(f"planc: {exc}", file=sys.stderr)
+        say(str(exc))
         return EXIT_USAGE
     except PlanError as exc:
         emit_diagnostics(list(exc.diagnostics), exc.sources, args, stream=sys.stderr,
@@ -110,15 +165,28 @@ def main(argv: list[str] | None = None) -> int:
         print("planc: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return EXIT_OK
+        # The reader went away (`planc lint bad.kd | head`): what was not printed is
+        # unknown, so the run cannot count as a success. Exit as a tool killed by SIGPIPE
+        # does, and point stdout at /dev/null so the interpreter's final flush is quiet.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except RecursionError:
         print("planc: input nested too deeply", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # the promise is: never a traceback
-        print(f"planc: internal error: {type(exc).__name__}: {exc} "
-              "(please report this with the input that caused it)", file=sys.stderr)
+        say(f"internal error: {type(exc).__name__}: {exc} "
+            "(please report this with the input that caused it)")
         return EXIT_USAGE
 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -1,4 +1,6 @@
-"""`planc lint PLAN... [--model SRC] [--devices N,...]`: the plans' checks, in CI or by hand."""
+"""`planc lint PLAN... [--model SRC] [--checkpoint CKPT] [--devices N,...]`: the plans'
+checks, in CI or by hand; with `--checkpoint`, a checkpoint checked against the plan's
+`rename` rules (and the model) from its headers alone."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ def run(args) -> int:
     diags, sources, unreadable = lint_plans(
         sorted(set(args.plans)), defines, counts, variables,
         allow_include_outside=args.allow_include_outside,
-        progress=args.format == "text" and sys.stderr.isatty())
+        progress=args.format == "text" and sys.stderr.isatty(),
+        checkpoint=args.checkpoint, strict=args.strict)
     emit_diagnostics(diags, sources, args)
     for reason in unreadable:
         print(f"planc: {reason}", file=sys.stderr)

@@ -39,7 +39,7 @@ def render_json(diags, **extra) -> str:
            "diagnostics": [diagnostic_dict(d) for d in diags],
            "summary": severity_counts(diags)}
     doc.update(extra)
-    return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    return _utf8(json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 
 
 def _escape_github(text: str, prop: bool = False) -> str:
@@ -95,4 +95,15 @@ def render_sarif(diags) -> str:
             "results": results,
         }],
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return _utf8(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+
+
+def _utf8(text: str) -> str:
+    """JSON text that encodes as UTF-8. A lone surrogate (a file name that is not UTF-8,
+    read by Python as `\\udcff`) becomes its JSON escape, which is what it is: the
+    output stays valid UTF-8 and a JSON reader gets the same string back."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -9,8 +9,11 @@ from planc.diagnostics.text import render_text
 
 
 @dataclass
-class PlanError(Exception):
+class PlanError(ValueError):
     """Raised by `load_plan`, `loads` and validation when a plan has errors.
+
+    A `ValueError`, as Keras raises in the same situations (an ambiguous layout lookup,
+    a mesh the devices do not fit), so `except ValueError` keeps working under planc.
 
     It carries every diagnostic found (errors, and the warnings and notes beside them);
     `str()` renders them as the CLI does, without colour.

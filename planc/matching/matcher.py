@@ -44,6 +44,13 @@ class Matcher:
         for index, pattern in enumerate(self.patterns):
             self._literals.setdefault(pattern, index)
         self._groups = _compile_groups(texts, 0, mode) if texts else []
+        # RE2 matches UTF-8 bytes, and an unanchored search may start between the two
+        # bytes of a character, where `\B` holds (Python sees no such position). For
+        # non-ASCII paths such patterns are matched as whole-path matches of `.*P.*`,
+        # which only ever stand between characters.
+        self._texts = texts
+        self._between_bytes = mode == "search" and any(r"\B" in text for text in texts)
+        self._whole_path_groups = None
         # RE2's \B matches the empty text; Python's did not before 3.14.
         self._on_empty = None
         if sys.version_info < (3, 14) and any(r"\B" in text for text in texts):
@@ -56,6 +63,11 @@ class Matcher:
         if not path and self._on_empty is not None:
             return self._on_empty
         groups = self._groups
+        if self._between_bytes and not path.isascii():
+            if self._whole_path_groups is None:
+                self._whole_path_groups = _compile_groups(
+                    [f"{_ANY}*?(?:{text}){_ANY}*" for text in self._texts], 0, "full")
+            groups = self._whole_path_groups
         if len(groups) == 1:
             return groups[0].match(path)
         # Groups hold consecutive index ranges, in order, so this stays ascending.
@@ -85,6 +97,7 @@ class Matcher:
 # error. This pattern always matches, so an answer without it is such a failure. (RE2
 # tries the DFA at Compile, where a failure splits the set, so this is a safety net.)
 _SENTINEL = r"(?s:.*)"
+_ANY = r"[\x{0}-\x{10ffff}]"  # one character, whatever it is
 
 
 def _compile_one(text: str, mode: str):

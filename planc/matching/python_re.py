@@ -5,11 +5,27 @@ Python 3.11 moved ``sre_parse`` and ``sre_constants`` into ``re`` (``re._parser`
 what ``re`` makes of them. ``sre`` is the constants module, ``sre_parse`` the parser.
 """
 
+import re
+
 try:  # Python >= 3.11
+    from re import _compiler as sre_compile
     from re import _constants as sre
     from re import _parser as sre_parse
 except ImportError:  # pragma: no cover - Python 3.10
+    import sre_compile
     import sre_constants as sre
     import sre_parse
 
-__all__ = ["sre", "sre_parse"]
+__all__ = ["sre", "sre_parse", "compile_item"]
+
+
+def compile_item(item, flags: int):
+    """One parsed pattern item (`(LITERAL, 97)`, `(IN, [...])`, ...) as a compiled Python
+    regex, read as planc reads patterns: `\\w`, `\\d`, `\\s` and case as ASCII.
+
+    >>> compile_item((sre.LITERAL, ord("k")), re.IGNORECASE).fullmatch("K") is not None
+    True
+    """
+    state = sre_parse.State()
+    state.flags = (flags & ~re.UNICODE) | re.ASCII
+    return sre_compile.compile(sre_parse.SubPattern(state, [item]), state.flags)

@@ -108,6 +108,11 @@ def _char_class(op, value, flags: int) -> str:
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
         char = chr(ranges[0][0])
         return char if char.isascii() and (char.isalnum() or char == "_") else _hex(ranges[0][0])
+    if len(ranges) == 2 and all(lo == hi for lo, hi in ranges):
+        # Two characters as an alternation, not a class: RE2 reads a class such as [Kk]
+        # as "k, any case", and where it meets another branch (`a|[Kk]`) it widens it to
+        # the whole Unicode case orbit, so U+212A KELVIN SIGN would match.
+        return f"(?:{_hex(ranges[0][0])}|{_hex(ranges[1][0])})"
     return "[" + "".join(_hex(lo) if lo == hi else f"{_hex(lo)}-{_hex(hi)}"
                          for lo, hi in ranges) + "]"
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import re2
 
-from planc.matching.python_re import sre_parse
+from planc.matching.python_re import sre, sre_parse
 from planc.matching.re2_text import _ASCII_LITERAL_TRANSLATION, _emit, _Unsupported
 from planc.matching.scan import _locate
 from planc.matching.simple_reader import _ASCII_RUN, _emit_simple, _simple_tree
@@ -96,6 +96,8 @@ def _translate(pattern: str) -> str:
     """
     if _ASCII_RUN.fullmatch(pattern):  # plain text: each character stands for itself
         return pattern.translate(_ASCII_LITERAL_TRANSLATION)
+    if "(?" in pattern and "u" in pattern:
+        _refuse_unicode_flag(pattern)
     tree = _simple_tree(pattern)
     if tree is None:
         return _translate_fully(pattern)
@@ -131,6 +133,65 @@ def _translate_fully(pattern: str) -> str:
             f"{_UNSUPPORTED[feature]} is not supported: {_WHY}")) from None
     _check_with_re2(pattern, text)
     return text
+
+
+def _refuse_unicode_flag(pattern: str) -> None:
+    """Refuse `(?u)` and `(?u:...)`: planc reads `\\w`, `\\d`, `\\s`, `\\b` and case as
+    ASCII, in every target; a pattern asking for Unicode would be answered otherwise."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            tree = sre_parse.parse(pattern, re.ASCII)
+        except (re.error, ValueError) as error:
+            # A global `(?u)` fails in fix_flags (ValueError), a scoped one in the parser.
+            message = getattr(error, "msg", None) or str(error)
+            if "incompatible" not in message and "cannot turn on" not in message:
+                return  # another problem, reported where the pattern is translated
+            raise _Refused(PatternProblem(
+                "unsupported", getattr(error, "pos", None) or 0,
+                "the `u` (Unicode) flag is not supported: planc reads \\w, \\d, \\s, \\b "
+                "and letter case as ASCII, in every target (drop the flag)")) from None
+        except (RecursionError, OverflowError):
+            return
+    if _scoped_unicode(tree.data):
+        raise _Refused(PatternProblem(
+            "unsupported", _locate_flag(pattern),
+            "the `u` (Unicode) flag is not supported: planc reads \\w, \\d, \\s, \\b "
+            "and letter case as ASCII, in every target (drop the flag)"))
+
+
+_REPEAT_OPS = tuple(getattr(sre, name) for name in ("MAX_REPEAT", "MIN_REPEAT",
+                                                     "POSSESSIVE_REPEAT") if hasattr(sre, name))
+
+
+def _scoped_unicode(items) -> bool:
+    """Whether a parsed pattern holds a `(?u:...)` group, at any depth."""
+    stack = [items]
+    while stack:
+        for op, av in stack.pop():
+            if op is sre.SUBPATTERN:
+                if av[1] & sre.SRE_FLAG_UNICODE:
+                    return True
+                stack.append(av[-1])
+            elif op in _REPEAT_OPS:
+                stack.append(av[2])
+            elif op is sre.BRANCH:
+                stack.extend(av[1])
+            elif op in (sre.ASSERT, sre.ASSERT_NOT):
+                stack.append(av[1])
+            elif op is getattr(sre, "ATOMIC_GROUP", None):
+                stack.append(av)
+    return False
+
+
+def _locate_flag(pattern: str) -> int:
+    at = pattern.find("(?")
+    while at >= 0:
+        end = pattern.find(":", at)
+        if end > at and "u" in pattern[at + 2:end]:
+            return at
+        at = pattern.find("(?", at + 2)
+    return 0
 
 
 def _compile_in_python(pattern: str) -> None:

@@ -48,6 +48,7 @@ import shutil
 import sys
 
 from planc.diagnostics import severity_counts
+from planc.diagnostics.text import visible
 from planc.ir import Dim, layout_text
 from planc.resolve import Report, human_bytes
 from planc.variables import Variable
@@ -95,7 +96,11 @@ def variables_text(plan, report: Report, color: bool) -> str:
     out = _Out(color)
     _print_header(out, plan, report)
     if report.assignments:
-        out.print(_table(report.variable_dicts(), out.width, report.file))
+        rows = report.variable_dicts()
+        if out.plain:
+            out.write(_plain_table(rows, report.file))
+        else:
+            out.print(_table(rows, out.width, report.file))
         out.print()
         _print_summary(out, report)
     return out.text()
@@ -122,6 +127,7 @@ class _Out:
         from rich.console import Console
 
         self.buf = StringIO()
+        self.parts: list[str] = []
         if sys.stdout.isatty():
             width = shutil.get_terminal_size((100, 24)).columns
             self.console = Console(file=self.buf, force_terminal=color, no_color=not color,
@@ -132,12 +138,28 @@ class _Out:
                                    color_system="standard" if color else None,
                                    width=100_000, highlight=False, soft_wrap=True)
         self.width = self.console.width
+        # Piped and colourless: the table is plain text, laid out here in one pass, as
+        # rich would lay it out at this width but in time and memory linear in the rows.
+        self.plain = not color and not sys.stdout.isatty()
 
     def print(self, *objects, **kw) -> None:
         self.console.print(*objects, **kw)
 
+    def write(self, text: str) -> None:
+        """Add text laid out already (no trailing blanks to strip)."""
+        self._flush()
+        self.parts.append(text)
+
+    def _flush(self) -> None:
+        rendered = self.buf.getvalue()
+        if rendered:
+            self.parts.append(_strip_trailing(rendered))
+            self.buf.seek(0)
+            self.buf.truncate()
+
     def text(self) -> str:
-        return _strip_trailing(self.buf.getvalue())
+        self._flush()
+        return "".join(self.parts)
 
 
 _TRAILING = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$", re.M)
@@ -154,8 +176,8 @@ def _print_header(console, plan, report: Report) -> None:
 
     mesh = " x ".join(f"{k}={'auto' if v is None else v}" for k, v in report.mesh.items())
     head = Text()
-    head.append(f"plan {report.plan_name}", style="bold")
-    head.append(f"  ({report.file})", style="dim")
+    head.append(visible(f"plan {report.plan_name}"), style="bold")
+    head.append(visible(f"  ({report.file})"), style="dim")
     line = Text(f"mesh {mesh}")
     if report.devices:
         line.append(f" = {report.devices} devices")
@@ -221,9 +243,9 @@ def _table(rows: list[dict], width: int, plan_file: str):
         shape = _bracketed_shape if level < 2 else _compact_shape
         short_rule = level >= 3
         headers = ["variable", "shape", "dtype", "layout", "shard", "per device", "rule"]
-        cells = [[row["path"], shape(row["shape"]), row["dtype"], _layout_cell(row),
+        cells = [[visible(row["path"]), shape(row["shape"]), row["dtype"], _layout_cell(row),
                   shape(row["shard_shape"]), human_bytes(row["bytes_per_device"]),
-                  _rule_cell(row, plan_file if short_rule else None)] for row in rows]
+                  visible(_rule_cell(row, plan_file if short_rule else None))] for row in rows]
         if drop_dtype:
             del headers[2]
             for c in cells:
@@ -256,6 +278,66 @@ def _table(rows: list[dict], width: int, plan_file: str):
     return table
 
 
+def _plain_table(rows: list[dict], plan_file: str) -> str:
+    """The variables table as `_table` lays it out with room for every column, in plain
+    text: a header, a rule, a row per variable, columns two spaces apart."""
+    headers = ("variable", "shape", "dtype", "layout", "shard", "per device", "rule")
+    right = (False, True, False, False, True, True, False)
+    # Large models repeat a few shapes and layouts many times: render each once.
+    shapes: dict = {}
+    layouts: dict = {}
+
+    def shape_of(shape) -> str:
+        key = None if shape is None else tuple(shape)
+        text = shapes.get(key)
+        if text is None:
+            text = shapes[key] = _bracketed_shape(shape)
+        return text
+
+    def layout_of(row) -> str:
+        key = (tuple(map(_hashable, row["axes"])), tuple(row["blocks"]))
+        text = layouts.get(key)
+        if text is None:
+            text = layouts[key] = _layout_cell(row)
+        return text
+
+    cells = [(visible(row["path"]), shape_of(row["shape"]), row["dtype"], layout_of(row),
+              shape_of(row["shard_shape"]), human_bytes(row["bytes_per_device"]),
+              visible(_rule_cell(row))) for row in rows]
+    ascii_only = all(c[0].isascii() and c[6].isascii() for c in cells)
+    width = len if ascii_only else _cells
+    widths = [max(len(h), *(width(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    # One format per row: left- or right-justified fields two spaces apart.
+    if ascii_only:
+        fmt = "  ".join(f"{{:{'>' if r else '<'}{w}}}" for w, r in zip(widths, right))
+        lines = [fmt.format(*c).rstrip() for c in cells]
+        head = fmt.format(*headers).rstrip()
+    else:
+        def line(values) -> str:
+            parts = []
+            for v, w, r in zip(values, widths, right):
+                pad = " " * (w - _cells(v))
+                parts.append(pad + v if r else v + pad)
+            return "  ".join(parts).rstrip()
+        lines = [line(c) for c in cells]
+        head = line(headers)
+    rule = "\u2500" * (sum(widths) + 2 * (len(widths) - 1))
+    return "\n".join([head, rule, *lines]) + "\n"
+
+
+def _hashable(entry):
+    return tuple(entry) if isinstance(entry, list) else entry
+
+
+def _cells(text: str) -> int:
+    """Terminal columns `text` takes (a CJK character takes two), as rich counts them."""
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
 def _compact_shape(shape) -> str:
     """`8x2048`, `scalar` for rank 0; `?` for an unknown shape."""
     return "?" if shape is None else ("x".join(str(d) for d in shape) or "scalar")
@@ -263,12 +345,14 @@ def _compact_shape(shape) -> str:
 
 def _print_summary(console, report: Report) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for label, value in report.summary_lines():
-        grid.add_row(label, value)
+        # Text, never markup: a summary quotes variable paths, and `emb[/]` is a path.
+        grid.add_row(Text(label), Text(visible(value)))
     console.print(grid)
 
 
@@ -280,7 +364,7 @@ def _print_trace(console, info: dict | None) -> None:
     if info is None:
         return
     head = Text()
-    head.append(info["path"], style="bold")
+    head.append(visible(info["path"]), style="bold")
     head.append(f"  {_bracketed_shape(info['shape'])} {info['dtype']}")
     console.print(head)
     console.print()
@@ -305,13 +389,13 @@ def _print_trace(console, info: dict | None) -> None:
             winner["line"] == r["line"] and winner["pattern"] == r["pattern"]
         style = "bold green" if is_winner else ("" if r["matches"] else "dim")
         mark = "  <- wins" if is_winner else ""
-        table.add_row(f"{os.path.basename(r['file'] or '')}:{r['line']}",
-                      Text('"' + r["pattern"].replace('"', '\\"') + '"', style=style),
+        table.add_row(Text(visible(f"{os.path.basename(r['file'] or '')}:{r['line']}")),
+                      Text(visible('"' + r["pattern"].replace('"', '\\"') + '"'), style=style),
                       Text(verdict + mark, style=style))
     d = info["default"]
     if d is not None:
         is_winner = info["reason"] == "default"
-        table.add_row(f"{os.path.basename(d['file'] or '')}:{d['line']}",
+        table.add_row(Text(visible(f"{os.path.basename(d['file'] or '')}:{d['line']}")),
                       Text("default", style="bold green" if is_winner else "dim"),
                       Text(("applies" + "  <- wins") if is_winner else "not needed",
                            style="bold green" if is_winner else "dim"))
@@ -319,7 +403,7 @@ def _print_trace(console, info: dict | None) -> None:
         console.print(table)
     else:
         console.print(Text("no rules", style="dim"))
-    console.print(Text.assemble(("decision: ", "bold"), info["why"]))
+    console.print(Text.assemble(("decision: ", "bold"), visible(info["why"])))
     if info["alternatives"]:
         console.print()
         console.print(Text("layout alternatives", style="bold"))
@@ -330,7 +414,7 @@ def _print_trace(console, info: dict | None) -> None:
             line.append(alt["layout"], style="bold")
             line.append(f"  {status}", style=style)
             if alt["why"]:
-                line.append(f": {alt['why']}")
+                line.append(visible(f": {alt['why']}"))
             console.print(line)
         if info["taken"] == -1:
             console.print(Text("  none fits: the variable stays replicated, an error "

@@ -207,6 +207,11 @@ class Resolver:
                                   f"(limit {limits.MAX_PATH_LENGTH})", None,
                                   variable=path[:80] + "..."))
             return Assignment(var, replicated(var.rank), None), problems
+        if "\n" in path or "\r" in path:
+            problems.append(error("P125", f"variable path {path!r} holds a line break, which "
+                                  "no rule can match the same way in every target", None,
+                                  variable=path))
+            return Assignment(var, replicated(var.rank), None), problems
         rule = self._winner(var, self.matcher.match(path), problems)
         if rule is None:
             return Assignment(var, replicated(var.rank), None), problems
@@ -265,7 +270,20 @@ class Resolver:
         path = var.path
         if reason is Reason.LITERAL:
             others = [self.rules[i] for i in hits if i != rule.index]
-            if others:
+            earlier = [r for r in others if r.index < rule.index]
+            if others and self.ir.overlap == "first" and earlier:
+                # First-match peers (Keras with ordered keys, EasyLM rule lists) would pick
+                # the earlier rule: the exact path changes the answer, so say it louder.
+                problems.append(warning(
+                    "P308", f"literal rule for `{path}` wins over the earlier rule "
+                    f"{earlier[0].label}, which `overlap first` alone would pick",
+                    rule.pattern_span, label="exact path: wins wherever it stands",
+                    secondary=tuple(Label(r.pattern_span, "also matches, and comes first")
+                                    for r in earlier),
+                    help=f"move this rule above {earlier[0].label} so that file order says "
+                         "what wins, or narrow the earlier pattern",
+                    variable=path, rule=rule.where))
+            elif others:
                 problems.append(note(
                     "P308", f"literal rule for `{path}` overrides {len(others)} regex "
                     + ("rules that also match it" if len(others) > 1
@@ -438,6 +456,11 @@ class Resolver:
         default_index = default.index if default is not None else None
         for var in variables:
             path = var.path
+            if "\n" in path or "\r" in path:
+                assignment, found = self.resolve(var)  # refused there, with P125
+                append(assignment)
+                problems += found
+                continue
             hits = match(path)
             # Fast path, the common case in large models: one regex rule (or none and a
             # `default`), no literal key, and a layout already known to fit this shape.
@@ -489,13 +512,28 @@ class Resolver:
                                    rule.pattern_span, label="matches nothing",
                                    help=_nothing_help(rule, self.ir.match), rule=rule.where))
             elif won[i] == 0 and self.ir.overlap == "first" and taken_from.get(i):
-                earlier = [self.rules[j] for j in sorted(taken_from[i])]
+                takers = [self.rules[j] for j in sorted(taken_from[i])]
+                earlier = [r for r in takers if r.index < i]
+                literal = [r for r in takers if r.index > i]
+                if literal and not earlier:
+                    by = ("a later rule whose pattern is exactly the variable's path"
+                          if len(literal) == 1 else
+                          "later rules whose patterns are exactly the variables' paths")
+                    fix = ("remove it: a rule whose pattern is the path wins that path "
+                           "wherever it stands")
+                elif literal:
+                    by = ("earlier rules, and by later rules whose patterns are exactly "
+                          "the variables' paths")
+                    fix = ("remove it, or move it above the earlier rules that shadow it "
+                           "(the exact-path rules win wherever they stand)")
+                else:
+                    by = "an earlier rule" if len(earlier) == 1 else "earlier rules"
+                    fix = "remove it, or move it above the rules that shadow it"
                 out.append(warning(
                     "P307", f"rule {rule.label} is shadowed: every variable it matches is "
-                    "taken by an earlier rule", rule.pattern_span, label="never applies",
-                    secondary=tuple(Label(r.pattern_span, "takes its variables") for r in earlier),
-                    help="remove it, or move it above the rules that shadow it",
-                    rule=rule.where))
+                    f"taken by {by}", rule.pattern_span, label="never applies",
+                    secondary=tuple(Label(r.pattern_span, "takes its variables") for r in takers),
+                    help=fix, rule=rule.where))
         return out
 
 

@@ -91,6 +91,19 @@ def make_variable(path: Any, shape: Any, dtype: Any) -> Variable:
     if not isinstance(path, str) or not path:
         raise ValueError(f"variable path must be a non-empty string, not {path!r}")
     try:
+        path.encode("utf-8")
+    except UnicodeEncodeError as e:
+        # A lone surrogate: what Python makes of a name whose bytes are not UTF-8. No
+        # regex engine, file format or terminal can take it; say where it is.
+        shown = path.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise ValueError(f"variable path `{shown}` is not valid Unicode text: a lone "
+                         f"surrogate U+{ord(path[e.start]):04X} at index {e.start}") from None
+    if "\n" in path or "\r" in path:
+        # Python's `$` matches before a final newline, RE2's does not, and no framework
+        # names a variable across lines: refused rather than answered two ways.
+        raise ValueError(f"variable path {path!r} holds a line break, which no rule can "
+                         "match the same way in every target")
+    try:
         dims = tuple(shape)
     except TypeError:
         raise ValueError(f"`{path}` has shape {shape!r}, which is not a sequence") from None

@@ -236,10 +236,30 @@ class ClusterStmt(Node):
     args: tuple[KwArg, ...]
 
 
+@dataclass(frozen=True)
+class RenameRule(Node):
+    """`"REGEX" -> "TEMPLATE" OPTION...`: a checkpoint name pattern and the path it becomes.
+
+    `options` are the names written after the template (`transpose`); the checker says
+    which it knows.
+    """
+
+    pattern: StrLit
+    template: StrLit
+    options: tuple[Name, ...] = ()
+
+
+@dataclass(frozen=True)
+class RenameSection(Node):
+    """`rename { RULES }`: checkpoint tensor names -> model variable paths."""
+
+    rules: tuple[RenameRule, ...]
+
+
 Statement = Union[
     PlanStmt, ParamStmt, MeshStmt, SlicesStmt, DataParallelStmt, ModelParallelStmt,
     MatchStmt, OverlapStmt, LayoutSection, OutputsSection, BudgetStmt, CheckStmt,
-    IncludeStmt, ClusterStmt,
+    IncludeStmt, ClusterStmt, RenameSection,
 ]
 
 

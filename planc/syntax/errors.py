@@ -26,7 +26,7 @@ _WORDS = {
 }
 STATEMENT_KEYWORDS = (
     "plan", "param", "mesh", "slices", "data_parallel", "model_parallel", "match",
-    "overlap", "layout", "outputs", "budget", "check", "include", "cluster",
+    "overlap", "layout", "outputs", "budget", "check", "include", "cluster", "rename",
 )
 KEYWORDS = STATEMENT_KEYWORDS + ("default", "replicated", "auto", "env", "and", "or", "not")
 _STATEMENT_TERMINALS = {k.upper() for k in STATEMENT_KEYWORDS}
@@ -63,7 +63,9 @@ def syntax_diagnostic(exc: UnexpectedInput, text: str, file: str) -> Diagnostic:
         if close:
             helps.append(f"did you mean `{close}`?")
     if expected == {"ARROW"}:
-        helps.append('a rule is written `"REGEX" -> LAYOUT`')
+        helps.append('a rule is written `"REGEX" -> LAYOUT`'
+                     if not _in_rename(text, tok) else
+                     'a rename rule is written `"REGEX" -> "TEMPLATE"`')
     opened = _unclosed(text, tok.start_pos if tok.type != "$END" else len(text))
     if opened and ({"RPAR", "RBRACE", "RSQB"} & expected):
         oline, ocol = line_col(text, opened[0])
@@ -71,6 +73,15 @@ def syntax_diagnostic(exc: UnexpectedInput, text: str, file: str) -> Diagnostic:
     message = f"expected {_describe(expected)}, found {found}"
     return error("P001", message, span, label="unexpected here", help=tuple(helps),
                  secondary=secondary)
+
+
+def _in_rename(text: str, tok: Token) -> bool:
+    """Whether `tok` stands inside a `rename { ... }` block (for the help's wording)."""
+    upto = tok.start_pos if tok.type != "$END" else len(text)
+    opened = _unclosed(text, upto)
+    if opened is None or opened[1] != "{":
+        return False
+    return text[:opened[0]].rstrip().endswith("rename")
 
 
 def _describe(expected: set[str]) -> str:

@@ -15,8 +15,11 @@ from planc import limits
 from planc.diagnostics import PlanError, Span, error
 
 
-def read_plan_text(path: str | os.PathLike) -> str:
+def read_plan_text(path: str | os.PathLike, *, as_written: bool = False) -> str:
     """A plan file's text. OSError for an unreadable path; PlanError for bad bytes.
+
+    Line breaks are written `\\n` (see `one_line_ending`), unless `as_written`: `fmt`
+    compares the file as it is on disk with its canonical form.
 
     Only a regular file is read: a FIFO or a device (`/dev/zero`, a symlink to
     `/proc/self/fd/0`) would block or never end. Opening does not block on a FIFO.
@@ -33,7 +36,8 @@ def read_plan_text(path: str | os.PathLike) -> str:
     if len(data) > limits.MAX_PLAN_BYTES:
         raise PlanError((error("P125", f"plan file is larger than {limits.MAX_PLAN_BYTES} bytes",
                                Span(name, 1, 1, 1, 2), label="file starts here"),), {name: ""})
-    return decode_plan_bytes(data, name)
+    text = decode_plan_bytes(data, name)
+    return text if as_written else one_line_ending(text)
 
 
 def decode_plan_bytes(data: bytes, name: str) -> str:
@@ -41,10 +45,23 @@ def decode_plan_bytes(data: bytes, name: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        text = data[:exc.start].decode("utf-8", "replace")
+        text = one_line_ending(data[:exc.start].decode("utf-8", "replace"))
         line = text.count("\n") + 1
         col = len(text) - (text.rfind("\n") + 1) + 1
         raise PlanError((error("P009", f"plan file is not UTF-8 (byte 0x{data[exc.start]:02x})",
                                Span(name, line, col, line, col + 1), label="invalid byte",
                                help="save the file as UTF-8"),),
-                        {name: data.decode("utf-8", "replace")}) from None
+                        {name: one_line_ending(data.decode("utf-8", "replace"))}) from None
+
+
+def one_line_ending(text: str) -> str:
+    """`text` with every line break written `\\n`: CRLF and a lone CR are line breaks too,
+    as editors, Python's universal newlines and LSP clients count them, so the lexer,
+    `fmt` and every diagnostic's line and column agree on what a line is.
+
+    >>> one_line_ending("a\\r\\nb\\rc\\n")
+    'a\\nb\\nc\\n'
+    """
+    if "\r" not in text:
+        return text
+    return text.replace("\r\n", "\n").replace("\r", "\n")

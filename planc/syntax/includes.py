@@ -15,7 +15,7 @@ from pathlib import Path
 from planc import limits
 from planc.diagnostics import Diagnostic, PlanError, error
 from planc.syntax import ast
-from planc.syntax.files import read_plan_text
+from planc.syntax.files import one_line_ending, read_plan_text
 from planc.syntax.parser import parse
 
 
@@ -35,6 +35,7 @@ class Statements:
     budget: list = field(default_factory=list)
     checks: list = field(default_factory=list)
     cluster: list = field(default_factory=list)
+    rename: list = field(default_factory=list)
 
 
 @dataclass
@@ -53,6 +54,7 @@ _KIND = {
     ast.ModelParallelStmt: "distribution", ast.MatchStmt: "match",
     ast.OverlapStmt: "overlap", ast.LayoutSection: "layout", ast.OutputsSection: "outputs",
     ast.BudgetStmt: "budget", ast.CheckStmt: "checks", ast.ClusterStmt: "cluster",
+    ast.RenameSection: "rename",
 }
 
 
@@ -85,6 +87,7 @@ class _Includer:
         self.total_bytes = 0
 
     def run(self, text: str) -> Collected:
+        text = one_line_ending(text)
         self.sources[self.file] = text
         self.total_bytes = len(text.encode("utf-8", "surrogatepass"))
         try:

@@ -16,6 +16,7 @@ from planc.syntax import ast
 from planc import limits
 from planc.diagnostics import Diagnostic, PlanError, Span, error
 from planc.syntax.errors import syntax_diagnostic
+from planc.syntax.files import one_line_ending
 from planc.syntax.grammar import new_parser
 from planc.syntax.spans import joined, line_col, token_span
 
@@ -50,6 +51,7 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
     >>> type(m.statements[0]).__name__, m.statements[0].span.line
     ('MeshStmt', 1)
     """
+    text = one_line_ending(text)
     # Text handed to `loads` or `format_text` is held to the limit of a file read from disk.
     if (len(text) * 4 > limits.MAX_PLAN_BYTES
             and len(text.encode("utf-8", "surrogatepass")) > limits.MAX_PLAN_BYTES):
@@ -221,6 +223,12 @@ class _Builder(Transformer):
     def cluster_stmt(self, items):
         return ast.ClusterStmt(self._span_of(items),
                                tuple(i for i in items if isinstance(i, ast.KwArg)))
+
+    def rename_stmt(self, items):
+        return ast.RenameSection(self._span_of(items), tuple(items[2:-1]))
+
+    def rename_rule(self, items):
+        return ast.RenameRule(self._span_of(items), items[0], items[2], tuple(items[3:]))
 
     def kwarg(self, items):
         return ast.KwArg(self._span_of(items), items[0], items[2])

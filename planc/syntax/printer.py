@@ -6,7 +6,7 @@ and after). It does not decide whether the result means what the input meant: th
 `planc.check.formatting`, which checks the printed text before `planc fmt` writes it.
 
 Canonical order: `plan`, `include`, `param`, `mesh`, `slices`, the distribution,
-`match`, `overlap`, `budget`, `check`, `cluster`, `layout`, `outputs`. The checker groups
+`match`, `overlap`, `budget`, `check`, `cluster`, `layout`, `outputs`, `rename`. The checker groups
 statements by kind, so moving statements between kinds is safe, with one exception: an
 `include` inlines its statements where it stands, so moving a local statement across an
 include can change the order of params and rules. `include_safe_order` keeps every
@@ -27,11 +27,11 @@ _ORDER = (
     (ast.PlanStmt,), (ast.IncludeStmt,), (ast.ParamStmt,), (ast.MeshStmt,), (ast.SlicesStmt,),
     (ast.DataParallelStmt, ast.ModelParallelStmt), (ast.MatchStmt,), (ast.OverlapStmt,),
     (ast.BudgetStmt,), (ast.CheckStmt,), (ast.ClusterStmt,), (ast.LayoutSection,),
-    (ast.OutputsSection,),
+    (ast.OutputsSection,), (ast.RenameSection,),
 )
 _RANK = {cls: rank for rank, group in enumerate(_ORDER) for cls in group}
 # Statements printed as a braced section of one line per rule or setting.
-_SECTIONS = (ast.LayoutSection, ast.OutputsSection, ast.ClusterStmt)
+_SECTIONS = (ast.LayoutSection, ast.OutputsSection, ast.ClusterStmt, ast.RenameSection)
 _SIZE = re.compile(r"([0-9_]+)[ \t]*([A-Za-z]+)")
 
 
@@ -230,7 +230,7 @@ class _Printer:
     # sections
     def section(self, stmt, unit: _Unit) -> None:
         keyword = {ast.LayoutSection: "layout", ast.OutputsSection: "outputs",
-                   ast.ClusterStmt: "cluster"}[type(stmt)]
+                   ast.ClusterStmt: "cluster", ast.RenameSection: "rename"}[type(stmt)]
         items = list(stmt.rules if not isinstance(stmt, ast.ClusterStmt) else stmt.args)
         brace_line = self.brace_line(stmt)
         inside = [c for c in self.module.comments
@@ -263,6 +263,12 @@ class _Printer:
         self.emit_unit(head_unit, keyword + " {", "", first_blank=False)
         if isinstance(stmt, ast.ClusterStmt):
             lines = [f"{kw.name.text} = {self.value(kw.value)}" for kw in items]
+        elif isinstance(stmt, ast.RenameSection):
+            heads = [self.string(r.pattern) for r in items]
+            width = max((len(h) for h in heads), default=0)
+            lines = [" ".join([f"{h.ljust(width)} -> {self.string(r.template)}",
+                               *(o.text for o in r.options)])
+                     for h, r in zip(heads, items)]
         else:
             heads = [self.rule_head(r) for r in items]
             width = max((len(h) for h in heads), default=0)

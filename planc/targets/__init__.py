@@ -9,7 +9,9 @@ the objects or files a framework runs out. No target calls back into `planc.Plan
 - `jax_module`, `keras_module`: the emitters of `planc compile` (`module_text`), which
   share `codegen` and copy their runtime from `runtime_binding`, `runtime_jax`,
   `runtime_keras` and `devices`; `keras_keys`: the LayoutMap keys the Keras module holds;
-- `compiled_json`: the json target and the plan's `fingerprint`.
+- `compiled_json`: the json target and the plan's `fingerprint`;
+- `orbax_io`: Orbax checkpoints restored into the plan's shardings and saved with the
+  plan recorded (`plan.save`); `reshard`: `planc reshard`'s part-by-part reading.
 
 Nothing is imported here: the JAX and Keras targets load jax and Keras, which the
 emitters and the json target do not need.

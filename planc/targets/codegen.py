@@ -19,11 +19,11 @@ import importlib.util
 import inspect
 import re
 
-from planc.diagnostics import PlanError
+from planc.diagnostics import PlanError, error
 from planc.ir import PlanIR
 
 __all__ = ["literal", "docstring_name", "mesh_constants", "check_constants", "refuse_errors",
-           "section_source", "runtime_source"]
+           "refuse_backtracking", "section_source", "runtime_source"]
 
 # A line that starts a section of a module written to be copied; the section runs to the
 # next such line or to the end of the module.
@@ -80,6 +80,23 @@ def refuse_errors(ir: PlanIR, resolution) -> None:
     `ir`, or None): no module is written for a plan with errors against its model."""
     errors = () if resolution is None else tuple(d for d in resolution.diagnostics
                                                  if d.is_error)
+    if errors:
+        raise PlanError(errors, ir.source_dict)
+
+
+def refuse_backtracking(ir: PlanIR) -> None:
+    """Raise `PlanError` with P314 for each rule an emitted module could not match in
+    bounded time: the modules match with Python's `re`, which backtracks."""
+    from planc.matching.backtracking import exponential
+
+    errors = tuple(
+        error("P314", "pattern may take exponential time in Python's `re`, which the "
+              "emitted module matches with", rule.pattern_span,
+              label="a backtracking engine tries each way it can match",
+              help="make each repetition match one way, e.g. `(\\w+_?)+` as "
+                   "`\\w+(_\\w+)*`; planc itself matches it in linear time")
+        for rule in (*ir.rules, *ir.outputs)
+        if rule.pattern is not None and exponential(rule.pattern))
     if errors:
         raise PlanError(errors, ir.source_dict)
 

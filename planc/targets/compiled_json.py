@@ -23,9 +23,11 @@ Schema `planc.compiled/1` (keys in this order; `ensure_ascii` JSON, 2-space inde
       "default": LAYOUT | null,
       "outputs": [RULE, ...],              # the `outputs` block
       "outputs_default": LAYOUT | null,
+      "renames": [RENAME, ...],            # the `rename` blocks, file order
       "table": {PATH: ENTRY, ...} | null   # with --model: every variable, model order
     }
     RULE   = {"pattern": REGEX, "layout": LAYOUT}
+    RENAME = {"pattern": REGEX, "template": TEMPLATE, "transpose": bool}
     LAYOUT = {"text": "(model, _) | replicated", "alternatives": [ALT, ...]}
     ALT    = {"replicated": bool, "head": [DIM, ...], "ellipsis": bool, "tail": [DIM, ...]}
     DIM    = {"axes": [NAME, ...], "block": N}          # axes [] = not split
@@ -51,7 +53,10 @@ __all__ = ["fingerprint", "compiled_json"]
 SCHEMA = "planc.compiled/1"
 
 # Fields that say where a plan came from, not what it means.
-_NOT_MEANING = {"file", "sources", "diagnostics", "layout_span", "span"}
+_NOT_MEANING = {"file", "sources", "diagnostics", "layout_span", "rename_span", "span"}
+# Fields added after fingerprints were first published: left out while empty, so a plan
+# that does not use them keeps the fingerprint it always had.
+_LEFT_OUT_EMPTY = {"renames"}
 
 
 def _canonical(value):
@@ -66,7 +71,7 @@ def _canonical(value):
             if not f.compare or f.name in _NOT_MEANING:
                 continue
             item = getattr(value, f.name)
-            if isinstance(item, Span):
+            if isinstance(item, Span) or (f.name in _LEFT_OUT_EMPTY and not item):
                 continue
             out[f.name] = _canonical(item)
         return out
@@ -145,6 +150,8 @@ def compiled_json(ir: PlanIR, resolution=None) -> str:
         "default": _layout_json(ir.default),
         "outputs": [{"pattern": r.pattern, "layout": _layout_json(r)} for r in ir.outputs],
         "outputs_default": _layout_json(ir.outputs_default),
+        "renames": [{"pattern": r.pattern, "template": r.template, "transpose": r.transpose}
+                    for r in ir.renames],
         "table": None if resolution is None else {
             a.variable.path: {"shape": list(a.variable.shape), "dtype": a.variable.dtype,
                               "partition_spec": [_entry_json(e) for e in a.layout.axes],

@@ -32,7 +32,8 @@ from planc import limits
 from planc.check.expression import _eval
 from planc.ir import Alternative, Dim, PlanIR, Rule
 from planc.targets.codegen import (check_constants, docstring_name, literal, mesh_constants,
-                                   refuse_errors, runtime_source, section_source)
+                                   refuse_backtracking, refuse_errors, runtime_source,
+                                   section_source)
 from planc.targets.compiled_json import fingerprint
 from planc.targets.runtime_binding import _bind, _run_checks
 
@@ -75,6 +76,7 @@ def module_text(ir: PlanIR, resolution=None) -> str:
     Deterministic: the same plan and resolution give the same bytes.
     """
     refuse_errors(ir, resolution)
+    refuse_backtracking(ir)
     out = [_HEADER.format(name=docstring_name(ir.name), version=__version__)]
     out.append("import re\n\nimport jax\nimport numpy as np\n"
                "from jax.sharding import Mesh, NamedSharding, PartitionSpec\n\n")

@@ -130,8 +130,13 @@ def _define_classes():
           planc Variable), `layout_map[(path, shape)]` and `lookup(path, shape)`: the
           variable's full layout, alternatives and divisibility decided by its shape.
 
-        Resolution errors raise `PlanError`. The map is read-only (change the plan) and
-        has no keys of its own: `len()` is 0, and every path is "in" it, as in Keras.
+        Resolution errors raise `PlanError`. The map is read-only (change the plan). Its
+        keys are the plan's rules, as a Keras LayoutMap's keys are its regexes: every
+        `layout` pattern, then every `outputs` pattern with `/output` appended, in file
+        order (`len()`, iteration, `keys()`, `items()`). Looking a key up gives what a
+        path equal to it resolves to, which is that rule's layout (planc, like Keras,
+        lets a rule whose pattern is the path itself win). Every path is "in" the map:
+        each has an answer, as in Keras.
         """
 
         def __init__(self, ir: PlanIR, device_mesh, plan=None):
@@ -142,6 +147,9 @@ def _define_classes():
             self._outputs = Resolver(ir, "outputs")
             self._data_parallel = ir.distribution == "data_parallel"
             self._memo: dict = {}
+            self._keys = tuple([r.pattern for r in ir.rules if r.pattern is not None]
+                               + [r.pattern + OUTPUT_SUFFIX for r in ir.outputs
+                                  if r.pattern is not None])
 
         def __getitem__(self, key):
             if isinstance(key, str):
@@ -166,6 +174,12 @@ def _define_classes():
 
         def __contains__(self, key):
             return True  # every path has an answer, as Keras's own map behaves
+
+        def __iter__(self):
+            return iter(self._keys)
+
+        def __len__(self):
+            return len(self._keys)
 
         def lookup(self, path: str, shape):
             """The `TensorLayout` of variable `path` of `shape` (never None).

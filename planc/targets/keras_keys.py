@@ -4,16 +4,18 @@ Keras looks a path up in a `LayoutMap` by trying every key as a regex (`re.searc
 Keras <= 3.13, `re.fullmatch` in >= 3.14) and raises on two matches. The keys written
 here answer as planc does under both:
 
-- **Anchoring.** Every key is `^(?:...)$`: under `re.search` it must then match the
-  whole path, which is what `re.fullmatch` asks. A `match search` plan's pattern P
+- **Anchoring.** Every key is `^(?a:...\\Z)`: under `re.search` it must then match the
+  whole path, which is what `re.fullmatch` asks, and it reads `\\w`, `\\d`, `\\s`, `\\b`
+  and case as ASCII, as planc does. A `match search` plan's pattern P
   becomes `^.*(?:P).*$`. Leading inline flags (`(?i)`) become a scoped group, and named
   groups lose their names (they would clash once patterns are combined).
 - **Precedence** (which Keras lacks) is written into the keys with negative lookaheads,
   which Python's `re` has: under `overlap first`, rule i excludes what rules 0..i-1
-  match; a rule whose pattern is itself a path (`"dense/kernel"`, planc's literal rule)
-  wins that path, so the other keys exclude it (for pattern texts without regex
-  operators other than `.`); `default -> LAYOUT` is a catch-all that excludes every
-  rule. Under `overlap error` two matching rules stay an error in Keras as in planc.
+  match; a rule whose pattern text is itself a path (`"dense/kernel"`, and as much
+  `"dense[0]/kernel"`, which as a regex does not match its own text: planc's literal
+  rule) wins that path, so the other keys exclude it and its own key takes it;
+  `default -> LAYOUT` is a catch-all that excludes every rule and every such path.
+  Under `overlap error` two matching rules stay an error in Keras as in planc.
 """
 
 from __future__ import annotations
@@ -64,15 +66,16 @@ def anchored_key(pattern: str, mode: str = "full", *, exclude=(), exact=None,
     is not `mode`.
 
     >>> anchored_key(".*kernel")
-    '^(?:.*kernel)$'
+    '^(?a:(?:.*kernel)\\\\Z)'
     >>> anchored_key("dense", "search")
-    '^.*(?:dense).*$'
+    '^(?a:.*(?:dense).*\\\\Z)'
     >>> anchored_key(".*", exclude=[("pattern", "dense/.*"), ("literal", "head/kernel")])
-    '^(?!(?:(?:dense/.*)|head/kernel)$)(?:.*)$'
+    '^(?a:(?!(?:(?:dense/.*)|head/kernel)\\\\Z)(?:.*)\\\\Z)'
     >>> anchored_key("dense/kernel", exclude=[("literal", "dense/kernel")], suffix="/output")
-    '^(?!dense/kernel/output$)(?:dense/kernel)/output$'
+    '^(?a:(?!dense/kernel/output\\\\Z)(?:dense/kernel)/output\\\\Z)'
     """
-    end = re.escape(suffix) + "$"
+    # `\Z`, not `$`: Python's `$` also matches before a final newline.
+    end = re.escape(suffix) + r"\Z"
     body = _wrapped(pattern, mode)
     if exclude:
         other = exclude_mode or mode
@@ -81,12 +84,18 @@ def anchored_key(pattern: str, mode: str = "full", *, exclude=(), exact=None,
         body = f"(?!{alternatives}{end}){body}"
     if exact is not None:
         body = f"(?:{body}|{re.escape(exact)})"
-    return f"^{body}{end}"
+    # ASCII (`(?a:`): `\w`, `\d`, `\s`, `\b` and case folding as planc reads them,
+    # whatever flags Keras compiles the key with.
+    return f"^(?a:{body}{end})"
 
 
-def _plausible_path(text: str) -> bool:
-    """Whether a pattern text reads as a path (no regex operator but `.`)."""
-    return _OPERATORS.search(text) is None
+def _matches_own_text(pattern: str, mode: str) -> bool:
+    """Whether `pattern` as a regex matches its own text (`dense/kernel` does,
+    `dense[0]/kernel` does not)."""
+    try:
+        return re.search(anchored_key(pattern, mode), pattern) is not None
+    except re.error:
+        return False
 
 
 class SectionKeys:
@@ -97,7 +106,8 @@ class SectionKeys:
         self.ir = ir
         self.rules = ir.rules if section == "layout" else ir.outputs
         self.suffix = OUTPUT_SUFFIX if section == "outputs" else ""
-        self.literals = [r for r in self.rules if _plausible_path(r.pattern)]
+        # Every pattern text is a path its rule wins (planc's literal rule).
+        self.literals = [r for r in self.rules if not r.is_default]
 
     def key(self, rule: Rule) -> str:
         """The anchored key of `rule` (or of the section's `default`)."""
@@ -105,6 +115,8 @@ class SectionKeys:
         if rule.is_default:
             # Every path a rule matches, literal paths included, is not the default's.
             exclude = [("pattern", r.pattern) for r in self.rules]
+            exclude += [("literal", r.pattern) for r in self.literals
+                        if not _matches_own_text(r.pattern, mode)]
             return anchored_key(".*", "full", exclude=_dedupe(exclude), suffix=self.suffix,
                                 exclude_mode=mode)
         if mode == "full" and _pure_literal(rule.pattern):
@@ -133,7 +145,7 @@ class SectionKeys:
             exclude.append(("literal", text))
         exclude = _dedupe(exclude)
         key = anchored_key(rule.pattern, mode, exclude=exclude, suffix=self.suffix)
-        if _plausible_path(rule.pattern) and re.search(key, rule.pattern + self.suffix) is None:
+        if re.search(key, rule.pattern + self.suffix) is None:
             key = anchored_key(rule.pattern, mode, exclude=exclude, exact=rule.pattern,
                                suffix=self.suffix)
         return key

@@ -49,7 +49,8 @@ from planc.diagnostics import Diagnostic, PlanError
 from planc.ir import PlanIR, Rule
 from planc.matching.scan import has_end_anchor
 from planc.targets.codegen import (check_constants, docstring_name, literal, mesh_constants,
-                                   refuse_errors, runtime_source, section_source)
+                                   refuse_backtracking, refuse_errors, runtime_source,
+                                   section_source)
 from planc.targets.expressible import (WITH_THE_MODEL, batch_over_several_axes,
                                        end_anchored_output, multi_axis_dimension,
                                        shape_dependent_output, shape_dependent_rule,
@@ -70,6 +71,7 @@ def module_text(ir: PlanIR, resolution=None) -> str:
     plan and resolution give the same bytes.
     """
     refuse_errors(ir, resolution)
+    refuse_backtracking(ir)
     problems: list[Diagnostic] = []
     batch = batch_over_several_axes(ir)
     if batch is not None:

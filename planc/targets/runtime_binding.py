@@ -52,6 +52,8 @@ def _run_checks(sizes):
             ok = _eval(expr, env)
         except ZeroDivisionError as exc:
             raise ValueError(f"`check` divides by zero: {exc}") from None
+        except OverflowError as exc:
+            raise ValueError(f"`check` arithmetic overflows: {exc}") from None
         if not ok:
             values = ", ".join(f"{n} = {env[n]}" for n in names)
             raise ValueError(f"check failed: {message}" + (f" ({values})" if values else ""))

@@ -70,7 +70,8 @@ _COMPILED = {}
 def _matcher(rules):
     key = id(rules)
     if key not in _COMPILED:
-        compiled = [re.compile(pattern) for pattern, _ in rules]
+        # ASCII: `\w`, `\d`, `\s`, `\b` and case folding as planc reads them.
+        compiled = [re.compile(pattern, re.ASCII) for pattern, _ in rules]
         test = ([c.fullmatch for c in compiled] if MATCH == "full"
                 else [c.search for c in compiled])
         literals = {}
@@ -124,8 +125,9 @@ def _fit(pattern, alternatives, path, shape, sizes):
         if bad is None:
             return tuple(_entry(axes) for axes, _ in dims), None
         reasons.append(bad)
-    what = "its layout" if len(alternatives) == 1 else "no alternative of its layout"
-    return None, (f"`{path}` {list(shape)}: {what} fits (rule {pattern!r}): "
+    what = ("its layout does not fit" if len(alternatives) == 1
+            else "no alternative of its layout fits")
+    return None, (f"`{path}` {list(shape)}: {what} (rule {pattern!r}): "
                   + "; ".join(reasons))
 
 
@@ -138,6 +140,9 @@ def _resolve(rules, default, path, shape, sizes):
     if len(path) > MAX_PATH_LENGTH:
         return replicated, False, (f"variable path is {len(path)} characters long "
                                    f"(limit {MAX_PATH_LENGTH})")
+    if "\n" in path or "\r" in path:
+        return replicated, False, (f"variable path {path!r} holds a line break, which no "
+                                   "rule can match the same way in every target")
     test, literals = _matcher(rules)
     index = literals.get(path)
     if index is None:

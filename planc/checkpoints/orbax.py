@@ -1,0 +1,274 @@
+"""Orbax checkpoint directories as planc checkpoints, described by Orbax's metadata alone.
+
+Orbax is the engine for these checkpoints: the tensors' names, shapes and dtypes come from
+`orbax.checkpoint.experimental.v1.metadata` (the tree metadata `_METADATA` and each
+array's zarr header), never from a reader of planc's own, and no array data is read to
+list them. A tensor's name is its tree path joined by "/" (`params/dense/kernel`), as
+planc names pytree leaves. A Python scalar (a step count) is a 0-d tensor; a string is
+not a tensor.
+
+Orbax imports jax, so it is imported only when a directory is opened; `import planc`
+and the front end stay free of it.
+
+Both layouts Orbax writes are read: the v1 layout (`DIR/state/_METADATA`, which
+`plan.save` and `planc reshard` write) and the v0 layout (`DIR/_METADATA`, as
+`StandardCheckpointer` writes it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+
+from planc.checkpoints.tensors import Checkpoint, CheckpointError, Tensor
+
+__all__ = ["OrbaxCheckpoint", "is_orbax_dir", "saved_plan", "PLAN_KEY"]
+
+# The key of planc's record inside Orbax's custom metadata (see `saved_plan`).
+PLAN_KEY = "planc"
+_TREE_METADATA = "_METADATA"
+_MARKERS = ("_CHECKPOINT_METADATA", _TREE_METADATA, "orbax.checkpoint", "commit_success.txt",
+            "manifest.ocdbt")
+
+
+def is_orbax_dir(path) -> bool:
+    """True when `path` is a directory that Orbax wrote (or began to write): it holds
+    one of Orbax's marker files, itself or in an item directory such as `state/`.
+
+    >>> is_orbax_dir(".")
+    False
+    """
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return False
+    if any(os.path.exists(os.path.join(path, m)) for m in _MARKERS):
+        return True
+    return bool(_item_dirs(path))
+
+
+def _item_dirs(path: str) -> list[str]:
+    """The subdirectories of `path` that hold Orbax tree metadata, sorted."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return []
+    return [n for n in names
+            if os.path.isfile(os.path.join(path, n, _TREE_METADATA))]
+
+
+def _step_dirs(path: str) -> list[str]:
+    """Numbered subdirectories that are checkpoints themselves (a CheckpointManager's
+    root holds one per step)."""
+    try:
+        names = sorted((n for n in os.listdir(path) if n.isdigit()), key=int)
+    except OSError:
+        return []
+    return [n for n in names if is_orbax_dir(os.path.join(path, n))]
+
+
+def _missing_metadata(path: str) -> CheckpointError:
+    steps = _step_dirs(path)
+    if steps:
+        hint = (f"it looks like a CheckpointManager directory: pass one step's checkpoint, "
+                f"e.g. {os.path.join(path, steps[-1])}")
+    else:
+        hint = ("the tree metadata is written last: the save that made this directory "
+                "probably did not finish; save the checkpoint again")
+    return CheckpointError(f"P415 {path}: an Orbax checkpoint directory without its tree "
+                           f"metadata ({_TREE_METADATA}, in it or in an item directory such "
+                           f"as state/); {hint}")
+
+
+def _first_line(exc: BaseException) -> str:
+    # Orbax's messages can run to pages (tensorstore specs); one line, bounded, is enough
+    # to say what went wrong without echoing a file's bytes back.
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else ""
+    return f"{type(exc).__name__}: {line[:200]}"
+
+
+@contextmanager
+def _orbax_warnings():
+    """Orbax logs some failures as warnings and returns None: keep them (off stderr) so
+    they can become the diagnostic."""
+    caught: list[str] = []
+
+    def keep(record) -> bool:
+        if record.levelno >= logging.WARNING and "orbax" in record.pathname:
+            caught.append(record.getMessage())
+            return False
+        return True
+
+    logger = logging.getLogger("absl")
+    logger.addFilter(keep)
+    try:
+        yield caught
+    finally:
+        logger.removeFilter(keep)
+
+
+def _detail(caught: list[str]) -> str:
+    for message in caught:
+        for line in message.splitlines():
+            if line.startswith("Error details:"):
+                return line[len("Error details:"):].strip()[:200]
+    return "no tree metadata found"
+
+
+def _read_metadata(path: str):
+    """(tree of Orbax leaf metadata, custom metadata) of the checkpoint at `path`."""
+    if not os.path.exists(path):
+        raise CheckpointError(f"{path}: cannot read: no such file or directory",
+                              unreadable=True)
+    if not os.path.isfile(os.path.join(path, _TREE_METADATA)) and not _item_dirs(path):
+        raise _missing_metadata(path)
+    try:
+        import orbax.checkpoint.experimental.v1 as ocp
+
+        with _orbax_warnings() as caught:
+            meta = ocp.metadata(os.path.abspath(path))  # Orbax takes absolute paths only
+    except PermissionError as exc:
+        raise CheckpointError(f"{path}: cannot read: {exc.strerror or 'permission denied'}",
+                              unreadable=True) from None
+    except Exception as exc:  # Orbax raises many types; each is one diagnostic here
+        raise CheckpointError(f"P416 {path}: Orbax cannot read this checkpoint's metadata "
+                              f"({_first_line(exc)}); the directory is damaged or was not "
+                              "written by Orbax") from None
+    if meta.metadata is None:
+        raise CheckpointError(f"P416 {path}: Orbax cannot read this checkpoint's tree "
+                              f"metadata ({_detail(caught)}); the directory is damaged or "
+                              "was not written by Orbax")
+    return meta.metadata, meta.custom_metadata
+
+
+_SCALARS = {bool: "bool", int: "int64", float: "float64"}
+
+
+def _flatten(tree):
+    """[(name, (shape, dtype))] of every array and scalar leaf of an Orbax metadata tree,
+    in tree order (strings are not tensors)."""
+    import jax
+
+    from planc.sources.objects import key_text
+
+    def is_leaf(x):
+        return x is None or hasattr(x, "shape")
+
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_leaf)
+    out = []
+    for keys, leaf in flat:
+        name = "/".join(key_text(k) for k in keys)
+        if isinstance(leaf, (bool, int, float)):
+            # Orbax describes a Python scalar (a step count) by a value of its type; it
+            # restores into a 0-d array like any other leaf.
+            out.append((name, ((), _SCALARS[type(leaf)])))
+        elif getattr(leaf, "shape", None) is not None and getattr(leaf, "dtype", None) is not None:
+            out.append((name, (tuple(int(d) for d in leaf.shape), _dtype_name(leaf.dtype))))
+    return out
+
+
+def _dtype_name(dtype) -> str:
+    import numpy as np
+
+    return np.dtype(dtype).name
+
+
+class OrbaxCheckpoint(Checkpoint):
+    """An Orbax checkpoint directory: `.tensors` from its metadata, no array data read.
+
+    `.custom_metadata` is what the saver recorded (`plan.save` records the plan there;
+    see `saved_plan`). Loading goes through `planc.targets.orbax_io.restore`, which
+    restores each device's shard straight into the plan's shardings.
+
+    >>> OrbaxCheckpoint("no/such/dir")
+    Traceback (most recent call last):
+    ...
+    planc.checkpoints.tensors.CheckpointError: no/such/dir: cannot read: no such file or directory
+    """
+
+    kind = "orbax"
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._tree, custom = _read_metadata(self.path)
+        self.custom_metadata = custom if isinstance(custom, dict) else {}
+        self.tensors = tuple(Tensor(name, shape, dtype, self.path)
+                             for name, (shape, dtype) in _flatten(self._tree))
+
+    @property
+    def tree(self):
+        """Orbax's metadata tree (the checkpoint's structure, one metadata object per leaf)."""
+        return self._tree
+
+    def restore(self, abstract: dict) -> dict:
+        """Restore the tensors named in `abstract` through Orbax, each into its abstract
+        leaf (`jax.ShapeDtypeStruct` with the dtype and sharding wanted); every other
+        leaf is skipped (Orbax's PLACEHOLDER), so its bytes are never read. Returns
+        `{name: jax.Array}`; Orbax failures raise `CheckpointError`."""
+        import jax
+        import orbax.checkpoint.experimental.v1 as ocp
+
+        from planc.sources.objects import key_text
+
+        for name in sorted(abstract):
+            self.tensor(name)  # an unknown name raises CheckpointError
+
+        def target(keys, leaf):
+            return abstract.get("/".join(key_text(k) for k in keys), ocp.PLACEHOLDER)
+
+        want = jax.tree_util.tree_map_with_path(
+            target, self._tree, is_leaf=lambda x: x is None or hasattr(x, "shape"))
+        try:
+            restored = ocp.load(os.path.abspath(self.path), want)
+        except Exception as exc:  # Orbax raises many types; each is one diagnostic here
+            raise CheckpointError(f"P416 {self.path}: Orbax cannot restore this checkpoint "
+                                  f"({_first_line(exc)})") from None
+        flat, _ = jax.tree_util.tree_flatten_with_path(restored)
+        out = {}
+        for keys, leaf in flat:
+            name = "/".join(key_text(k) for k in keys)
+            if name in abstract:
+                out[name] = leaf
+                # What this process read: each distinct shard its own devices hold.
+                shards = {tuple((i.start, i.stop) for i in s.index): s.data.nbytes
+                          for s in leaf.addressable_shards}
+                self.bytes_read += sum(shards.values())
+        return out
+
+    def read(self, name: str, index: tuple[slice, ...]):
+        """`name[index]` as a numpy array.
+
+        Orbax restores whole arrays or whole shards, so this restores the tensor onto one
+        device and slices it there: `planc.targets.orbax_io.restore` (what `plan.load`
+        uses) restores straight into a sharding instead, each device reading its shard.
+        """
+        import jax
+        import numpy as np
+
+        tensor = self.tensor(name)
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        leaf = jax.ShapeDtypeStruct(tensor.shape, np.dtype(tensor.dtype), sharding=device)
+        return np.asarray(self.restore({name: leaf})[name])[tuple(index)]
+
+
+def saved_plan(checkpoint) -> dict | None:
+    """The plan `checkpoint` was saved under, as `plan.save` recorded it, or None.
+
+    The record (`planc.targets.orbax_io.plan_record`) holds `schema`, `plan` (the name),
+    `fingerprint`, `fingerprint_bound`, `devices`, `file`, `text` (the plan verbatim) and
+    `planc_version`. A checkpoint Orbax wrote without planc (or whose record is not one
+    planc wrote) has none.
+
+    >>> class Saved: custom_metadata = {"planc": {"plan": "a", "fingerprint": "ab", "text": ""}}
+    >>> saved_plan(Saved())["plan"]
+    'a'
+    >>> saved_plan(type("Plain", (), {"custom_metadata": {}})()) is None
+    True
+    """
+    record = (getattr(checkpoint, "custom_metadata", None) or {}).get(PLAN_KEY)
+    if not isinstance(record, dict):
+        return None
+    if not isinstance(record.get("plan"), str) or not isinstance(record.get("fingerprint"), str):
+        return None
+    return dict(record)

@@ -1,0 +1,272 @@
+"""What every checkpoint reader shares: `Tensor`, `CheckpointError`, `Checkpoint` and
+`open_checkpoint`, which picks the reader for a path.
+
+A `Checkpoint` lists its tensors from headers alone (nothing of the data is read to
+open one) and reads one slice of one tensor at a time with `read(name, index)`: the
+loader asks for each device's shard, never for a whole tensor the layout splits.
+
+=====================================  ==============================================
+path                                   reader
+=====================================  ==============================================
+``x.safetensors``                      `planc.checkpoints.safetensors_file`
+``x.safetensors.index.json`` (any      `planc.checkpoints.index_file` (shards beside
+``.json`` with a ``weight_map``)       the index, never outside its directory)
+``x.npz``                              `planc.checkpoints.npz_file`
+``x.h5`` / ``x.weights.h5``            `planc.checkpoints.h5_file` (HDF5 datasets)
+a directory Orbax wrote                `planc.checkpoints.orbax` (Orbax's own API)
+a directory with ``model.safetensors.  that file, as `planc.sources` reads it
+index.json`` or ``model.safetensors``
+=====================================  ==============================================
+
+Every failure is a `CheckpointError`: one line naming the file (and tensor), with a
+stable code, never quoting the file's bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Tensor", "CheckpointError", "Checkpoint", "open_checkpoint", "reader"]
+
+# Files whose presence makes a directory Orbax's, itself or in an item directory.
+_ORBAX_MARKERS = ("_CHECKPOINT_METADATA", "_METADATA")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One tensor of a checkpoint, as its header describes it.
+
+    >>> Tensor("model.norm.weight", (4096,), "bfloat16", "model.safetensors").shape
+    (4096,)
+    """
+
+    name: str                   # the checkpoint's own name
+    shape: tuple[int, ...]
+    dtype: str                  # numpy-style name, as planc.variables uses
+    file: str                   # the file that holds it, for messages
+
+
+_CODE = re.compile(r"^(P\d{3}) ")
+
+
+class CheckpointError(Exception):
+    """A checkpoint cannot be opened or read.
+
+    The message is one line naming the file (and tensor) and saying why; it never
+    quotes bytes of the file. `code` is the diagnostic code (P410 unless the raiser
+    says otherwise; a message may also begin with its code, ``"P416 path: ..."``).
+    `unreadable` is True when the path cannot be read at all (the CLI exits 2), else
+    the file was read and found wrong (exit 1).
+
+    >>> e = CheckpointError("P412 ckpt.json: shard 'a.safetensors' does not exist")
+    >>> e.code, str(e)
+    ('P412', "ckpt.json: shard 'a.safetensors' does not exist")
+    """
+
+    def __init__(self, message: str, *, code: str | None = None, unreadable: bool = False):
+        found = _CODE.match(message)
+        if found:
+            message = message[found.end():]
+        super().__init__(message)
+        self.code = code or (found.group(1) if found else "P410")
+        self.unreadable = unreadable
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+    def diagnostic(self):
+        """This error as a `planc.diagnostics.Diagnostic` (no plan location), with a
+        line of help for its code."""
+        from planc.diagnostics import error
+
+        fix = _HELP.get(self.code)
+        if self.unreadable:
+            fix = "check the path and its permissions"
+        return error(self.code, str(self), None, help=(fix,) if fix else ())
+
+
+_HELP = {
+    "P410": "the file is damaged or not in the format its name says: download or save it "
+            "again",
+    "P411": "move the shard beside the index and name it relative to the index's directory",
+    "P412": "download the missing shard, or correct the index's weight_map",
+    "P413": "do not change the checkpoint while it loads; load it again once it is whole",
+}
+
+
+class Checkpoint:
+    """A checkpoint opened from its headers: `.path`, `.kind`, `.tensors`.
+
+    Subclasses implement `read`. `bytes_read` counts the tensor bytes `read` has
+    returned, so a test or benchmark can check that each process read only its shards.
+    A checkpoint holds open files until `close()` (or the end of a ``with`` block).
+    """
+
+    kind: str = ""
+    path: str = ""
+    tensors: tuple[Tensor, ...] = ()
+    bytes_read: int = 0
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if cls.kind:
+            _READERS.setdefault(cls.kind, cls)
+
+    def read(self, name: str, index: tuple[slice, ...]) -> "np.ndarray":
+        """`name[index]` as a new numpy array; only that slice is read from the file."""
+        raise NotImplementedError
+
+    def tensor(self, name: str) -> Tensor:
+        """The `Tensor` called `name`; CheckpointError when there is none."""
+        table = self.__dict__.get("_by_name")
+        if table is None:
+            table = {t.name: t for t in self.tensors}
+            self.__dict__["_by_name"] = table
+        try:
+            return table[name]
+        except KeyError:
+            raise CheckpointError(f"{self.path}: no tensor `{name}` in this checkpoint",
+                                  code="P413") from None
+
+    def close(self) -> None:
+        """Release open files (reading again reopens them)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.path!r}: {len(self.tensors)} tensors>"
+
+
+_READERS: dict[str, type] = {}
+
+
+def reader(kind: str) -> type:
+    """The `Checkpoint` subclass registered for `kind` ("safetensors", "orbax", ...).
+
+    Every reader registers itself when its module is imported, and the package's
+    ``__init__`` imports them all, so this module needs none of them: they import it.
+    """
+    return _READERS[kind]
+
+
+# XLA:CPU adopts a host buffer aligned to this many bytes as a device buffer as it is;
+# any other buffer it copies, which would double the memory a shard takes in flight.
+ALIGN = 64
+
+
+def aligned_empty(shape, dtype) -> "np.ndarray":
+    """An uninitialised C-contiguous array whose data starts on an `ALIGN`-byte boundary.
+
+    >>> aligned_empty((3, 5), "float32").ctypes.data % ALIGN
+    0
+    """
+    import numpy as np
+
+    dtype = np.dtype(dtype)
+    n = 1
+    for d in shape:
+        n *= int(d)
+    raw = np.empty(n * dtype.itemsize + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + n * dtype.itemsize].view(dtype).reshape(tuple(shape))
+
+
+def checked_index(tensor: Tensor, index) -> tuple[slice, ...]:
+    """`index` as one ``slice(start, stop)`` per dimension of `tensor`, bounds checked.
+
+    `jax.make_array_from_callback` hands callbacks slices with None for "all"; readers
+    want concrete bounds.
+
+    >>> checked_index(Tensor("w", (4, 6), "float32", "f"), (slice(None), slice(2, 4)))
+    (slice(0, 4, None), slice(2, 4, None))
+    """
+    index = tuple(index)
+    if len(index) > len(tensor.shape):
+        raise CheckpointError(f"{tensor.file}: tensor `{tensor.name}` has rank "
+                              f"{len(tensor.shape)}, but {len(index)} dimensions were "
+                              f"asked for", code="P413")
+    out = []
+    for axis, n in enumerate(tensor.shape):
+        part = index[axis] if axis < len(index) else slice(None)
+        if not isinstance(part, slice):
+            raise CheckpointError(f"{tensor.file}: tensor `{tensor.name}`: dimension "
+                                  f"{axis} must be read with a slice", code="P413")
+        start, stop, step = part.indices(n)
+        if step != 1:
+            raise CheckpointError(f"{tensor.file}: tensor `{tensor.name}`: strided reads "
+                                  f"are not supported", code="P413")
+        out.append(slice(start, max(start, stop)))
+    return tuple(out)
+
+
+def from_source_error(exc: Exception) -> CheckpointError:
+    """A `planc.sources` header error as the CheckpointError the loaders raise."""
+    from planc.sources.headers import MissingShard, ShardOutsideIndex, UnreadableSource
+
+    if isinstance(exc, ShardOutsideIndex):
+        return CheckpointError(str(exc), code="P411")
+    if isinstance(exc, MissingShard):
+        return CheckpointError(str(exc), code="P412")
+    return CheckpointError(str(exc), unreadable=isinstance(exc, UnreadableSource))
+
+
+def open_checkpoint(path) -> Checkpoint:
+    """Open the checkpoint at `path` from its headers; see the module docstring.
+
+    >>> open_checkpoint("no/such/model.safetensors")
+    Traceback (most recent call last):
+    ...
+    planc.checkpoints.tensors.CheckpointError: no/such/model.safetensors: cannot read: no such file or directory
+    """
+    if isinstance(path, Checkpoint):
+        return path
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"a checkpoint is a path, not {type(path).__name__}")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return _open_directory(path)
+    if not os.path.exists(path):
+        raise CheckpointError(f"{path}: cannot read: no such file or directory",
+                              unreadable=True)
+    lower = path.lower()
+    for suffixes, kind in _BY_SUFFIX:
+        if lower.endswith(suffixes):
+            return reader(kind)(path)
+    ext = os.path.splitext(path)[1] or "(no extension)"
+    raise CheckpointError(f"{path}: unsupported checkpoint type {ext}; planc loads "
+                          f".safetensors, .safetensors.index.json, .npz, Keras .weights.h5 "
+                          f"and Orbax checkpoint directories")
+
+
+_BY_SUFFIX = ((".safetensors", "safetensors"), (".json", "index"), (".npz", "npz"),
+              ((".h5", ".hdf5"), "h5"))
+
+
+def _open_directory(path: str) -> Checkpoint:
+    if not _has_orbax_marker(path):
+        for name in ("model.safetensors.index.json", "model.safetensors"):
+            candidate = os.path.join(path, name)
+            if os.path.isfile(candidate):
+                return open_checkpoint(candidate)
+    # Anything else is taken for Orbax's: its reader says what is missing (P415).
+    return reader("orbax")(path)
+
+
+def _has_orbax_marker(path: str) -> bool:
+    """An Orbax marker file in `path` or in one of its item directories (`state/`)."""
+    try:
+        places = [path] + [os.path.join(path, n) for n in sorted(os.listdir(path))]
+    except OSError:
+        return False
+    return any(os.path.isfile(os.path.join(p, m)) for p in places for m in _ORBAX_MARKERS)

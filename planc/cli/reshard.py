@@ -1,0 +1,181 @@
+"""`planc reshard`: a checkpoint rewritten as an Orbax checkpoint in a plan's layout.
+
+    planc reshard SRC -o DST --plan PLAN.kd [-D NAME=VALUE ...] [--devices N]
+
+SRC is a `.safetensors` file, a `*.safetensors.index.json` (or a directory holding one),
+or an Orbax checkpoint directory; DST is a new Orbax checkpoint directory, written with
+the plan recorded in it (as `plan.save` writes). It runs offline on the CPU: N simulated
+devices stand in for the mesh (`--devices N`, else the plan's fixed device count), so
+the shards written are the ones the plan places. Names are renamed by the plan's `rename`
+block; every tensor is bound, checked and resolved to its layout before a byte of data is
+read (exit 1 on any error, nothing written).
+
+Memory: tensors are read a part at a time (`planc.targets.reshard.PART_BYTES` device bytes,
+or one tensor when it is larger) and each part is written as an Orbax partial save, so
+peak memory is about one part, not the model. DST appears only when Orbax finalizes it:
+an existing DST is refused, and on any failure nothing is left at DST.
+
+Exit codes: 0 written; 1 the plan, the checkpoint or the binding has errors; 2 a usage
+error, an unreadable SRC, an existing DST, or a DST that cannot be written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from planc.cli.common import (EXIT_OK, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics,
+                              load, parse_defines, parse_devices)
+from planc.diagnostics import PlanError, error
+
+_DEVICE_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
+
+
+def _use_cpu_devices(n: int) -> None:
+    """Make jax (not yet imported) start with `n` CPU devices, whatever it finds."""
+    if "jax" in sys.modules:
+        return  # too late to change; `_devices` checks what jax has
+    flags = _DEVICE_FLAG.sub("", os.environ.get("XLA_FLAGS", "")).strip()
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
+    os.environ["JAX_PLATFORMS"] = "cpu"
+
+
+def _device_count(args, plan) -> int:
+    counts = parse_devices(args.devices)
+    if len(counts) > 1:
+        raise UsageError(f"reshard takes one device count, not `{args.devices}`")
+    if counts:
+        return counts[0]
+    if plan.device_count is None:
+        raise UsageError(f"the mesh of {args.plan} has `auto`: give the device count "
+                         "with --devices N")
+    return plan.device_count
+
+
+def _devices(n: int):
+    import jax
+
+    cpus = jax.devices("cpu")
+    if len(cpus) < n:
+        raise UsageError(f"jax was started with {len(cpus)} CPU devices, fewer than the "
+                         f"{n} asked for; run planc reshard in a fresh process")
+    return cpus[:n]
+
+
+def _check_paths(src: str, dst: str) -> str:
+    if not os.path.exists(src):
+        raise UsageError(f"cannot read {src}: no such file or directory")
+    dst = os.path.abspath(dst)
+    for path in (dst, dst + ".partial_save"):
+        if os.path.lexists(path):
+            raise UsageError(f"{path} exists: reshard never overwrites; remove it or "
+                             "choose another -o")
+    parent = os.path.dirname(dst)
+    if not os.path.isdir(parent):
+        raise UsageError(f"cannot write {dst}: {parent} is not a directory")
+    return dst
+
+
+def run(args) -> int:
+    """The `planc reshard` command; returns the exit code (0, 1 errors, 2 usage)."""
+    defines = parse_defines(args.defines)
+    dst = _check_paths(args.source, args.output)
+    plan, diags, sources = load(args.plan, defines, getattr(args, "allow_include_outside", False))
+    if plan is None:
+        emit_diagnostics(diags, sources, args, stream=sys.stderr, to_file=False)
+        return EXIT_PLAN
+    n = _device_count(args, plan)
+    _use_cpu_devices(n)
+    try:
+        return _reshard(args, plan, n, dst, diags, sources)
+    except PlanError as exc:
+        emit_diagnostics(diags + list(exc.diagnostics), exc.sources or sources, args,
+                         stream=sys.stderr, to_file=False)
+        return EXIT_PLAN
+
+
+def _reshard(args, plan, n, dst, diags, plan_sources) -> int:
+    from planc.checkpoints.binding import bind_checkpoint
+    from planc.checkpoints.tensors import CheckpointError, open_checkpoint
+
+    def report(found):
+        if found:
+            emit_diagnostics(found, plan_sources, args, stream=sys.stderr, to_file=False)
+
+    # The record and the note name the plan as written; `fingerprint_bound` covers `n`.
+    ir = plan.ir
+    plan = plan.with_devices(n)
+    checkpoint = None
+    try:
+        checkpoint = open_checkpoint(args.source)
+        bound, found = bind_checkpoint(ir, checkpoint.tensors)
+        diags = diags + list(found)
+        if any(d.is_error for d in found):
+            report(diags)
+            return EXIT_PLAN
+        shardings = _shardings(plan, bound, n)  # PlanError: resolution errors, nothing read
+        clash = _tree_clash(bound, dst)
+        if clash is not None:
+            report(diags + [clash])
+            return EXIT_PLAN
+        diags += _note(ir, checkpoint)
+        failure = _write(ir, checkpoint, bound, shardings, dst, n)
+        # One report at the end, so `--format json` is one document.
+        report(diags + ([failure] if failure is not None else []))
+        return EXIT_OK if failure is None else EXIT_PLAN
+    except CheckpointError as exc:
+        report(diags + [exc.diagnostic()])
+        return EXIT_USAGE if exc.unreadable else EXIT_PLAN
+    finally:
+        if checkpoint is not None:
+            checkpoint.close()
+
+
+def _shardings(plan, bound, n) -> dict:
+    import jax
+
+    mesh = plan.mesh(_devices(n))
+    leaves = {s.variable.path: jax.ShapeDtypeStruct(s.variable.shape, s.variable.dtype)
+              for s in bound}
+    return plan.shardings(leaves, mesh)
+
+
+def _note(ir, checkpoint) -> list:
+    if checkpoint.kind != "orbax":
+        return []
+    from planc.targets.orbax_io import reshard_note
+
+    note = reshard_note(ir, checkpoint)
+    return [note] if note is not None else []
+
+
+def _tree_clash(bound, dst):
+    from planc.targets.orbax_io import nest
+
+    try:
+        nest({s.variable.path: None for s in bound})
+    except ValueError as exc:
+        return error("P418", f"{dst} not written: {exc}", None,
+                     help="map one of the two names elsewhere with a `rename` rule")
+    return None
+
+
+def _write(ir, checkpoint, bound, shardings, dst, n):
+    """None when DST was written, else the P419 diagnostic (nothing left at DST)."""
+    from planc.checkpoints.tensors import CheckpointError
+    from planc.targets.orbax_io import save_parts
+    from planc.targets.reshard import parts
+
+    try:
+        save_parts(ir, parts(ir, checkpoint, bound, shardings, progress=True), dst, devices=n)
+    except (CheckpointError, KeyboardInterrupt):
+        raise
+    except OSError as exc:
+        raise UsageError(f"cannot write {dst}: {exc.strerror or exc} (nothing was left "
+                         "there)") from None
+    except Exception as exc:  # Orbax raises many types; each is one diagnostic here
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        return error("P419", f"Orbax could not write {dst} ({type(exc).__name__}: {first}); "
+                     "nothing was left there", None)
+    return None

@@ -1,0 +1,181 @@
+"""Choosing the mesh: how many devices tensor parallelism takes, and FSDP over the rest.
+
+A tensor-parallel size K is offered only when it divides the device count and every
+dimension the plan would split over `model` strictly: the query heads and the MLP and
+expert widths (`Role.strict`). Key/value heads and the vocabulary may fall back to FSDP
+alone. Then, by strategy:
+
+- `fsdp`: K = 1, every variable split over `fsdp` = all the devices;
+- `tp`: `--tp K`, else the smallest valid K whose bytes per device fit the budget (with no
+  budget, the largest valid K); the other axis, `data`, only splits the batch;
+- `fsdp_tp`: `--tp K`, else the smallest valid K > 1 that fits;
+- `auto`: `--tp K` if given, else the smallest K (1 first: pure FSDP) that fits the budget
+  and replicates at most 2% of the parameter bytes.
+
+When nothing fits, the diagnostic (P501) says the smallest device count that would, and
+the smallest budget that would at this count.
+
+>>> from planc.variables import Variable
+>>> from planc.suggest.roles import detect_roles
+>>> vs = [Variable("blk_0/mlp/up", (16, 48)), Variable("blk_0/mlp/down", (48, 16))]
+>>> choice = choose_mesh(vs, detect_roles(vs), 8, "fsdp_tp")
+>>> choice.strategy, choice.tp, choice.fsdp
+('fsdp_tp', 2, 4)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from planc.diagnostics import PlanError, error
+from planc.resolve import human_bytes
+from planc.suggest.layouts import Cost, layouts_for, small_can_stay_replicated
+from planc.suggest.sizes import size_text
+
+STRATEGIES = ("auto", "fsdp", "tp", "fsdp_tp")
+MAX_REPLICATED = 0.02  # MaxText's default sharding tolerance
+_MAX_DEVICES = 1 << 24
+
+
+@dataclass(frozen=True)
+class MeshChoice:
+    """The chosen strategy and axis sizes, every variable's layout on them, and the cost."""
+
+    strategy: str  # "fsdp", "tp" or "fsdp_tp"
+    devices: int
+    tp: int
+    fsdp: int  # devices on the FSDP axis (1 under `tp`, where the other axis is `data`)
+    layouts: tuple
+    cost: Cost
+    replicate_small: bool
+
+
+def valid_tp_sizes(variables, roles, devices: int) -> list[int]:
+    """Every K > 1 dividing `devices` and every strict `model` dimension, ascending."""
+    strict = {v.shape[r.model_dims[0]] for v, r in zip(variables, roles)
+              if r.strict and r.model_dims and not r.small}
+    return [k for k in _divisors(devices) if k > 1 and all(n % k == 0 for n in strict)]
+
+
+def _divisors(n: int) -> list[int]:
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return sorted(set(small) | {n // k for k in small})
+
+
+def evaluate(variables, roles, devices: int, strategy: str, tp: int) -> MeshChoice:
+    keep = small_can_stay_replicated(variables, roles, devices)
+    fsdp = 1 if strategy == "tp" else devices // tp
+    layouts, cost = layouts_for(variables, roles, fsdp, tp, keep)
+    return MeshChoice(strategy, devices, tp, fsdp, layouts, cost, keep)
+
+
+def choose_mesh(variables, roles, devices: int, strategy: str = "auto", tp: int | None = None,
+                budget: int | None = None, state: int = 1) -> MeshChoice:
+    """The mesh for `strategy` on `devices` devices; `PlanError` (P501, P504, P505) when
+    none fits. `budget` bounds the most loaded device's bytes times `state`."""
+    candidates = _candidates(variables, roles, devices, strategy, tp)
+    evaluated = [evaluate(variables, roles, devices, s, k) for s, k in candidates]
+    fits = [c for c in evaluated if budget is None or c.cost.per_device * state <= budget]
+    if not fits:
+        raise PlanError((_nothing_fits(variables, roles, devices, strategy, tp, budget, state,
+                                       evaluated),))
+    if strategy == "tp" and tp is None and budget is None:
+        return fits[-1]
+    if strategy == "auto" and tp is None:
+        low = [c for c in fits if c.cost.replicated_fraction <= MAX_REPLICATED]
+        if low:
+            return low[0]
+        return min(fits, key=lambda c: (c.cost.per_device, c.tp))
+    return fits[0]
+
+
+def _candidates(variables, roles, devices, strategy, tp) -> list[tuple[str, int]]:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    valid = valid_tp_sizes(variables, roles, devices)
+    if strategy == "fsdp":
+        if tp not in (None, 1):
+            raise PlanError((error("P504", f"--tp {tp} asks for tensor parallelism, which "
+                                   "--strategy fsdp does not use", None,
+                                   help="drop --tp, or use --strategy fsdp_tp"),))
+        return [("fsdp", 1)]
+    if tp is not None:
+        if tp == 1:
+            if strategy in ("tp", "fsdp_tp"):
+                raise PlanError((error("P504", f"--tp 1 leaves nothing to tensor parallelism "
+                                       f"under --strategy {strategy}", None,
+                                       help=_valid_help(valid)),))
+            return [("fsdp", 1)]
+        if tp not in valid:
+            raise PlanError((error("P504", _tp_problem(variables, roles, devices, tp), None,
+                                   help=_valid_help(valid)),))
+        return [("tp" if strategy == "tp" else "fsdp_tp", tp)]
+    if strategy == "auto":
+        return [("fsdp", 1)] + [("fsdp_tp", k) for k in valid]
+    if not valid:
+        raise PlanError((error(
+            "P505", f"no tensor-parallel size divides {devices} devices and every head count "
+            f"and MLP width the plan would split ({_strict_sizes(variables, roles)})", None,
+            help="use --strategy fsdp, or a device count that these sizes share a factor "
+                 "with"),))
+    return [(strategy, k) for k in valid]
+
+
+def _strict_sizes(variables, roles) -> str:
+    sizes = sorted({v.shape[r.model_dims[0]] for v, r in zip(variables, roles)
+                    if r.strict and r.model_dims and not r.small})
+    return ", ".join(str(s) for s in sizes) or "none"
+
+
+def _tp_problem(variables, roles, devices: int, tp: int) -> str:
+    if tp < 1 or devices % tp:
+        return f"--tp {tp} does not divide the {devices} devices"
+    for v, r in zip(variables, roles):
+        if r.strict and r.model_dims and not r.small and v.shape[r.model_dims[0]] % tp:
+            d = r.model_dims[0]
+            return (f"--tp {tp} does not divide the {r.dim_names[d]} ({v.shape[d]}) of "
+                    f"`{v.path}` {list(v.shape)}, which tensor parallelism splits")
+    return f"--tp {tp} is not a valid tensor-parallel size here"
+
+
+def _valid_help(valid: list[int]) -> str:
+    if not valid:
+        return "no tensor-parallel size fits this model on this many devices: use --strategy fsdp"
+    return "tensor-parallel sizes that fit: " + ", ".join(str(k) for k in valid)
+
+
+def _nothing_fits(variables, roles, devices, strategy, tp, budget, state, evaluated):
+    best = min(c.cost.per_device for c in evaluated)
+    need = best * state
+    total = sum(v.nbytes for v in variables)
+    smallest = _smallest_device_count(variables, roles, devices, strategy, tp, budget, state)
+    mb = -(-need // 10**6)
+    times = f" x {state} (parameters and optimizer state)" if state != 1 else ""
+    where = (f"{smallest} devices would fit it" if smallest else
+             f"no device count up to {_MAX_DEVICES:,} fits it")
+    return error(
+        "P501", f"no {strategy} mesh on {devices} devices fits the budget of "
+        f"{size_text(budget)} per device: the best needs {human_bytes(best)} per device"
+        f"{times}; {where}, or a budget of at least {human_bytes(need)} ({need:,} bytes)",
+        None, help=(f"the model has {human_bytes(total)} of parameters",
+                    f"pass --devices {smallest} or --budget {mb}MB" if smallest else
+                    f"pass --budget {mb}MB"))
+
+
+def _smallest_device_count(variables, roles, devices, strategy, tp, budget, state):
+    total = sum(v.nbytes for v in variables)
+    low = max(devices + 1, math.ceil(total * state / budget))
+    tried = sorted({n for n in range(low, low + 64)} |
+                   {1 << k for k in range(1, 25) if (1 << k) >= low} |
+                   {m * k for m in (3, 5, 6, 7) for k in (1 << j for j in range(25))
+                    if low <= m * k <= _MAX_DEVICES})
+    for n in tried:
+        if n > _MAX_DEVICES:
+            break
+        try:
+            choose_mesh(variables, roles, n, strategy, tp, budget, state)
+        except PlanError:
+            continue
+        return n
+    return None

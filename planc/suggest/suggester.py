@@ -1,0 +1,164 @@
+"""`suggest(model, devices, ...)`: a plan for a model, checked by planc before anyone sees it.
+
+The steps: the role of every variable (`roles`), the mesh and every variable's layout on
+it (`mesh`, `layouts`), the rules that say it (`families`), the text (`writer`), then
+planc's own front end and `validate` on the result. A suggestion with any error or
+warning, or whose rules give any variable another layout than the one chosen, is a planc
+bug (P519) and is never returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planc import limits
+from planc.check.checker import check
+from planc.check.formatting import format_text
+from planc.diagnostics import PlanError, Severity, error
+from planc.resolve import Report, human_bytes, validate
+from planc.suggest.families import RuleSpec, group_rules
+from planc.suggest.layouts import FSDP, MODEL
+from planc.suggest.mesh import STRATEGIES, MeshChoice, choose_mesh
+from planc.suggest.roles import Role, detect_roles
+from planc.suggest.sizes import parse_size
+from planc.suggest.writer import Header, plan_text
+from planc.variables import Variable
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A suggested plan: its `text` (in `planc fmt` form), the `report` of validating it
+    against the model, the mesh `choice`, the `rules`, and every variable's `roles`."""
+
+    text: str
+    report: Report
+    choice: MeshChoice
+    rules: tuple[RuleSpec, ...]
+    roles: tuple[Role, ...]
+
+
+def suggest(model, devices: int, *, budget: int | str | None = None, strategy: str = "auto",
+            tp: int | None = None, state: int = 1, name: str = "suggested",
+            source: str | None = None, file: str = "<suggested>") -> Suggestion:
+    """A plan for `model` (anything `planc.sources.load_variables` reads) on `devices`.
+
+    `budget` (bytes, or a size such as ``"80GB"``) bounds the most loaded device's bytes
+    times `state` (1 + optimizer slots). Raises `PlanError` (P501-P519) when no plan
+    fits, and `planc.sources.SourceError` when the model cannot be read.
+
+    >>> from planc.variables import Variable
+    >>> vs = [Variable(f"blk_{i}/mlp/{n}", s) for i in range(2)
+    ...       for n, s in (("up", (64, 256)), ("down", (256, 64)))]
+    >>> s = suggest(vs, 8, strategy="fsdp")
+    >>> print("\\n".join(line for line in s.text.splitlines() if "->" in line))
+        "blk_\\d+/mlp/up"   -> (fsdp, _)
+        "blk_\\d+/mlp/down" -> (_, fsdp)
+    >>> s.choice.cost.per_device * 8 == s.report.memory.total_bytes
+    True
+    """
+    variables = _variables(model)
+    _check_arguments(variables, devices, strategy, tp, state)
+    limit = _budget(budget)
+    roles = detect_roles(variables)
+    choice = choose_mesh(variables, roles, devices, strategy, tp, limit, state)
+    sizes = {FSDP: choice.fsdp, MODEL: choice.tp}
+    rules, whole = group_rules(variables, roles, choice.layouts, sizes)
+    header = Header(source or _describe(model), state, limit)
+    draft = plan_text(name, choice, rules, whole, variables, roles, header)
+    if len(rules) + 1 > limits.MAX_RULES or len(draft.encode()) > limits.MAX_PLAN_BYTES:
+        raise PlanError((error(
+            "P508", f"the model's {len(variables):,} variables fall into {len(rules):,} "
+            f"families, more than one plan may hold ({limits.MAX_RULES:,} rules, "
+            f"{limits.MAX_PLAN_BYTES:,} bytes)", None,
+            help="their paths share no numbered structure to generalise; write the plan "
+                 "by hand with broader patterns"),))
+    text = format_text(draft, file)
+    report = _verified(text, file, variables, devices, choice)
+    return Suggestion(text, report, choice, tuple(rules), roles)
+
+
+def _variables(model) -> tuple[Variable, ...]:
+    if isinstance(model, (list, tuple)) and not model:
+        raise PlanError((error("P502", "the model has no variables: there is nothing to "
+                               "lay out", None, help="point --model at the checkpoint, "
+                               "manifest or module:attr that holds the weights"),))
+    from planc.sources import load_variables
+
+    return load_variables(model)
+
+
+def _check_arguments(variables, devices, strategy, tp, state) -> None:
+    if not isinstance(devices, int) or isinstance(devices, bool) or devices < 2:
+        raise PlanError((error("P503", f"a plan needs at least 2 devices to split anything, "
+                               f"got {devices!r}", None,
+                               help="pass the device count of the run, e.g. --devices 8"),))
+    if strategy not in STRATEGIES:
+        raise PlanError((error("P506", f"unknown strategy `{strategy}`", None,
+                               help="one of: " + ", ".join(STRATEGIES)),))
+    if tp is not None and (not isinstance(tp, int) or tp < 1):
+        raise PlanError((error("P504", f"--tp must be a positive integer, got {tp!r}", None),))
+    if not isinstance(state, int) or isinstance(state, bool) or state < 1:
+        raise PlanError((error("P506", f"--state must be an integer >= 1 (1 + optimizer "
+                               f"slots: 3 for Adam), got {state!r}", None),))
+
+
+def _budget(budget) -> int | None:
+    if budget is None:
+        return None
+    if isinstance(budget, str):
+        try:
+            return parse_size(budget)
+        except ValueError as exc:
+            raise PlanError((error("P506", f"--budget: {exc}", None),)) from None
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+        raise PlanError((error("P506", f"a budget must be a positive number of bytes, got "
+                               f"{budget!r}", None),))
+    return budget
+
+
+def _describe(model) -> str:
+    if isinstance(model, str):
+        return model
+    if isinstance(model, (list, tuple)):
+        return "the given variables"
+    return f"a {type(model).__name__}"
+
+
+def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice) -> Report:
+    """The report of the suggested plan; PlanError (P507 or P519) if it is not clean."""
+    try:
+        ir = check(text, file)
+    except PlanError as exc:
+        raise PlanError((_internal(exc.diagnostics[0].message),)) from None
+    report = validate(ir, variables, devices)
+    loud = [d for d in (*ir.diagnostics, *report.diagnostics)
+            if d.severity in (Severity.ERROR, Severity.WARNING)]
+    stuck = [d for d in loud if d.code == "P310"]
+    if stuck and len(stuck) == len(loud):
+        raise PlanError((_unsplittable(variables, choice),))
+    if loud:
+        raise PlanError((_internal(f"{loud[0].code}: {loud[0].message}"),))
+    for a, want in zip(report.assignments, choice.layouts):
+        got = tuple(tuple(e) if isinstance(e, list) else e for e in a.layout.axes)
+        if got != want:
+            raise PlanError((_internal(f"`{a.variable.path}` resolves to {a.layout.text}, "
+                                       f"not the layout chosen for it"),))
+    if report.memory.per_device_bytes != choice.cost.per_device:
+        raise PlanError((_internal("the plan's bytes per device differ from the estimate"),))
+    return report
+
+
+def _internal(what: str):
+    return error("P519", f"internal error: the suggested plan failed planc's own validation "
+                 f"({what}); nothing was written", None,
+                 help="please report this with the model's manifest (planc inspect SRC)")
+
+
+def _unsplittable(variables, choice: MeshChoice):
+    big = max((v for v, lay in zip(variables, choice.layouts) if all(e is None for e in lay)),
+              key=lambda v: v.nbytes)
+    return error("P507", f"`{big.path}` {list(big.shape)} ({human_bytes(big.nbytes)}) cannot "
+                 f"be split on {choice.devices} devices: no mesh axis divides any of its "
+                 f"dimensions, so it would stay whole on every device", None,
+                 variable=big.path,
+                 help="choose a device count that divides one of its dimensions")

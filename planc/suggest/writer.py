@@ -1,0 +1,154 @@
+"""The text of a suggested plan: a header that says what was chosen and what it costs, the
+mesh, and one commented rule per family.
+
+The text is written close to canonical form and then passed through `planc fmt`'s own
+formatter, so a suggestion is always in `planc fmt` form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planc.resolve import human_bytes
+from planc.suggest.families import RuleSpec
+from planc.suggest.layouts import FSDP, MODEL, shard_bytes
+from planc.suggest.mesh import MeshChoice
+from planc.suggest.sizes import size_text
+
+
+@dataclass(frozen=True)
+class Header:
+    """What the header comment states besides the mesh."""
+
+    source: str
+    state: int
+    budget: int | None
+
+
+def layout_text(layout: tuple) -> str:
+    """A layout tuple as a plan writes it.
+
+    >>> layout_text(("model", None, ("fsdp", "model"))), layout_text((None, None))
+    ('(model, _, (fsdp, model))', 'replicated')
+    """
+    if all(e is None for e in layout):
+        return "replicated"
+    parts = []
+    for e in layout:
+        parts.append("_" if e is None else "..." if e is ... else e if isinstance(e, str)
+                     else "(" + ", ".join(e) + ")")
+    return "(" + ", ".join(parts) + ")"
+
+
+def _clean(text: str) -> str:
+    """Comment text on one line, whatever a source name holds."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple[int, ...],
+              variables, roles, header: Header) -> str:
+    """The suggested plan for `choice`, with `rules` and `default` for the `whole` ones."""
+    lines = _header_lines(choice, variables, roles, whole, header)
+    lines += [f"plan {name}", ""]
+    if choice.strategy == "fsdp":
+        lines += [f"mesh({FSDP} = auto)", "", f"model_parallel(batch = {FSDP})", ""]
+    else:
+        batch = "data" if choice.strategy == "tp" else FSDP
+        lines += [f"param tp = {choice.tp}", "", f"mesh({batch} = auto, {MODEL} = tp)", "",
+                  f"model_parallel(batch = {batch})", ""]
+    if header.budget is not None:
+        state = f", state = {header.state}" if header.state != 1 else ""
+        lines += [f"budget(per_device = {size_text(header.budget)}{state})", ""]
+    lines.append("layout {")
+    for rule in rules:
+        lines.append(f"    # {_rule_comment(rule, choice, variables, roles)}")
+        alts = " | ".join(layout_text(a) for a in _rank_agnostic(rule.alternatives))
+        lines.append(f'    "{rule.pattern}" -> {alts}')
+    if whole:
+        lines.append(f"    # {_default_comment(whole, choice, variables, roles)}")
+        lines.append("    default -> replicated")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _rank_agnostic(alternatives: tuple) -> tuple:
+    """Alternatives that differ only in leading unsplit dimensions (a norm of every layer
+    stacked, and the final one) are one layout with `...`: `(..., fsdp)`."""
+    if len(alternatives) < 2:
+        return alternatives
+    cores = set()
+    for a in alternatives:
+        k = 0
+        while k < len(a) and a[k] is None:
+            k += 1
+        cores.add(a[k:])
+    if len(cores) != 1:
+        return alternatives
+    (core,) = cores
+    return ((...,) + core,)
+
+
+def _bytes(members, choice: MeshChoice, variables) -> int:
+    return sum(shard_bytes(variables[i].shape, variables[i].dtype, choice.layouts[i],
+                           choice.fsdp, choice.tp) for i in members)
+
+
+def _count(n: int) -> str:
+    return f"{n} variable" + ("" if n == 1 else "s")
+
+
+def _rule_comment(rule: RuleSpec, choice: MeshChoice, variables, roles) -> str:
+    how = []
+    for alt in rule.alternatives:
+        i = next(i for i in rule.members if choice.layouts[i] == alt)
+        names = roles[i].dim_names
+        parts = []
+        for d, e in enumerate(alt):
+            if e is not None:
+                axes = e if isinstance(e, str) else " x ".join(e)
+                parts.append(f"{names[d] if d < len(names) else f'dim {d}'} over {axes}")
+        how.append(", ".join(parts))
+    said = how[0] + "".join(f"; else {h}" for h in dict.fromkeys(how[1:]) if h != how[0])
+    per = human_bytes(_bytes(rule.members, choice, variables))
+    return f"{rule.label}: {said} ({_count(len(rule.members))}, {per} per device)"
+
+
+def _default_comment(whole, choice, variables, roles) -> str:
+    kinds = []
+    for i in whole:
+        k = {"norm": "norm scales", "bias": "biases", "scalar": "scalars"}.get(
+            roles[i].kind, "what no axis divides")
+        if k not in kinds:
+            kinds.append(k)
+    per = human_bytes(_bytes(whole, choice, variables))
+    return (f"small, left whole on every device: {', '.join(kinds)} "
+            f"({_count(len(whole))}, {per} per device)")
+
+
+def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -> list[str]:
+    n, total = choice.devices, choice.cost.total
+    if choice.strategy == "fsdp":
+        how = f"FSDP, every variable split over `{FSDP}` ({n} devices); the batch too"
+    elif choice.strategy == "tp":
+        how = (f"tensor parallelism over `{MODEL}` ({choice.tp} devices); `data` "
+               f"({n // choice.tp}) splits only the batch")
+    else:
+        how = (f"tensor parallelism over `{MODEL}` ({choice.tp} devices), FSDP over "
+               f"`{FSDP}` ({choice.fsdp}); the batch over `{FSDP}`")
+    per = choice.cost.per_device
+    params = f"# Per device: {human_bytes(per)} of parameters"
+    if header.state != 1:
+        params += (f", {human_bytes(per * header.state)} with optimizer state "
+                   f"(--state {header.state}: parameters and optimizer slots)")
+    if header.budget is not None:
+        params += f"; the budget is {size_text(header.budget)}"
+    frac = choice.cost.replicated_fraction * 100
+    frac = "0" if frac == 0 else "< 0.01" if frac < 0.01 else f"{frac:.2f}"
+    return [
+        (f"# Suggested by `planc suggest` for {_clean(header.source)} on {n} devices: "
+         f"{_count(len(variables))}, {human_bytes(total)}."),
+        f"# Strategy {choice.strategy}: {how}.",
+        params + ".",
+        f"# Replicated: {frac}% of the parameter bytes ({_count(len(whole))} left whole).",
+        f"# Review it like any plan, then: planc lint PLAN --model SRC --devices {n} --strict",
+    ]

@@ -1,0 +1,232 @@
+"""`plan.load`: a checkpoint put on the plan's mesh, each device reading only its shard.
+
+The order of work is the guarantee:
+
+1. The checkpoint is opened from its headers (`planc.checkpoints.open_checkpoint`);
+   a damaged file is a `PlanError` (P410-P413, P415-P416) naming the file.
+2. The model's variables come from `like` (none: one per tensor), the tensors are
+   renamed and paired with them (`planc.checkpoints.binding.bind_checkpoint`), and
+   each variable's sharding is resolved from the plan. Every error found (a variable
+   with no tensor, a shape or dtype that differs, a layout that does not fit) raises
+   one `PlanError` here, before a byte of tensor data is read.
+3. Each array is built from its addressable shards with
+   `jax.make_array_from_callback`: the callback reads that device's slice from the
+   file (a transposed tensor reads the transposed slice and transposes it), so a
+   process reads only the bytes its own devices hold, and a slice several devices
+   share is read once. The file is closed after each variable, so host memory holds
+   the devices' shards plus at most one variable in flight. Orbax checkpoints are
+   restored by Orbax itself into the same shardings (`planc.targets.orbax_io`).
+4. A Keras model is assigned only once every array exists: a load fills every variable
+   or changes none. Its optimizer state is not touched.
+
+Warnings and notes (a tensor no variable takes, a checkpoint saved under another plan)
+are issued as `CheckpointWarning`s carrying the diagnostics.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import jax
+import numpy as np
+
+from planc.checkpoints.binding import bind_checkpoint
+from planc.checkpoints.tensors import ALIGN, CheckpointError, aligned_empty, open_checkpoint
+from planc.diagnostics import PlanError
+from planc.diagnostics.text import render_text
+from planc.ir import PlanIR
+from planc.sources._common import normalize_dtype
+from planc.sources.objects import describe
+from planc.targets import jax as jax_target
+from planc.variables import Variable
+
+__all__ = ["load", "CheckpointWarning"]
+
+
+class CheckpointWarning(UserWarning):
+    """Warnings and notes of a load (P402, P407, P417); `.diagnostics` holds them."""
+
+    def __init__(self, text: str, diagnostics: tuple = ()):
+        super().__init__(text)
+        self.diagnostics = diagnostics
+
+
+def load(ir: PlanIR, source, like=None, *, dtype=None, strict: bool = False, mesh=None):
+    """Load the checkpoint `source` into the plan's shardings; see `planc.Plan.load`."""
+    checkpoint = _open(ir, source)
+    try:
+        return _load(ir, checkpoint, like, dtype, strict, mesh)
+    except CheckpointError as e:
+        raise _plan_error(ir, e) from None
+    finally:
+        checkpoint.close()
+
+
+def _open(ir: PlanIR, source):
+    try:
+        return open_checkpoint(source)
+    except CheckpointError as e:
+        raise _plan_error(ir, e) from None
+
+
+def _plan_error(ir: PlanIR, e: CheckpointError) -> PlanError:
+    err = PlanError((e.diagnostic(),), ir.source_dict)
+    err.unreadable = e.unreadable
+    return err
+
+
+def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
+    keras_model = like if _is_keras_model(like) else None
+    if keras_model is not None:
+        owners = list(keras_model.variables)
+        variables = [_variable(v.path, v.shape, v.dtype, "Keras variable") for v in owners]
+        if checkpoint.kind == "h5":
+            from planc.targets.keras_weights import KerasView
+
+            checkpoint = KerasView(checkpoint, keras_model)
+    elif like is not None:
+        leaves, treedef = jax_target.tree_paths(like)
+        owners = [(path, leaf) for path, leaf in leaves if _is_array_like(leaf)]
+        if not owners:
+            raise TypeError(f"like= must be a Keras model or a pytree of arrays or "
+                            f"jax.ShapeDtypeStruct leaves; the {describe(like)} has none")
+        variables = [_variable(p, leaf.shape, leaf.dtype, "leaf") for p, leaf in owners]
+    else:
+        variables = None
+
+    sources, diags = bind_checkpoint(ir, checkpoint.tensors, variables, strict=strict,
+                                     dtype=dtype)
+    if any(d.is_error for d in diags):
+        raise PlanError(tuple(diags), ir.source_dict)
+    if mesh is None:
+        mesh = jax_target.make_mesh(ir)
+    abstract = {s.variable.path: jax.ShapeDtypeStruct(s.variable.shape,
+                                                      _np_dtype(s.variable.dtype))
+                for s in sources}
+    shardings = jax_target.shardings(ir, abstract, mesh=mesh)  # PlanError: nothing read yet
+    diags = tuple(diags) + _reshard_note(ir, checkpoint)
+    if diags:
+        warnings.warn(CheckpointWarning(render_text(diags, ir.source_dict, color=False),
+                                        diags), stacklevel=4)
+
+    if checkpoint.kind == "orbax":
+        from planc.targets.orbax_io import restore
+
+        arrays = restore(ir, checkpoint, sources, shardings, dtype=dtype)
+    else:
+        arrays = {}
+        for s in sources:
+            arrays[s.variable.path] = _build(checkpoint, s, shardings[s.variable.path])
+            checkpoint.close()  # drop the memory map of the pages just read
+
+    if keras_model is not None:
+        _assign_all(keras_model, owners, arrays)
+        return keras_model
+    if like is not None:
+        filled = dict(zip((p for p, _ in owners), (arrays[p] for p, _ in owners)))
+        return treedef.unflatten([filled.get(p, leaf) for p, leaf in leaves])
+    return {s.variable.path: arrays[s.variable.path] for s in sources}
+
+
+def _reshard_note(ir: PlanIR, checkpoint) -> tuple:
+    if checkpoint.kind != "orbax":
+        return ()
+    from planc.targets.orbax_io import reshard_note
+
+    found = reshard_note(ir, checkpoint)
+    return () if found is None else (found,)
+
+
+def _build(checkpoint, source, sharding) -> jax.Array:
+    """One variable as a global array, each addressable shard read from the file."""
+    shape = tuple(source.variable.shape)
+    want = _np_dtype(source.variable.dtype)
+    name = source.tensor.name
+    indices = sharding.addressable_devices_indices_map(shape)
+    # A slice several local devices hold (replication) is read once and kept only
+    # until the last of them has taken it.
+    pending: dict[tuple, int] = {}
+    for index in indices.values():
+        key = _key(shape, index)
+        pending[key] = pending.get(key, 0) + 1
+    held: dict[tuple, np.ndarray] = {}
+
+    def read(index) -> np.ndarray:
+        key = _key(shape, index)
+        value = held.get(key)
+        if value is None:
+            bounds = tuple(slice(a, b) for a, b in key)
+            if source.transpose:
+                value = checkpoint.read(name, bounds[::-1]).T
+            else:
+                value = checkpoint.read(name, bounds)
+            value = _adoptable(value, want)
+        pending[key] -= 1
+        if pending[key]:
+            held.setdefault(key, value)
+        else:
+            held.pop(key, None)
+        return value
+
+    return jax.make_array_from_callback(shape, sharding, read)
+
+
+def _adoptable(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`value` as a C-contiguous array of `dtype` aligned as XLA:CPU adopts host buffers
+    without a copy (`ALIGN`), copied (transposed or cast on the way) only when it is
+    not one already."""
+    if (value.dtype == dtype and value.flags.c_contiguous
+            and value.ctypes.data % ALIGN == 0):
+        return value
+    out = aligned_empty(value.shape, dtype)
+    out[...] = value
+    return out
+
+
+def _key(shape, index) -> tuple[tuple[int, int], ...]:
+    """A device's index (slices, None meaning "all") as concrete (start, stop) bounds."""
+    index = tuple(index) + (slice(None),) * (len(shape) - len(tuple(index)))
+    return tuple(s.indices(n)[:2] for s, n in zip(index, shape))
+
+
+def _assign_all(model, owners, arrays) -> None:
+    """Assign every variable, or, should Keras refuse one, put back the ones done."""
+    done = []
+    try:
+        for v in owners:
+            old = v.value
+            v.assign(arrays[v.path])
+            done.append((v, old))
+    except Exception:
+        for v, old in reversed(done):
+            v.assign(old)
+        raise
+
+
+def _variable(path: str, shape, dtype, what: str) -> Variable:
+    try:
+        name = normalize_dtype(dtype)
+    except ValueError:
+        raise TypeError(f"{what} `{path}` has dtype {dtype!r}, which planc cannot "
+                        f"load into") from None
+    return Variable(path, tuple(int(d) for d in shape), name)
+
+
+def _np_dtype(name: str) -> np.dtype:
+    import ml_dtypes  # noqa: F401  (bfloat16 and float8 names)
+
+    return np.dtype(name)
+
+
+def _is_array_like(leaf: Any) -> bool:
+    return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
+
+
+def _is_keras_model(obj: Any) -> bool:
+    if obj is None or isinstance(obj, (dict, list, tuple, str, os.PathLike)):
+        return False
+    variables = getattr(obj, "variables", None)
+    return (variables is not None and hasattr(obj, "save_own_variables")
+            and all(hasattr(v, "path") and hasattr(v, "assign") for v in variables))
