@@ -8,7 +8,7 @@ export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export KERAS_BACKEND := jax
 export JAX_PLATFORMS := cpu
 
-.PHONY: venv demo test lint-plans lint-imports fuzz bench clean
+.PHONY: venv demo test test-oldest lint-plans lint-imports fuzz bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,50 @@ lint-plans: venv
 lint-imports: venv
 	$(VENV)/bin/lint-imports
 
-test: venv lint-plans lint-imports
+# VS Code's own TextMate engine (vscode-textmate, vscode-oniguruma) for
+# tests/test_textmate.py, and the extension's client library; node and npm from apt when
+# missing. No lock file: it would name the registry's host.
+VSCODE := editors/vscode
+$(VSCODE)/node_modules/.installed: $(VSCODE)/package.json
+	( (command -v npm >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm)) && \
+	  npm install --prefix $(VSCODE) --no-audit --no-fund --no-package-lock --silent && \
+	  touch $@ ) || \
+		echo "node or the npm packages could not be installed: tests/test_textmate.py's VS Code engine test will skip"
+
+# Open MPI's mpirun for tests/test_mpirun.py (2 processes on loopback); from apt when
+# missing. Where apt cannot install it the test skips, saying so in one line.
+MPIRUN := /usr/bin/mpirun
+$(MPIRUN):
+	command -v mpirun >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin) || \
+		echo "openmpi-bin could not be installed: tests/test_mpirun.py will skip"
+
+# git for tests/test_precommit.py (`pre-commit try-repo` clones the working tree).
+GIT := /usr/bin/git
+$(GIT):
+	command -v git >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git)
+
+test: venv lint-plans lint-imports $(VSCODE)/node_modules/.installed $(MPIRUN) $(GIT)
 	$(PY) -m pytest -q
+
+# The oldest versions planc supports (pyproject.toml), in their own venv: the JAX-facing
+# tests only, so it stays a few minutes.
+OLDEST_VENV := .venv-oldest
+OLDEST_PY   := $(OLDEST_VENV)/bin/python
+OLDEST      := jax==0.7.1 jaxlib==0.7.1 keras==3.11.0
+OLDEST_TESTS := tests/test_jax_versions.py tests/test_axis_types.py tests/test_constrain.py \
+	tests/test_train_explicit.py tests/test_jax_backend.py tests/test_compile.py
+
+$(OLDEST_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_PY) -m pip install --quiet --upgrade pip
+	$(OLDEST_PY) -m pip install --quiet -e '.[test]' $(OLDEST)
+	touch $@
+
+test-oldest: $(OLDEST_VENV)/.installed
+	PLANC_EXPECT_JAX=0.7.1 $(OLDEST_PY) -m pytest -q $(OLDEST_TESTS)
 
 fuzz: venv
 	$(PY) tests/fuzzing.py --cases 100000
@@ -44,4 +86,4 @@ bench: venv
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(OLDEST_VENV) build *.egg-info

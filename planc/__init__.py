@@ -8,6 +8,22 @@
 Front-end only at import time: jax and keras load when a backend is first used.
 """
 
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"] or _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1] in (
+        "planc", "planc.exe"):
+    # The command line (`python -m planc`, the `planc` script): Ctrl-C while the
+    # modules below load ends it quietly, with the shell's code, instead of in a
+    # traceback. `planc.cli.dispatch.main` puts Python's own handler back.
+    import os as _os
+    import signal as _signal
+
+    def _interrupted_at_start(signum, frame):
+        _os.write(2, b"planc: interrupted\n")
+        _os._exit(128 + signum)
+
+    _signal.signal(_signal.SIGINT, _interrupted_at_start)
+
 from planc._version import __version__
 from planc.diagnostics import CODES, Diagnostic, PlanError, Severity, Span
 from planc.plan import Plan, load_plan, loads

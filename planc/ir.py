@@ -223,6 +223,9 @@ class Cluster:
     processes: Setting | None = None
     process_id: Setting | None = None
     span: Span | None = field(default=None, compare=False)
+    # How JAX finds the rest: "auto" (`cluster auto`: every environment JAX knows),
+    # one environment by name ("slurm", "ompi", ...), or "none" (only the values given).
+    detect: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -245,10 +248,19 @@ class PlanIR:
     budget: Budget | None = None
     checks: tuple[Check, ...] = ()
     cluster: Cluster | None = None
+    # `axis_types`: "auto" or "explicit" per mesh axis, in mesh order; () when every axis
+    # is `auto` (the default), so plans without the statement keep their fingerprints.
+    axis_types: tuple[str, ...] = ()
+    axis_types_span: Span | None = field(default=None, compare=False)
     # Where the first `layout` block starts (what an unmatched variable points at).
     layout_span: Span | None = field(default=None, compare=False)
     # Where the first `rename` block starts (what a checkpoint problem with no rule points at).
     rename_span: Span | None = field(default=None, compare=False)
+    # `model "PATH"`: the model source the plan is for, resolved against the directory of
+    # the file that says it; None without the statement. Not part of the layout, so it
+    # leaves the fingerprint alone.
+    model: str | None = field(default=None, compare=False)
+    model_span: Span | None = field(default=None, compare=False)
     # Source texts by file name, so diagnostics can be rendered later.
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
     # Warnings and notes found while checking (errors raise instead).
@@ -261,6 +273,16 @@ class PlanIR:
     @property
     def source_dict(self) -> dict[str, str]:
         return dict(self.sources)
+
+    @property
+    def mesh_axis_types(self) -> tuple[str, ...]:
+        """"auto" or "explicit" for each mesh axis, in mesh order."""
+        return self.axis_types or ("auto",) * len(self.mesh.axes)
+
+    @property
+    def explicit_axes(self) -> tuple[str, ...]:
+        """The mesh axes whose type is `explicit`, in mesh order."""
+        return tuple(n for n, t in zip(self.mesh.names, self.mesh_axis_types) if t == "explicit")
 
     @property
     def has_slices(self) -> bool:

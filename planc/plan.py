@@ -180,6 +180,44 @@ class Plan:
     def output_sharding(self, path: str, rank: int, mesh=None):
         return self._jax().output_sharding(self._ir, path, rank, mesh=mesh)
 
+    # -- explicit sharding and activations (planc.targets.jax_activations) ---------------
+
+    @property
+    def axis_types(self) -> dict[str, str]:
+        """Each mesh axis's type, `"auto"` or `"explicit"` (the `axis_types` statement).
+
+        >>> import planc
+        >>> planc.loads("mesh(data = 2, model = 4)\\nmodel_parallel(batch = data)\\n"
+        ...             "axis_types(data = explicit)").axis_types
+        {'data': 'explicit', 'model': 'auto'}
+        """
+        return dict(zip(self.axis_names, self._ir.mesh_axis_types))
+
+    def _activations(self):
+        from planc.targets import jax_activations
+        return jax_activations
+
+    def use(self, mesh=None, *, devices=None):
+        """`jax.set_mesh(plan.mesh(devices))`: a setter, and a context manager
+        (`with plan.use(): ...`). Explicit axes need a current mesh inside `jit`."""
+        return self._activations().use(self._ir, mesh, devices)
+
+    def constrain(self, x, name: str, mesh=None):
+        """`x` laid out by the `outputs` rule for `name`, inside or outside `jit`
+        (`reshard` on explicit axes, `with_sharding_constraint` on auto ones). A shape the
+        rule does not fit is a `PlanError` (P317) at the rule's line; no rule is a P318 note
+        (a `ConstraintNote` warning) and `x` unchanged."""
+        return self._activations().constrain(self._ir, x, name, mesh)
+
+    def activation_spec(self, name: str, rank: int, mesh=None):
+        """The `PartitionSpec` the `outputs` rules give a value `name` of `rank`, or None."""
+        return self._activations().activation_spec(self._ir, name, rank, mesh)
+
+    def shard_map(self, f, *, in_specs, out_specs, mesh=None, **kwargs):
+        """`jax.shard_map` on the plan's mesh; a spec may be an `outputs` rule's name."""
+        return self._activations().shard_map(self._ir, f, in_specs=in_specs,
+                                             out_specs=out_specs, mesh=mesh, **kwargs)
+
     # -- Keras (planc.targets.keras) ------------------------------------------------------
 
     def _keras_backend(self):

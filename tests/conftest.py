@@ -16,6 +16,22 @@ PLANS = ROOT / "plans"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+@pytest.fixture(autouse=True)
+def _every_sarif_report_is_valid(monkeypatch):
+    """Each SARIF document planc renders in a test is checked against the official schema."""
+    from planc.diagnostics import formats
+    from sarif_schema import check_sarif
+
+    render = formats.render_sarif
+
+    def checked(*args, **kwargs):
+        text = render(*args, **kwargs)
+        check_sarif(text)
+        return text
+
+    monkeypatch.setattr(formats, "render_sarif", checked)
+
+
 @pytest.fixture
 def plan_file(tmp_path):
     """Write plan text to a `.kd` file and return its path."""

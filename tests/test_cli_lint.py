@@ -113,7 +113,7 @@ def test_python_dash_m_planc_runs_the_cli():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "planc", "lint", str(PLANS / "gemma.kd")],
+    out = subprocess.run([sys.executable, "-m", "planc", "lint", "--quiet", str(PLANS / "gemma.kd")],
                          capture_output=True, text=True)
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
 

@@ -27,6 +27,16 @@ def with_cluster(body: str) -> planc.Plan:
     return planc.loads(DP + "cluster { " + body + " }\n", file="c.kd")
 
 
+@pytest.fixture(autouse=True)
+def outside_any_launcher(monkeypatch):
+    """These tests set launcher variables themselves: none from a job the suite runs in."""
+    from planc.multihost.environments import LAUNCHER_VARIABLES
+
+    for name in (*LAUNCHER_VARIABLES, "JAX_COORDINATOR_ADDRESS", "WORLD_SIZE"):
+        if name != "JAX_PLATFORMS":
+            monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def no_cluster_env(monkeypatch):
     for name in KERAS_ENV:

@@ -87,11 +87,11 @@ def test_demo_summary_gives_total_per_device_ideal_and_overhead(capsys):
     assert len(re.findall(r"KiB  \S+/scale$", summary, re.M)) == 5
 
 
-def test_piped_output_has_no_colour_no_trailing_blanks_and_ignores_the_environment(
+def test_piped_output_has_no_colour_no_trailing_blanks_and_ignores_the_width(
         capsys, monkeypatch):
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
     first = explain(capsys, *DEMO)[1]
     monkeypatch.setenv("COLUMNS", "40")
-    monkeypatch.setenv("FORCE_COLOR", "1")
     second = explain(capsys, *DEMO)[1]
     assert first == second
     assert "\x1b[" not in first
@@ -119,8 +119,37 @@ def test_a_terminal_of_100_columns_gets_a_table_that_fits(tmp_path):
     lines = seen.decode().replace("\r\n", "\n").splitlines()
     assert max(len(l) for l in lines) <= 100
     rows = [l for l in lines if l.startswith("decoder_block_0/")]
-    assert len(rows) == 9  # the layer index survives the shortening of long paths
-    assert any("…" in r for r in rows)
+    assert len(rows) == 9
+    assert not any("…" in r for r in rows)  # paths are whole; other columns gave way
+
+
+def _on_a_terminal(columns: int, *args, env=None):
+    """What `planc explain` shows on a terminal `columns` wide (stdout a real pty)."""
+    import pty
+
+    master, slave = pty.openpty()
+    extra = env or {}
+    env = {**os.environ, "COLUMNS": str(columns), "LINES": "50", "TERM": "xterm", **extra}
+    for name in ("NO_COLOR", "FORCE_COLOR"):
+        if name not in extra:
+            env.pop(name, None)
+    proc = subprocess.Popen([sys.executable, "-m", "planc", *args], stdout=slave,
+                            stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    os.close(slave)
+    seen = read_pty(master)
+    os.close(master)
+    proc.wait(timeout=60)
+    return seen.decode().replace("\r\n", "\n")
+
+
+def test_at_80_columns_every_path_is_whole_and_other_columns_give_way():
+    shown = _on_a_terminal(80, *DEMO, "--color", "never")
+    lines = shown.splitlines()
+    assert max(len(l) for l in lines) <= 80
+    paths = [v.path for v in load_variables(GEMMA)]
+    for path in paths:
+        assert any(l.startswith(path + " ") for l in lines), path
+    assert "left out to fit 80 columns: rule" in shown
 
 
 def test_plan_errors_are_listed_after_the_table_and_exit_1(capsys, small):
@@ -128,8 +157,33 @@ def test_plan_errors_are_listed_after_the_table_and_exit_1(capsys, small):
                         [("w", (6, 8), "float32")])
     code, out, _ = explain(capsys, "explain", plan, "--model", model)
     assert code == 1
-    assert out.index("\nw ") < out.index("\ntotal") < out.index("error[P303]")
+    assert out.index("\nE  w ") < out.index("\ntotal") < out.index("error[P303]")
     assert out.rstrip().endswith("found 1 error")
+
+
+def test_rows_in_error_or_warning_are_marked_and_flagged_in_json(capsys, small):
+    plan, model = small(MESH + 'layout {\n    "w" -> (model, _)\n    "v" -> (_, model)\n'
+                        '    "nothing" -> replicated\n}\n',
+                        [("w", (6, 8), "float32"), ("v", (8, 8), "float32"),
+                         ("u", (8, 8), "float32")])
+    code, out, _ = explain(capsys, "explain", plan, "--model", model)
+    rows = {line[3]: line[0] for line in out.splitlines()
+            if len(line) > 4 and line[3] in "wvu" and line[4] == " "}
+    assert rows == {"w": "E", "v": " ", "u": "E"}
+    assert "! E: in error, W: a warning (see below)" in out
+    code, doc = explain_json(capsys, "explain", plan, "--model", model)
+    assert {r["path"]: r.get("problem") for r in doc["variables"]} == \
+        {"w": "error", "v": None, "u": "error"}
+
+
+def test_a_table_without_problems_has_no_mark_column(capsys, small):
+    plan, model = small(MESH + 'layout {\n    "v" -> (_, model)\n}\n',
+                        [("v", (8, 8), "float32")])
+    code, out, _ = explain(capsys, "explain", plan, "--model", model)
+    assert code == 0
+    assert out.splitlines()[3].startswith("variable ")
+    assert "problem" not in explain_json(capsys, "explain", plan, "--model", model)[1][
+        "variables"][0]
 
 
 def test_device_count_that_does_not_fit_prints_only_the_diagnostic(capsys):
@@ -394,3 +448,48 @@ def test_the_piped_table_is_laid_out_as_rich_lays_it_out_wide_characters_include
     out = _Out(False)
     out.print(_table(rows, 100_000, "t.kd"))
     assert _plain_table(rows, "t.kd") == out.text()
+
+
+# ------------------------------------------------------------------------------- colour
+
+
+@pytest.mark.parametrize("env, coloured", [
+    ({"FORCE_COLOR": "1"}, True),
+    ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
+    ({"NO_COLOR": ""}, False),  # an empty NO_COLOR is no request; piped stays plain
+    ({"FORCE_COLOR": ""}, False),
+])
+def test_piped_colour_follows_force_color_and_no_color(capsys, monkeypatch, env, coloured):
+    for name in ("FORCE_COLOR", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    out = explain(capsys, *DEMO)[1]
+    assert ("\x1b[" in out) is coloured
+
+
+def test_a_terminal_gets_colour_unless_term_is_dumb_or_no_color():
+    assert "\x1b[" in _on_a_terminal(100, *DEMO)
+    assert "\x1b[" not in _on_a_terminal(100, *DEMO, env={"TERM": "dumb"})
+    assert "\x1b[" not in _on_a_terminal(100, *DEMO, env={"NO_COLOR": "1"})
+
+
+def test_color_always_wins_over_term_dumb_and_no_color():
+    shown = _on_a_terminal(100, *DEMO, "--color", "always", env={"TERM": "dumb", "NO_COLOR": "1"})
+    assert "\x1b[" in shown
+
+
+def test_lint_diagnostics_follow_force_color_and_term_dumb_too(tmp_path):
+    plan = tmp_path / "bad.kd"
+    plan.write_text("mesh(batch = auto)\nmodel_parallel(batch = bacth)\n")
+    base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+
+    def shown(**env):  # lint writes its diagnostics to standard output
+        out = subprocess.run([sys.executable, "-m", "planc", "lint", str(plan)],
+                             capture_output=True, text=True, env={**base, **env})
+        assert out.returncode == 1
+        return out.stdout
+
+    assert "\x1b[" in shown(FORCE_COLOR="1")
+    assert "\x1b[" not in shown(FORCE_COLOR="1", NO_COLOR="1")
+    assert "\x1b[" not in shown(TERM="dumb")

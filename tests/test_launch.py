@@ -140,10 +140,48 @@ def test_timeout_stops_every_process_with_a_message(tmp_path):
      "--devices-per-process must be at least 1, got 0"),
     (["-n", "2", "--timeout", "-1", "--", "true"],
      "--timeout must be a positive number of seconds, got -1"),
-    (["-n", "2", "--", "/nonexistent/program"], "cannot run `/nonexistent/program`"),
 ])
 def test_bad_launch_is_a_one_line_usage_error(args, message):
     done = run(launch_cmd(*args), env=clean_env())
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_command_that_does_not_exist_exits_127_as_in_a_shell():
+    done = run(launch_cmd("-n", "2", "--", "/nonexistent/program"), env=clean_env())
+    assert done.returncode == 127
+    assert done.stderr == ("planc launch: cannot run `/nonexistent/program`: "
+                           "No such file or directory\n")
+
+
+def test_a_command_not_on_path_exits_127(tmp_path):
+    done = run(launch_cmd("-n", "2", "--", "no-such-command-planc"), env=clean_env())
+    assert done.returncode == 127
+    assert done.stderr == "planc launch: cannot run `no-such-command-planc`: command not found\n"
+
+
+def test_a_file_that_is_not_executable_exits_126(tmp_path):
+    script = tmp_path / "script.sh"
+    script.write_text("echo hi\n")
+    done = run(launch_cmd("-n", "2", "--", str(script)), env=clean_env())
+    assert done.returncode == 126
+    assert done.stderr.startswith("planc launch: cannot run ")
+    assert "Permission denied" in done.stderr
+
+
+def test_a_plain_jax_program_is_told_its_place_as_a_slurm_step():
+    done = run(launch_cmd("-n", "2", "--", sys.executable, "-c",
+                          "import json, os; print(json.dumps({k: os.environ.get(k) for k in "
+                          "('JAX_COORDINATOR_ADDRESS', 'SLURM_NTASKS', 'SLURM_PROCID', "
+                          "'SLURM_LOCALID', 'SLURM_STEP_NODELIST', 'SLURM_JOB_ID', "
+                          "'KERAS_DISTRIBUTION_JOB_ADDRESSES')}))"), env=clean_env())
+    assert done.returncode == 0, done.stderr
+    seen = {int(line[1]): json.loads(line.split("] ", 1)[1])
+            for line in done.stdout.splitlines()}
+    coordinator = seen[0]["KERAS_DISTRIBUTION_JOB_ADDRESSES"]
+    for i, got in seen.items():
+        assert got["JAX_COORDINATOR_ADDRESS"] == coordinator
+        assert (got["SLURM_NTASKS"], got["SLURM_PROCID"], got["SLURM_LOCALID"]) == \
+            ("2", str(i), str(i))
+        assert got["SLURM_STEP_NODELIST"] == "localhost" and got["SLURM_JOB_ID"].isdigit()

@@ -231,10 +231,15 @@ def test_cluster_start_up_reads_only_the_plans_names_and_the_keras_convention():
     environ = RecordingEnviron(MY_RANK="1", SECRET="hunter2")
     spec = cluster_spec(plan, environ)
     assert (spec.coordinator, spec.processes, spec.process_id) == ("10.0.0.1:1234", 2, 1)
-    # The three Keras variables are planc's fixed fallback (`planc launch` sets them);
-    # a plan cannot name anything else into being read.
+    # The three Keras variables are planc's fixed fallback (`planc launch` sets them),
+    # then the fixed names of the launchers JAX detects; a plan cannot name anything
+    # else into being read.
+    from planc.multihost.cluster import JAX_COORDINATOR_ADDRESS
+    from planc.multihost.environments import LAUNCHER_VARIABLES
+
     assert environ.asked <= {"MY_COORDINATOR", "MY_PROCESSES", "MY_RANK",
-                             JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID}
+                             JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID,
+                             JAX_COORDINATOR_ADDRESS, *LAUNCHER_VARIABLES}
 
 
 def test_checking_a_plan_reads_no_environment_variable(monkeypatch):

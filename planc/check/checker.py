@@ -17,9 +17,11 @@ from planc import limits
 from planc.diagnostics import Diagnostic, Label, PlanError, Span, error, warning
 from planc.check.conditions import evaluate_check, sizes_env
 from planc.check.expression import encode, names_in
+from planc.check.overlaps import overlap_findings
 from planc.ir import (Alternative, Budget, Check, Cluster, Dim, Layout, Mesh, MeshAxis, PlanIR,
                       Rename, Rule, Setting, layout_text)
 from planc.matching import check_pattern, nesting_too_deep
+from planc.multihost.environments import DETECT_METHODS
 from planc.matching.backtracking import exponential
 from planc.matching.templates import TemplateProblem, compile_template, pattern_groups
 from planc.syntax.files import read_plan_text
@@ -54,7 +56,9 @@ def check_statements(collected: Collected, overrides: dict | None = None) -> Pla
     return _Checker(collected.file, overrides or {}).run(collected)
 
 
-_CLUSTER_KEYS = ("coordinator", "processes", "process_id")
+_CLUSTER_KEYS = ("coordinator", "processes", "process_id", "detect")
+# `package.module:attr`, as `planc.sources` reads a model source that imports a module.
+_MODULE_ATTR = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 # An integer override as the plan writes integers (ASCII digits, `_` between them).
 _OVERRIDE_INT = re.compile(r"-?[0-9]+(?:_[0-9]+)*")
 
@@ -124,6 +128,7 @@ class _Checker:
                          label="parameter declared here", help="rename the parameter, e.g. "
                          f"`{pname}_size`; in a `check`, an axis name stands for its size")
         mesh = self._slices(statements, params, mesh)
+        axis_types = self._axis_types(statements, mesh)
         batch_axes = self._batch_axes(dist_stmt, distribution, mesh)
         match = self._mode(statements.match, "match", ("full", "search"), "full")
         overlap = self._mode(statements.overlap, "overlap", ("error", "first"), "error")
@@ -139,19 +144,48 @@ class _Checker:
             outputs, outputs_default = self._rules(statements.outputs, mesh, "outputs",
                                                    distribution)
             renames = self._renames(statements.rename)
+            for block in (rules, outputs):
+                self.diags.extend(overlap_findings(block, match, overlap))
         budget = self._budget(statements, params)
         checks = self._checks(statements, params, mesh)
         cluster = self._cluster(statements, params)
+        model, model_span = self._model(statements)
         return PlanIR(
             name=name, file=self.file,
             params=tuple((k, v) for k, (_, v) in params.items()),
             mesh=mesh, distribution=distribution, batch_axes=batch_axes, match=match,
             overlap=overlap, rules=rules, default=default, outputs=outputs,
             outputs_default=outputs_default, renames=renames, budget=budget, checks=checks,
-            cluster=cluster,
+            cluster=cluster, axis_types=axis_types,
+            axis_types_span=statements.axis_types[0].span if statements.axis_types else None,
             layout_span=_header(statements.layout[0]) if statements.layout else None,
             rename_span=_header(statements.rename[0], "rename") if statements.rename else None,
+            model=model, model_span=model_span,
         )
+
+    def _model(self, statements) -> tuple[str | None, Span | None]:
+        """`model "PATH"`, resolved against the directory of the file that says it."""
+        self._once(statements.model, "`model`")
+        if not statements.model:
+            return None, None
+        stmt = statements.model[0]
+        path = stmt.path.value
+        if not path.strip():
+            self.err("P133", "`model` names no model", stmt.path.span, label="empty",
+                     help='write the model source, relative to this file: '
+                     '`model "models/gemma_2b.json"`')
+            return None, None
+        if _MODULE_ATTR.fullmatch(path):
+            # Linting a plan must not run code the plan names; a project's own
+            # configuration (pyproject.toml) or the command line may.
+            self.err("P134", f"a plan cannot name the module `{path}` as its model",
+                     stmt.path.span, label="would run this module's code",
+                     help="give the model as a file (checkpoint, manifest, config) or map "
+                     "this plan to it in `[tool.planc]` of pyproject.toml, or pass --model")
+            return None, None
+        base = stmt.span.file
+        here = os.path.dirname(base) if base not in ("<string>", "") else ""
+        return os.path.normpath(os.path.join(here, path)), stmt.span
 
     def _once(self, stmts: list, what: str) -> None:
         for extra in stmts[1:]:
@@ -306,6 +340,51 @@ class _Checker:
                 counts[n] = v
         return Mesh(tuple(MeshAxis(a.name, a.size, a.span, counts.get(a.name, 1))
                           for a in mesh.axes), mesh.span)
+
+    def _axis_types(self, statements, mesh: Mesh) -> tuple[str, ...]:
+        """Each axis's type in mesh order, or () when every axis is `auto`."""
+        self._once(statements.axis_types, "`axis_types`")
+        if not statements.axis_types:
+            return ()
+        stmt = statements.axis_types[0]
+        if stmt.every is not None:
+            every = self._axis_type(stmt.every)
+            types = {n: every for n in mesh.names}
+        else:
+            types = {}
+            seen: dict[str, ast.AxisTypeDecl] = {}
+            for decl in stmt.axes:
+                n = decl.name.text
+                if n not in self._axis_set(mesh):
+                    self._unknown_axis(decl.name, mesh)
+                    continue
+                if n in seen:
+                    self.err("P102", f"axis `{n}` is given twice in `axis_types`",
+                             decl.name.span, label="given again",
+                             secondary=(Label(seen[n].name.span, "first given here"),),
+                             help="give each axis one type")
+                    continue
+                seen[n] = decl
+                types[n] = self._axis_type(decl.type)
+        out = tuple(types.get(n, "auto") for n in mesh.names)
+        return () if all(t == "auto" for t in out) else out
+
+    def _axis_type(self, node) -> str:
+        if isinstance(node, ast.Auto):
+            return "auto"
+        word = node.text
+        if word in ("auto", "explicit"):
+            return word
+        if word.lower() in ("auto", "explicit"):
+            help_text = f"write `{word.lower()}`"
+        elif word.lower() == "manual":
+            help_text = ("`manual` axes exist only inside `jax.shard_map`; the mesh's "
+                         "axes are `auto` or `explicit` (use `plan.shard_map`)")
+        else:
+            help_text = self._hint(word, ("auto", "explicit")) or "choose `auto` or `explicit`"
+        self.err("P127", f"unknown axis type `{word}`", node.span, label="not an axis type",
+                 help=help_text)
+        return "auto"
 
     def _unknown_axis(self, name: ast.Name, mesh: Mesh, what="mesh axis") -> None:
         if name.text == "None":
@@ -636,8 +715,13 @@ class _Checker:
             return None
         stmt = statements.cluster[0]
         values: dict[str, Setting] = {}
+        detect = "auto"
         for kw in stmt.args:
             key = kw.name.text
+            if key == "detect" and "detect" not in values:
+                detect = self._cluster_detect(kw) or detect
+                values["detect"] = Setting(detect, None, kw.value.span)
+                continue
             if key not in _CLUSTER_KEYS:
                 self.err("P119", f"unknown cluster setting `{key}`", kw.name.span, label="unknown",
                          help=self._hint(key, _CLUSTER_KEYS) or
@@ -654,7 +738,19 @@ class _Checker:
                              label="not an integer")
                 values[key] = setting
         return Cluster(values.get("coordinator"), values.get("processes"), values.get("process_id"),
-                       stmt.span)
+                       stmt.span, detect=detect)
+
+    def _cluster_detect(self, kw: ast.KwArg) -> str | None:
+        """`detect = "NAME"`: one of the environments planc and JAX know, else P130."""
+        if isinstance(kw.value, ast.StrLit) and kw.value.value in DETECT_METHODS:
+            return kw.value.value
+        given = kw.value.value if isinstance(kw.value, ast.StrLit) else None
+        self.err("P130", f"unknown cluster environment {given!r}" if given is not None
+                 else "`detect` takes a quoted environment name", kw.value.span,
+                 label="not an environment planc knows",
+                 help=(self._hint(given, DETECT_METHODS) if given else None) or
+                 "detect = one of " + ", ".join(f'"{m}"' for m in DETECT_METHODS))
+        return None
 
 
 # What suggestions may cost one check: choices looked at, and edit-distance cells.

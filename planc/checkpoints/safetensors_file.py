@@ -2,10 +2,12 @@
 
 The header is read and checked by `planc.sources.headers.read_safetensors_header`
 (the same checks `planc lint --model` makes, refusing what the safetensors library
-refuses: see tests/test_load_bad_input.py). A slice is then read from a memory map of
-that tensor's own bytes (its offsets from the checked header), viewed with its dtype
-and shape, and copied once, straight into a 64-byte aligned buffer that XLA:CPU adopts
-as the device buffer (`planc.checkpoints.tensors.aligned_empty`). This is the
+refuses: see tests/test_load_bad_input.py). A slice that is one run of the file's bytes
+(a block of rows, or the whole tensor) is read with `pread` straight into a 64-byte
+aligned buffer that XLA:CPU adopts as the device buffer
+(`planc.checkpoints.tensors.aligned_empty`); any other slice is copied once into such a
+buffer out of a memory map of that tensor's own bytes (its offsets from the checked
+header), viewed with its dtype and shape. This is the
 library's own layout and what its ``get_slice(name)[index]`` does; planc does not call
 ``get_slice`` because it copies the slice two more times on the way (into a Rust
 vector, then into a Python bytearray), which made loading a 1 GiB checkpoint take
@@ -80,6 +82,8 @@ class TensorMap:
     def __init__(self):
         self._key: tuple[str, str] | None = None
         self._view = None
+        self._fd: int | None = None
+        self._fd_path: str | None = None
 
     def view(self, path: str, entry: SafetensorsEntry):
         import numpy as np
@@ -94,8 +98,22 @@ class TensorMap:
             self._key = (path, entry.name)
         return self._view
 
+    def descriptor(self, path: str) -> int:
+        """A file descriptor of `path`, kept until `clear()` (pread is positional, so the
+        threads reading a variable's shards share it)."""
+        if self._fd is None or self._fd_path != path:
+            self._close_fd()
+            self._fd, self._fd_path = os.open(path, os.O_RDONLY), path
+        return self._fd
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = self._fd_path = None
+
     def clear(self) -> None:
         self._key = self._view = None
+        self._close_fd()
 
 
 def read_entry(path: str, entry: SafetensorsEntry, index: tuple[slice, ...],
@@ -114,9 +132,19 @@ def read_entry(path: str, entry: SafetensorsEntry, index: tuple[slice, ...],
 
         return np.zeros(want, np.dtype(entry.dtype))
     try:
+        run = _contiguous_run(entry.shape, index)
+        if run is not None:
+            # One run of the file's bytes (a row block, or the whole tensor): read it
+            # straight into the buffer, as `load_file` reads, with no page faults on a
+            # mapping of the file.
+            out = aligned_empty(want, np.dtype(entry.dtype))
+            _read_into(maps.descriptor(path), out, entry.begin + run * out.itemsize, where)
+            return out
         part = maps.view(path, entry)[index]
         out = aligned_empty(part.shape, part.dtype)
         out[...] = part
+    except CheckpointError:
+        raise
     except OSError as e:
         maps.clear()
         raise CheckpointError(f"{where}: cannot read: {e.strerror or one_line(e)}",
@@ -126,3 +154,34 @@ def read_entry(path: str, entry: SafetensorsEntry, index: tuple[slice, ...],
         raise CheckpointError(f"{where}: cannot read the slice: {one_line(e)}; the file "
                               f"may have changed since it was opened", code="P413") from None
     return out
+
+
+def _contiguous_run(shape, index) -> int | None:
+    """The first element of `index` when it selects one contiguous run of a C-order
+    array of `shape` (every dimension after some j whole, every one before j of length
+    1), else None.
+
+    >>> _contiguous_run((4, 6), (slice(2, 4), slice(0, 6))), _contiguous_run((4, 6), (slice(0, 4), slice(0, 3)))
+    (12, None)
+    """
+    j = len(shape) - 1
+    while j >= 0 and index[j].start == 0 and index[j].stop == shape[j]:
+        j -= 1
+    if any(index[d].stop - index[d].start != 1 for d in range(j)):
+        return None
+    first, stride = 0, 1
+    for d in range(len(shape) - 1, -1, -1):
+        first += index[d].start * stride
+        stride *= shape[d]
+    return first
+
+
+def _read_into(fd: int, out, offset: int, where: str) -> None:
+    view = memoryview(out.reshape(-1).view("uint8"))
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n == 0:
+            raise CheckpointError(f"{where}: the file ends before the tensor's data; it may "
+                                  f"have changed since it was opened", code="P413")
+        done += n

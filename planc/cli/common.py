@@ -45,9 +45,17 @@ def parse_devices(text: str | None) -> list[int]:
 
 
 def use_color(choice: str, stream) -> bool:
+    """Whether to colour `stream`: `--color always|never` decides; under `auto`, NO_COLOR
+    (no-color.org) turns colour off, FORCE_COLOR (force-color.org) on, TERM=dumb off,
+    and otherwise a terminal gets colour. Each variable counts when set and not empty.
+    """
     if choice == "always":
         return True
     if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("TERM") == "dumb":
         return False
     return hasattr(stream, "isatty") and stream.isatty()
 
@@ -66,11 +74,13 @@ def load(path: str, defines: dict, allow_outside: bool):
 
 
 def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, *,
-                     to_file: bool = True, **extra) -> None:
+                     to_file: bool = True, failures=(), files=(), **extra) -> None:
     """Render `diags` in `args.format` to `args.output` (atomically) or to `stream`.
 
     `to_file=False` keeps them off `args.output`, which may name another command's
-    product (`compile -o`).
+    product (`compile -o`). `failures` (P325 diagnostics) are the inputs that could not
+    be read; machine formats carry them, text leaves them to the caller's stderr lines.
+    `files` are the plans checked (JUnit's test cases).
     """
     from planc.diagnostics import formats
     from planc.diagnostics.text import render_text
@@ -80,11 +90,14 @@ def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, 
     output = getattr(args, "output", None) if to_file else None
     diags = sorted(diags, key=Diagnostic.sort_key)
     if fmt == "json":
-        text = formats.render_json(diags, **extra)
+        text = formats.render_json(diags, failures, **extra)
     elif fmt == "github":
-        text = formats.render_github(diags)
+        text = formats.render_github(diags, failures)
     elif fmt == "sarif":
-        text = formats.render_sarif(diags)
+        text = formats.render_sarif(diags, failures, base_dir=getattr(args, "base_dir", None))
+    elif fmt == "junit":
+        text = formats.render_junit(diags, failures, files,
+                                    strict=getattr(args, "strict", False))
     else:
         color = args.color == "always" if output else use_color(args.color, stream)
         text = render_text(diags, sources, color=color)

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+import threading
 
 from planc._version import __version__
 from planc.cli.common import (
@@ -25,6 +26,7 @@ _MODULE_WARNING = ("SRC may be `module:attr`, which imports and runs that module
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own exit code is 2 too; keep its one-line form
+        message += _command_hint(self, message)
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
@@ -38,16 +40,37 @@ def _common(p: argparse.ArgumentParser, *, formats=("text", "json")) -> None:
                    help="let `include` read files outside the plan's directory")
 
 
+def _command_hint(parser: argparse.ArgumentParser, message: str) -> str:
+    import re
+
+    from planc.cli.help_texts import command_hint
+
+    wrong = re.search(r"invalid choice: '([^']*)'", message)
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return command_hint(wrong.group(1), subs[0].choices) if wrong and subs else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="planc", description="A compiler for sharding plans.")
-    parser.add_argument("--version", action="version", version=f"planc {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"planc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("lint", help="check plans (and validate them against a model)",
                        epilog=_MODULE_WARNING)
     p.add_argument("plans", nargs="+", metavar="PLAN")
-    p.add_argument("--model", metavar="SRC", help="a checkpoint, manifest or module:attr")
-    p.add_argument("--devices", metavar="N[,N...]", help="device counts to check, e.g. 8,64,512")
+    p.add_argument("--model", metavar="SRC", help="a checkpoint, manifest or module:attr; "
+                   "overrides each plan's own model (`model \"PATH\"`, or [tool.planc] in "
+                   "pyproject.toml)")
+    p.add_argument("--devices", metavar="N[,N...]", help="device counts to check, e.g. "
+                   "8,64,512 (default: [tool.planc]'s, or the golden's)")
+    p.add_argument("--golden", metavar="FILE",
+                   help="compare the resolved table with FILE (written by `planc explain "
+                   "--format json -o FILE`); each variable that drifted is an error")
+    p.add_argument("--base-dir", metavar="DIR",
+                   help="SARIF file URIs are relative to DIR (default: the git repository "
+                   "around the current directory, else the current directory)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no summary line on stderr when the plans are clean")
     p.add_argument("--checkpoint", metavar="CKPT",
                    help="check this checkpoint (.safetensors, index .json, .npz, .weights.h5 "
                    "or an Orbax directory) against the plan's `rename` rules and, with "
@@ -55,8 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true",
                    help="exit 1 on warnings too (a checkpoint tensor no variable takes "
                    "becomes an error)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
-    _common(p, formats=("text", "json", "github", "sarif"))
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE "
+                   "(always, even when an input cannot be read: the report says so)")
+    _common(p, formats=("text", "json", "github", "sarif", "junit"))
+
+    p = sub.add_parser("diff", help="what changed between two plans' (or explain "
+                       "documents') tables", epilog=_MODULE_WARNING)
+    p.add_argument("old", metavar="OLD", help="a plan file or an `explain --format json` "
+                   "document")
+    p.add_argument("new", metavar="NEW", help="a plan file or an `explain --format json` "
+                   "document")
+    p.add_argument("--model", metavar="SRC", help="the model plan files are resolved "
+                   "against (default: each plan's own model)")
+    p.add_argument("--devices", metavar="N", help="the device count to resolve plans at")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the diff to FILE")
+    _common(p)
 
     p = sub.add_parser("fmt", help="rewrite plans in canonical form")
     p.add_argument("plans", nargs="+", metavar="PLAN")
@@ -70,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="SRC", required=True)
     p.add_argument("--devices", metavar="N")
     p.add_argument("--var", metavar="PATH", help="why this variable got its layout")
+    p.add_argument("-o", "--output", metavar="FILE", help="with --format json: write the "
+                   "document to FILE (a golden for `planc lint --golden`)")
     _common(p)
 
     p = sub.add_parser("compile", help="emit an executable sharding plan", epilog=_MODULE_WARNING)
@@ -116,11 +154,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", metavar="N", help="the device count (sizes an `auto` axis)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
+    p = sub.add_parser("cluster", help="what plan.initialize() would do here: the launcher "
+                       "found, coordinator, processes, devices, mesh; preflight checks")
+    p.add_argument("plan", nargs="?", metavar="PLAN", help="the plan (its cluster block, mesh)")
+    _common(p)
+
     p = sub.add_parser("launch", help="run N local processes as one JAX cluster")
     p.add_argument("-n", "--processes", type=int, required=True)
     p.add_argument("--devices-per-process", type=int, default=1, metavar="K")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
+
+    sub.add_parser("lsp", help="serve plans to an editor: the language server, over stdio "
+                   "(needs planc[lsp])",
+                   description="The Language Server for *.kd files, over stdio: diagnostics "
+                   "as `planc lint` finds them, formatting, hover, definition, completion "
+                   "and quick fixes. An editor starts it; see the README's Editors section.")
 
     p = sub.add_parser("reshard", help="rewrite a checkpoint as an Orbax checkpoint in a "
                                        "plan's layout")
@@ -132,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", metavar="N",
                    help="simulated CPU devices (default: the plan's fixed device count)")
     _common(p)
+
+    p = sub.add_parser("rule", help="what a diagnostic code means: why, an example, the fix")
+    p.add_argument("code", metavar="CODE", nargs="?")
+
+    from planc.cli.help_texts import document
+
+    document(parser)
     return parser
 
 
@@ -151,6 +207,11 @@ def _command(name: str):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `planc` console script and of `python -m planc`."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        # From here on Ctrl-C is KeyboardInterrupt, caught below (see planc/__init__.py).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     args = build_parser().parse_args(argv)
     try:
         return _command(args.command)(args)

@@ -24,13 +24,15 @@ def run(args) -> int:
 
     defines = parse_defines(args.defines)
     counts = parse_devices(args.devices)
+    if getattr(args, "output", None) and (args.format != "json" or args.var is not None):
+        raise UsageError("explain -o writes the JSON table: add --format json (without --var)")
     if len(counts) > 1:
         raise UsageError(f"explain takes one device count, got `{args.devices}`; "
                          "use `planc lint --devices` to check several")
     devices = counts[0] if counts else None
     plan, found, sources = load(args.plan, defines, args.allow_include_outside)
-    if plan is None:
-        emit_diagnostics(found, sources, args)
+    if plan is None:  # on stdout: -o names the document, which a broken plan has none of
+        emit_diagnostics(found, sources, args, to_file=False)
         return exit_code(found)
     variables = load_model(args.model)
     var = _find(variables, args.var) if args.var is not None else None
@@ -54,7 +56,7 @@ def run(args) -> int:
     diags = sorted(list(found) + list(report.diagnostics), key=Diagnostic.sort_key)
     if args.format == "json":
         doc = document(plan, report, diags, report.variable_dicts())
-        _write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        _write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", args)
         return exit_code(diags)
     # A blank line between the summary and the diagnostics.
     _write(variables_text(plan, report, color) + ("\n" if diags else ""))
@@ -63,7 +65,16 @@ def run(args) -> int:
     return exit_code(diags)
 
 
-def _write(text: str) -> None:
+def _write(text: str, args=None) -> None:
+    output = getattr(args, "output", None)
+    if output:  # the JSON document (a golden for `planc lint --golden`), whole or not at all
+        from planc.fileio import atomic_write
+
+        try:
+            atomic_write(output, text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+        return
     # Flushed before the diagnostics, which may go to the same terminal another way.
     sys.stdout.write(text)
     sys.stdout.flush()

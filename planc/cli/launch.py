@@ -4,8 +4,10 @@ as one JAX cluster."""
 from __future__ import annotations
 
 import math
+import sys
 
 from planc.cli.common import UsageError
+from planc.diagnostics.text import visible
 from planc.multihost.launch import MAX_PROCESSES, LaunchError, launch
 
 
@@ -13,7 +15,8 @@ def run(args) -> int:
     """`planc launch` from its parsed arguments; the exit code.
 
     `args` has `processes`, `devices_per_process`, `timeout` and `cmd` (what follows
-    `--`). A bad value is a `UsageError` (exit 2).
+    `--`). A bad value is a `UsageError` (exit 2); a command that cannot be run exits
+    127 (not found) or 126 (not executable), as in a shell.
     """
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":
@@ -32,5 +35,6 @@ def run(args) -> int:
         raise UsageError(f"--timeout must be a positive number of seconds, got {timeout:g}")
     try:
         return launch(cmd, args.processes, args.devices_per_process, timeout)
-    except LaunchError as exc:
-        raise UsageError(str(exc)) from None
+    except LaunchError as exc:  # as a shell says it, with the shell's exit code
+        print(f"planc launch: {visible(str(exc))}", file=sys.stderr)
+        return exc.exit_code

@@ -31,7 +31,14 @@ class Diagnostic:
     """One problem: `code`, `severity`, `message`, where it is, and how to fix it.
 
     `variable` and `rule` are set when the problem concerns a model variable or a rule,
-    so machine-readable output can carry them as fields.
+    so machine-readable output can carry them as fields. `devices` is the device count
+    the problem holds at, a tuple of counts when it holds at several of those checked
+    (`planc lint --devices 8,64,512`), or None when it does not depend on the count.
+    `file` names the plan a problem with no span is about (a `-D` given for it).
+
+    >>> d = error("P201", "4 devices do not fit", None, devices=(64, 512))
+    >>> d.device_counts, d.devices_text
+    ((64, 512), '64, 512')
     """
 
     code: str
@@ -43,16 +50,37 @@ class Diagnostic:
     help: tuple[str, ...] = ()
     variable: str | None = None
     rule: str | None = None
-    devices: int | None = None
+    devices: int | tuple[int, ...] | None = None
+    file: str | None = None
+    # Every variable a diagnostic grouped over many stands for (`variable` is the first):
+    # `explain` marks each one's row.
+    variables: tuple[str, ...] = ()
 
     @property
     def is_error(self) -> bool:
         return self.severity is Severity.ERROR
 
+    @property
+    def device_counts(self) -> tuple[int, ...]:
+        """The device counts the problem holds at; () when it does not depend on one."""
+        d = self.devices
+        return () if d is None else (d,) if isinstance(d, int) else tuple(d)
+
+    @property
+    def devices_text(self) -> str:
+        """The counts as a person reads them: `8` or `64, 512`."""
+        return ", ".join(map(str, self.device_counts))
+
+    @property
+    def where(self) -> str | None:
+        """The file the problem is in or about, if any."""
+        return self.span.file if self.span else self.file
+
     def sort_key(self) -> tuple:
         s = self.span
-        where = (s.file, s.line, s.column) if s else ("", 0, 0)
-        return (self.devices or 0, *where, self.code, self.variable or "", self.message)
+        where = (s.file, s.line, s.column) if s else (self.file or "", 0, 0)
+        return (self.device_counts or (0,), *where, self.code, self.variable or "",
+                self.message)
 
 
 def error(code: str, message: str, span: Span | None, **kw) -> Diagnostic:

@@ -53,14 +53,17 @@ def _render_one(d: Diagnostic, sources) -> list[tuple[str, str]]:
     head = f"{d.severity.value}[{d.code}]"
     out.append((head, _STYLE[d.severity]))
     out.append((f": {visible(d.message)}\n", "bold"))
-    spans = ([Label(d.span, d.label)] if d.span else []) + list(d.secondary)
+    # Secondary spans in source order, as a reader scans the file; the primary first.
+    secondary = sorted(d.secondary, key=lambda l: (l.span.file, l.span.line, l.span.column))
+    spans = ([Label(d.span, d.label)] if d.span else []) + secondary
     gutter = max((len(str(l.span.line)) for l in spans), default=1)
     pad = " " * gutter
     if d.span:
         out.append((f"{pad}--> ", "blue"))
         out.append((f"{visible(d.span.file)}:{d.span.line}:{d.span.column}\n", ""))
-    elif d.devices is None and not spans:
-        pass
+    elif d.file:
+        out.append((f"{pad}--> ", "blue"))
+        out.append((f"{visible(d.file)}\n", ""))
     shown_file = d.span.file if d.span else None
     for i, label in enumerate(spans):
         s = label.span
@@ -72,7 +75,7 @@ def _render_one(d: Diagnostic, sources) -> list[tuple[str, str]]:
                         primary=(i == 0 and d.span is not None), severity=d.severity)
     if d.devices is not None:
         out.append((f"{pad} = ", "blue"))
-        out.append((f"with {d.devices} devices\n", ""))
+        out.append((f"with {d.devices_text} devices\n", ""))
     for h in d.help:
         out.append((f"{pad} = ", "blue"))
         out.append(("help", "bold"))

@@ -2,9 +2,11 @@
 
 `initialize(plan)` reads where the cluster is (the plan's `cluster { ... }` block, else the
 Keras convention `KERAS_DISTRIBUTION_JOB_ADDRESSES`, `KERAS_DISTRIBUTION_NUM_PROCESSES`,
-`KERAS_DISTRIBUTION_PROCESS_ID`), checks it, and starts the runtime once. With nothing
-set it is a single process and nothing is started, so the same program runs unchanged on
-a laptop, under `planc launch`, and on a pod.
+`KERAS_DISTRIBUTION_PROCESS_ID`, else the launcher JAX detects: Slurm, Open MPI, GKE,
+Kubernetes, which JAX then reads itself), runs the preflight checks, and starts the
+runtime once. With nothing set it is a single process and nothing is started, so the
+same program runs unchanged on a laptop, under `planc launch`, `srun`, `mpirun` and on
+a pod.
 
 Every failure is a `ClusterError` with a one-line message: a bad setting, a coordinator
 that cannot be reached within the timeout, a runtime started after JAX was already used.
@@ -21,9 +23,13 @@ import threading
 import time
 from dataclasses import dataclass
 
+from planc.multihost import environments
+from planc.multihost.spec import ClusterError, ClusterSpec, parse_address
+
 JOB_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
 PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
+JAX_COORDINATOR_ADDRESS = "JAX_COORDINATOR_ADDRESS"  # read by jax.distributed.initialize
 
 DEFAULT_TIMEOUT = 300.0  # seconds; JAX's own default for `initialization_timeout`
 
@@ -36,37 +42,6 @@ _lock = threading.Lock()
 _started: "ClusterSpec | None" = None
 
 
-class ClusterError(Exception):
-    """The cluster cannot start: a bad setting, an unreachable coordinator, a late call.
-
-    `str(error)` is one line that says what is wrong and where the value came from.
-    """
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    """Where this process sits in the cluster.
-
-    `coordinator` is `host:port` of process 0's coordination service (None for a single
-    process); `source` says where the settings were read from.
-    """
-
-    coordinator: str | None
-    processes: int
-    process_id: int
-    source: str = "default"
-
-    @property
-    def multi_process(self) -> bool:
-        return self.processes > 1
-
-    def __str__(self) -> str:
-        if not self.multi_process:
-            return "single process"
-        where = f", coordinator {self.coordinator}" if self.coordinator else ""
-        return f"process {self.process_id} of {self.processes}{where} (from {self.source})"
-
-
 @dataclass(frozen=True)
 class _Value:
     value: object
@@ -77,7 +52,7 @@ def _plan_value(setting, key: str, environ) -> tuple[_Value | None, _Value | Non
     """A `cluster` block setting read now: `(value, fallback)`.
 
     `value` is a literal, or the `env(...)` variable when it is set; `fallback` is the
-    `env(...)` default, used only when no Keras convention variable is set either.
+    `env(...)` default, used only when nothing else gives the setting.
     """
     if setting is None:
         return None, None
@@ -91,7 +66,8 @@ def _plan_value(setting, key: str, environ) -> tuple[_Value | None, _Value | Non
         value = setting.read(environ)
     except ValueError:
         raise ClusterError(f"cluster setting `{key}` must be an integer, but env "
-                           f"{setting.env}={environ[setting.env]!r} ({where})") from None
+                           f"{setting.env}={environ[setting.env]!r} ({where})",
+                           fix=f"set {setting.env} to a whole number") from None
     return (None if value is None else _Value(value, origin)), None
 
 
@@ -109,90 +85,133 @@ def _integer(key: str, v: _Value) -> int:
             value = int(value.strip())
         except ValueError:
             raise ClusterError(f"cluster setting `{key}` must be an integer, "
-                               f"got {v.value!r} (from {v.origin})") from None
+                               f"got {v.value!r} (from {v.origin})",
+                               fix="give a whole number") from None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ClusterError(f"cluster setting `{key}` must be an integer, "
-                           f"got {v.value!r} (from {v.origin})")
+                           f"got {v.value!r} (from {v.origin})", fix="give a whole number")
     return value
 
 
-def parse_address(text: str, origin: str = "coordinator") -> tuple[str, int]:
-    """`(host, port)` from `host:port` or `[v6]:port`; ClusterError if malformed."""
-    text = text.strip()
-    host, sep, port = text.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if (not sep or not host or not port.isdigit() or not 0 < int(port) < 65536
-            or any(c.isspace() for c in text) or "/" in text):
-        raise ClusterError(f"coordinator address must be HOST:PORT with a port in 1..65535, "
-                           f"got {text!r} (from {origin})")
-    return host, int(port)
+def _environment(block, environ) -> environments.Environment | None:
+    """The launcher this process runs under, as the plan's `detect` asks; None if none."""
+    method = getattr(block, "detect", "auto") if block is not None else "auto"
+    try:
+        env = environments.detect(environ, method)
+    except environments.LauncherVariableError as exc:
+        raise ClusterError(f"cannot read {exc.variable}={exc.value!r}: {exc.problem}",
+                           code=exc.code, fix=exc.fix) from None
+    if env is None and method not in ("auto", "none"):
+        title = environments.TITLES.get(method, method)
+        raise ClusterError(f"the plan's cluster block says detect = {method!r}, but this "
+                           f"process was not started by {title}",
+                           code="P613", fix=f"start it under {title}, or write "
+                           "`cluster auto` to take whatever launcher is present")
+    return env
 
 
 def cluster_spec(plan=None, environ=None) -> ClusterSpec:
     """Read and check where this process sits in the cluster, starting nothing.
 
-    Each setting is, in this order: the `cluster` block's literal or the variable its
-    `env("NAME", default)` names, when set in `environ`; the Keras convention variable;
-    the `env(...)` default. So one plan serves a scheduler (which sets NAME), `planc
-    launch` (which sets the Keras variables) and a laptop (neither: the defaults). With
-    no setting at all the result is a single process.
+    Each setting is, first found: the `cluster` block's literal or the variable its
+    `env("NAME", default)` names, when set in `environ`; the Keras convention variable
+    (for the coordinator, then `JAX_COORDINATOR_ADDRESS`); the launcher JAX detects
+    (Slurm, Open MPI, ...; not with `detect = "none"`); the `env(...)` default. So one
+    plan serves a scheduler, `planc launch` and a laptop. With no setting at all the
+    result is a single process.
+
+        >>> cluster_spec(None, environ={}).multi_process
+        False
     """
     environ = os.environ if environ is None else environ
     block = getattr(getattr(plan, "ir", plan), "cluster", None) if plan is not None else None
-    values = {}
+    env = _environment(block, environ)
+    found = {"coordinator": env and env.coordinator, "processes": env and env.processes,
+             "process_id": env and env.process_id}
+    values, detected = {}, []
     for key, var in (("coordinator", JOB_ADDRESSES), ("processes", NUM_PROCESSES),
                      ("process_id", PROCESS_ID)):
         v, fallback = (_plan_value(getattr(block, key), key, environ) if block is not None
                        else (None, None))
-        values[key] = v or _env_value(var, environ) or fallback
+        v = v or _env_value(var, environ)
+        if v is None and key == "coordinator":
+            v = _env_value(JAX_COORDINATOR_ADDRESS, environ)
+        if v is None and found[key] is not None:
+            v = _Value(found[key], env.title)
+            detected.append(key)
+        values[key] = v or fallback
+    launched = env is not None and env.name == "launch"
+    if launched:
+        env = None  # planc launch's own variables say everything
+    if env is not None and env.processes is None:
+        detected.extend(k for k in ("processes", "process_id", "coordinator")
+                        if values[k] is None)
     given = [k for k, v in values.items() if v is not None]
-    if not given:
+    if not given and env is None:
         return ClusterSpec(None, 1, 0)
-    sources = sorted({v.origin.split(" (")[0] if v.origin.startswith("env ") else "plan"
+    sources = sorted({v.origin.split(" (")[0] if v.origin.startswith("env ") else
+                      (v.origin if env is not None and v.origin == env.title else "plan")
                       for v in values.values() if v is not None})
+    if env is not None and env.title not in sources:
+        sources.append(env.title)
     source = ", ".join(sources)
+    method = env.jax_method if env is not None else None
+    if getattr(block, "detect", "auto") == "none":
+        method = "deactivate"  # JAX's word for: search no launcher at all
+    name = env.name if env is not None else ("launch" if launched else None)
 
     processes = _integer("processes", values["processes"]) if values["processes"] else None
     if processes is not None and processes < 1:
         raise ClusterError(f"cluster setting `processes` must be at least 1, got {processes} "
-                           f"(from {values['processes'].origin})")
+                           f"(from {values['processes'].origin})", fix="give 1 or more")
     coordinator = None
     if values["coordinator"] is not None:
         v = values["coordinator"]
         if not isinstance(v.value, str):
             raise ClusterError(f"coordinator address must be a string HOST:PORT, got {v.value!r} "
-                               f"(from {v.origin})")
+                               f"(from {v.origin})", fix='write it as "10.0.0.1:8476"')
         addresses = [a.strip() for a in v.value.split(",")]
         for a in addresses:
             parse_address(a, v.origin)
         if len(addresses) > 1 and processes is not None and len(addresses) != processes:
             raise ClusterError(f"{len(addresses)} job addresses for {processes} processes "
                                f"(from {v.origin} and {values['processes'].origin}): "
-                               "give one address per process, the coordinator first")
+                               "give one address per process, the coordinator first",
+                               fix="list every process's address, or only the coordinator's")
         if processes is None and len(addresses) > 1:
             processes = len(addresses)
         coordinator = addresses[0]
     if processes is None:
+        if env is not None:  # only JAX can ask this environment
+            return ClusterSpec(coordinator, None, None, source, name, tuple(detected), method)
         raise ClusterError(f"cluster setting `processes` is missing (set it in the plan's "
                            f"cluster block or {NUM_PROCESSES}); found only "
-                           + ", ".join(f"`{k}`" for k in given))
+                           + ", ".join(f"`{k}`" for k in given),
+                           fix=f"set {NUM_PROCESSES}, or start under a launcher JAX knows")
     if values["process_id"] is None:
         if processes == 1:
             process_id = 0
+        elif env is not None:
+            return ClusterSpec(coordinator, processes, None, source, name, tuple(detected),
+                               method)
         else:
             raise ClusterError(f"cluster setting `process_id` is missing for {processes} "
-                               f"processes (set it in the plan's cluster block or {PROCESS_ID})")
+                               f"processes (set it in the plan's cluster block or {PROCESS_ID})",
+                               fix=f"set {PROCESS_ID} to 0..{processes - 1}, one per process")
     else:
         process_id = _integer("process_id", values["process_id"])
         if not 0 <= process_id < processes:
             raise ClusterError(f"cluster setting `process_id` must be in 0..{processes - 1} "
                                f"for {processes} processes, got {process_id} "
-                               f"(from {values['process_id'].origin})")
-    if processes > 1 and coordinator is None:
+                               f"(from {values['process_id'].origin})",
+                               fix=f"give each process its own id in 0..{processes - 1}")
+    if processes > 1 and coordinator is None and env is None:
         raise ClusterError(f"cluster setting `coordinator` is missing for {processes} processes "
-                           f"(set it in the plan's cluster block or {JOB_ADDRESSES})")
-    return ClusterSpec(coordinator if processes > 1 else None, processes, process_id, source)
+                           f"(set it in the plan's cluster block or {JOB_ADDRESSES})",
+                           fix=f"set {JOB_ADDRESSES} to process 0's HOST:PORT")
+    if processes == 1:
+        return ClusterSpec(None, 1, 0, source, name)
+    return ClusterSpec(coordinator, processes, process_id, source, name, tuple(detected), method)
 
 
 def _wait_for_coordinator(spec: ClusterSpec, deadline: float, timeout: float) -> None:
@@ -208,7 +227,9 @@ def _wait_for_coordinator(spec: ClusterSpec, deadline: float, timeout: float) ->
         if remaining <= 0:
             raise ClusterError(f"cannot reach the coordinator at {spec.coordinator} within "
                                f"{timeout:g} s ({last}); process {spec.process_id} of "
-                               f"{spec.processes}: is process 0 running?")
+                               f"{spec.processes}: is process 0 running?", code="P602",
+                               fix="start process 0 first, check the address and that no "
+                               "firewall blocks the port, or raise the timeout")
         try:
             with socket.create_connection((host, port), timeout=min(1.0, remaining)):
                 return
@@ -230,7 +251,8 @@ def _start_watchdog(spec: ClusterSpec, seconds: float, timeout: float) -> thread
         if not done.wait(max(seconds, 0.0)):
             sys.stderr.write(f"planc: cluster error: the cluster did not form within "
                              f"{timeout:g} s (process {spec.process_id} of {spec.processes}, "
-                             f"coordinator {spec.coordinator}): not every process joined\n")
+                             f"coordinator {spec.coordinator}): not every process joined "
+                             "[P604]\n")
             sys.stderr.flush()
             os._exit(1)
 
@@ -249,33 +271,52 @@ def _keras_in_use() -> bool:
         return False
 
 
+def jax_arguments(spec: ClusterSpec, jax_timeout: int) -> dict:
+    """The keyword arguments of `jax.distributed.initialize` for `spec`.
+
+    A setting the launcher gives is passed as None, so JAX reads it with its own
+    detection; `cluster_detection_method` names the launcher when the plan does
+    (`"deactivate"` for `detect = "none"`).
+
+        >>> jax_arguments(ClusterSpec("h:1", 2, 1, "slurm", "slurm", ("process_id",)), 30)
+        {'coordinator_address': 'h:1', 'num_processes': 2, 'process_id': None, 'initialization_timeout': 30}
+    """
+    kwargs = {"coordinator_address": None if "coordinator" in spec.detected else spec.coordinator,
+              "num_processes": None if "processes" in spec.detected else spec.processes,
+              "process_id": None if "process_id" in spec.detected else spec.process_id,
+              "initialization_timeout": jax_timeout}
+    if spec.jax_method is not None and (spec.detected or spec.jax_method == "deactivate"):
+        kwargs["cluster_detection_method"] = spec.jax_method
+    return kwargs
+
+
 def _start_runtime(spec: ClusterSpec, jax_timeout: int) -> None:
     import jax
 
     # Cross-process collectives on the CPU need an implementation; leave one the user chose.
     if jax.config.jax_cpu_collectives_implementation in (None, "", "none"):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    kwargs = jax_arguments(spec, jax_timeout)
     if _keras_in_use():
         import functools
 
         import keras
 
-        # keras.distribution.initialize takes no timeout; it calls
-        # jax.distributed.initialize, so the timeout rides on that call. Going through
-        # Keras sets up its shared random seed across processes too.
+        # keras.distribution.initialize takes no timeout nor detection method; it calls
+        # jax.distributed.initialize, so they ride on that call. Going through Keras
+        # sets up its shared random seed across processes too.
         original = jax.distributed.initialize
-        jax.distributed.initialize = functools.partial(original,
-                                                       initialization_timeout=jax_timeout)
+        extra = {k: kwargs.pop(k) for k in ("initialization_timeout", "cluster_detection_method")
+                 if k in kwargs}
+        jax.distributed.initialize = functools.partial(original, **extra)
         try:
-            keras.distribution.initialize(job_addresses=spec.coordinator,
-                                          num_processes=spec.processes,
-                                          process_id=spec.process_id)
+            keras.distribution.initialize(job_addresses=kwargs["coordinator_address"],
+                                          num_processes=kwargs["num_processes"],
+                                          process_id=kwargs["process_id"])
         finally:
             jax.distributed.initialize = original
     else:
-        jax.distributed.initialize(coordinator_address=spec.coordinator,
-                                   num_processes=spec.processes, process_id=spec.process_id,
-                                   initialization_timeout=jax_timeout)
+        jax.distributed.initialize(**kwargs)
 
 
 def _exit_on_uncaught_exception() -> None:
@@ -302,31 +343,50 @@ def _exit_on_uncaught_exception() -> None:
     sys.excepthook = hook
 
 
+def _announce(spec: ClusterSpec) -> None:
+    """One line on stderr when a launcher was found: which, and what was read from it."""
+    if spec.environment is None:
+        return
+    env = environments.detect(os.environ, spec.environment)
+    found = env.describe() if env is not None else spec.environment
+    sys.stderr.write(f"planc: cluster: {found}: {spec}\n")
+    sys.stderr.flush()
+
+
 def initialize(plan=None, timeout: float | None = None) -> ClusterSpec:
     """Start the JAX distributed runtime for `plan`, once; return where this process sits.
 
     The settings come from the plan's `cluster` block (its `env(...)` values read now),
     else from `KERAS_DISTRIBUTION_JOB_ADDRESSES` (comma-separated, the coordinator first),
-    `KERAS_DISTRIBUTION_NUM_PROCESSES` and `KERAS_DISTRIBUTION_PROCESS_ID`. With none
-    set, or one process, nothing is started. A second call returns the running
-    cluster and does nothing. Call it first thing, before any JAX computation.
+    `KERAS_DISTRIBUTION_NUM_PROCESSES` and `KERAS_DISTRIBUTION_PROCESS_ID`, else from the
+    launcher JAX detects (Slurm, Open MPI, GKE, Kubernetes: `cluster auto`, also the
+    default), which JAX then reads itself. With none set, or one process, nothing is
+    started. A second call returns the running cluster and does nothing. Call it first
+    thing, before any JAX computation.
 
-    When Keras (on JAX) is imported the runtime starts through
-    `keras.distribution.initialize`, which also gives every process the same random
-    seed. On the CPU, cross-process collectives use gloo.
+    The preflight checks of `planc cluster` run first (`planc.multihost.preflight`); an
+    error among them raises `ClusterError` with its code. When Keras (on JAX) is imported
+    the runtime starts through `keras.distribution.initialize`, which also gives every
+    process the same random seed. On the CPU, cross-process collectives use gloo.
 
     `timeout` (seconds, default 300) bounds the whole start-up. A coordinator that
     cannot be reached raises `ClusterError` within it; a cluster whose other processes
     never join ends this process with a one-line message at that time (JAX cannot
     recover from it). After a multi-process start, an uncaught exception ends the
     process at once instead of waiting for the others at exit.
+
+        >>> initialize(None, timeout=0)
+        Traceback (most recent call last):
+        ...
+        planc.multihost.spec.ClusterError: timeout must be a positive number of seconds, got 0
     """
     global _started
     if timeout is None:
         timeout = DEFAULT_TIMEOUT
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 \
             or math.isinf(timeout) or math.isnan(timeout):
-        raise ClusterError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        raise ClusterError(f"timeout must be a positive number of seconds, got {timeout!r}",
+                           fix="give a number of seconds, e.g. timeout=300")
     with _lock:
         if _started is not None:
             return _started
@@ -334,11 +394,21 @@ def initialize(plan=None, timeout: float | None = None) -> ClusterSpec:
         if running is not None:
             _started = running
             return running
-        spec = cluster_spec(plan)
+        ir = getattr(plan, "ir", plan)
+        spec = cluster_spec(ir)
         if not spec.multi_process:
             return spec
+        from planc.multihost import preflight
+
         deadline = time.monotonic() + timeout
-        if spec.process_id != 0:
+        problems = [d for d in preflight.check(spec, ir, os.environ, deadline=deadline)
+                    if d.is_error]
+        if problems:
+            first = problems[0]
+            raise ClusterError(first.message, code=first.code,
+                               fix=first.help[0] if first.help else "")
+        _announce(spec)
+        if spec.process_id not in (0, None) and spec.coordinator is not None:
             _wait_for_coordinator(spec, deadline, timeout)
         remaining = deadline - time.monotonic()
         done = _start_watchdog(spec, remaining, timeout)
@@ -347,12 +417,30 @@ def initialize(plan=None, timeout: float | None = None) -> ClusterSpec:
         except ClusterError:
             raise
         except Exception as exc:
-            raise ClusterError(_runtime_message(spec, exc)) from None
+            raise _runtime_error(spec, exc) from None
         finally:
             done.set()
         _exit_on_uncaught_exception()
-        _started = spec
-        return spec
+        _started = _joined(spec)
+        problem = preflight.device_problem(ir, _global_devices())
+        if problem is not None:
+            raise ClusterError(problem.message, code=problem.code, fix=problem.help[0])
+        return _started
+
+
+def _global_devices() -> int:
+    import jax
+
+    return jax.device_count()
+
+
+def _joined(spec: ClusterSpec) -> ClusterSpec:
+    """`spec` with what only JAX knew (the count and id, under Kubernetes or a TPU VM)."""
+    import jax
+
+    return ClusterSpec(spec.coordinator, jax.process_count(),
+                       jax.process_index(), spec.source, spec.environment, spec.detected,
+                       spec.jax_method)
 
 
 def _running_cluster() -> ClusterSpec | None:
@@ -364,12 +452,15 @@ def _running_cluster() -> ClusterSpec | None:
     return ClusterSpec(None, jax.process_count(), jax.process_index(), "already running")
 
 
-def _runtime_message(spec: ClusterSpec, exc: Exception) -> str:
+def _runtime_error(spec: ClusterSpec, exc: Exception) -> ClusterError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "must be called before" in text:
-        return ("initialize() must run before any JAX computation (including jax.devices()): "
-                "call plan.initialize() first thing in the program")
-    if "Failed to start RPC server" in text:
-        return (f"cannot start the coordinator on {spec.coordinator}: the port is in use "
-                "or the address is not this machine's")
-    return f"cannot start the cluster ({spec}): {text}"
+        return ClusterError("initialize() must run before any JAX computation (including "
+                            "jax.devices()): call plan.initialize() first thing in the program",
+                            code="P605", fix="move plan.initialize() above every JAX call")
+    if "Failed to start RPC server" in text or "Address already in use" in text:
+        return ClusterError(f"cannot start the coordinator on {spec.coordinator}: the port is "
+                            "in use or the address is not this machine's", code="P603",
+                            fix="choose a free port (JAX_COORDINATOR_PORT under a launcher)")
+    return ClusterError(f"cannot start the cluster ({spec}): {text}", code="P614",
+                        fix="read the message above; `planc cluster` shows what was found")

@@ -2,20 +2,26 @@
 
     planc launch -n 2 --devices-per-process 4 -- python train.py
 
-starts N copies of the command, each told where it sits in the cluster the way Keras
-and `planc.multihost.cluster.initialize` read it (`KERAS_DISTRIBUTION_JOB_ADDRESSES` with a
-coordinator on a free loopback port, `KERAS_DISTRIBUTION_NUM_PROCESSES`,
-`KERAS_DISTRIBUTION_PROCESS_ID`) with K simulated CPU devices each. Their output is
-streamed line by line, prefixed by process id. The first process that fails stops the
-others, and its exit code is the launch's. No process outlives the launch: each one
-leads its own process group, and the whole group is stopped.
+starts N copies of the command, each told where it sits in the cluster the way Keras,
+`planc.multihost.cluster.initialize` and a plain `jax.distributed.initialize()` read it
+(`KERAS_DISTRIBUTION_*`, `JAX_COORDINATOR_ADDRESS` on a free loopback port, and the
+count and id as a one-node Slurm step presents them, which JAX detects) with K simulated
+CPU devices each. Their output is streamed line by line, prefixed by process id (a line
+longer than `MAX_LINE` characters is cut, so memory stays bounded). The first process
+that fails stops the others, and its exit code is the launch's. No process outlives the
+launch: each leads its own process group, and every process started carries a mark in
+its environment that a guard process sweeps for even when the launcher is killed
+(`planc.multihost.sweep`).
 
 Nothing here imports jax.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,23 +29,78 @@ import sys
 import threading
 import time
 
-from planc.multihost.cluster import JOB_ADDRESSES, NUM_PROCESSES, PROCESS_ID
+from planc.multihost import sweep
+from planc.multihost.cluster import (JAX_COORDINATOR_ADDRESS, JOB_ADDRESSES, NUM_PROCESSES,
+                                     PROCESS_ID)
 
 GRACE = 3.0  # seconds between SIGTERM and SIGKILL (JAX catches SIGTERM as a preemption notice)
 EXIT_TIMEOUT = 124  # as timeout(1)
+EXIT_NOT_EXECUTABLE = 126  # as a shell
+EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 MAX_PROCESSES = 256
+MAX_LINE = 1 << 20  # characters of one output line held before it is cut
+_CHUNK = 1 << 16
 _POLL = 0.05
 _DEVICE_FLAG = "--xla_force_host_platform_device_count"
+# Signals that end the launch; each stops every process, and the exit code is 128 + N.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# Launchers JAX searches before Slurm; their variables, inherited from an outer job,
+# would make a launched program join that job instead of this rehearsal.
+_OUTER_LAUNCHER = ("OMPI_MCA_orte_hnp_uri",)
 
 
 class LaunchError(Exception):
-    """The command cannot be started (not found, not executable); nothing is left running."""
+    """The command cannot be started (not found, not executable); nothing is left running.
+
+    `exit_code` is what a shell returns for it: 127 not found, 126 not executable.
+    """
+
+    def __init__(self, message: str, exit_code: int = EXIT_NOT_FOUND):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
-class _Terminated(Exception):
-    """planc launch itself received SIGTERM."""
+class _Stopped(Exception):
+    """planc launch itself received one of `STOP_SIGNALS`."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Signals:
+    """The stop signals, caught from the launch's first instruction to its last.
+
+    The first one raises `_Stopped` where the launcher is; any later one, or one that
+    arrives while the launch is already ending, only asks to hurry (no grace): cleanup
+    is never interrupted, so it never ends in a traceback.
+    """
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.closing = False
+        self.previous: dict[int, object] = {}
+
+    def handle(self, signum, frame):
+        if self.signum is None and not self.closing:
+            self.signum = signum
+            raise _Stopped(signum)
+        self.signum = self.signum or signum
+
+    @property
+    def hurry(self) -> bool:
+        return self.signum is not None
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self.previous[sig] = signal.signal(sig, self.handle)
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
 
 def xla_flags(existing: str | None, devices: int) -> str:
@@ -60,12 +121,28 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def child_environ(base: dict, *, processes: int, process_id: int, devices: int,
-                  coordinator: str) -> dict:
-    """The environment of process `process_id` of a local cluster."""
-    env = dict(base)
+                  coordinator: str, token: str = "") -> dict:
+    """The environment of process `process_id` of a local cluster.
+
+        >>> env = child_environ({}, processes=2, process_id=1, devices=4,
+        ...                     coordinator="127.0.0.1:9999")
+        >>> env["JAX_COORDINATOR_ADDRESS"], env["SLURM_NTASKS"], env["SLURM_PROCID"]
+        ('127.0.0.1:9999', '2', '1')
+    """
+    env = {k: v for k, v in base.items() if k not in _OUTER_LAUNCHER}
     env[JOB_ADDRESSES] = coordinator
     env[NUM_PROCESSES] = str(processes)
     env[PROCESS_ID] = str(process_id)
+    env[JAX_COORDINATOR_ADDRESS] = coordinator
+    # A plain jax.distributed.initialize() reads the count and the id only from a
+    # launcher it knows: this is a one-node Slurm step as srun describes one.
+    env.update({"SLURM_JOB_ID": str(int(coordinator.rsplit(":", 1)[1])),
+                "SLURM_NTASKS": str(processes), "SLURM_PROCID": str(process_id),
+                "SLURM_LOCALID": str(process_id), "SLURM_NODEID": "0",
+                "SLURM_STEP_NODELIST": "localhost", "SLURM_JOB_NODELIST": "localhost",
+                "SLURM_STEP_NUM_NODES": "1", "SLURM_NNODES": "1",
+                "SLURM_STEP_NUM_TASKS": str(processes)})
+    env[sweep.MARK] = token or "1"
     # JAX's coordinator otherwise listens on every interface; a rehearsal stays on loopback.
     env["JAX_COORDINATOR_BIND_ADDRESS"] = coordinator
     env["XLA_FLAGS"] = xla_flags(env.get("XLA_FLAGS"), devices)
@@ -92,10 +169,16 @@ def _exit_status(code: int) -> int:
 
 
 class _Output:
-    """Copies child pipes to our streams a whole line at a time, prefixed by process id."""
+    """Copies child pipes to our streams a whole line at a time, prefixed by process id.
 
-    def __init__(self, width: int):
+    A line is held until its newline, but never more than `max_line` characters of it:
+    past that the held part goes out as a line of its own, so a child that never ends
+    its line cannot make the launcher hold the whole of it.
+    """
+
+    def __init__(self, width: int, max_line: int = MAX_LINE):
         self.width = width
+        self.max_line = max_line
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
 
@@ -106,20 +189,36 @@ class _Output:
         self.threads.append(t)
 
     def _copy(self, pipe, prefix: str, stream) -> None:
-        broken = False
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        held, broken = "", False
         with pipe:
-            for raw in iter(pipe.readline, b""):
-                if broken:
-                    continue  # keep draining so the child never blocks on a full pipe
-                text = raw.decode("utf-8", errors="replace")
-                if not text.endswith("\n"):
-                    text += "\n"
-                with self.lock:
-                    try:
-                        stream.write(prefix + text)
-                        stream.flush()
-                    except (BrokenPipeError, ValueError):
-                        broken = True
+            fd = pipe.fileno()
+            while True:
+                try:
+                    chunk = os.read(fd, _CHUNK)
+                except OSError:
+                    chunk = b""
+                held += decoder.decode(chunk, final=not chunk)
+                lines = []
+                if "\n" in held:
+                    *whole, held = held.split("\n")
+                    lines = whole
+                while len(held) >= self.max_line:
+                    lines.append(held[:self.max_line])
+                    held = held[self.max_line:]
+                if not chunk and held:
+                    lines.append(held)
+                    held = ""
+                if lines and not broken:  # after a broken pipe: keep draining, write nothing
+                    text = "".join(f"{prefix}{line}\n" for line in lines)
+                    with self.lock:
+                        try:
+                            stream.write(text)
+                            stream.flush()
+                        except (BrokenPipeError, ValueError):
+                            broken = True
+                if not chunk:
+                    return
 
     def join(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -130,8 +229,10 @@ class _Output:
 class _Group:
     """The launched processes, each the leader of its own process group."""
 
-    def __init__(self):
+    def __init__(self, signals: _Signals, token: str):
         self.procs: list[subprocess.Popen] = []
+        self.signals = signals
+        self.token = token
 
     def signal_all(self, sig: int, only_running: bool = True) -> None:
         for p in self.procs:
@@ -150,52 +251,39 @@ class _Group:
         self.signal_all(signal.SIGTERM)
         end = time.monotonic() + grace
         try:
-            while self.running() and time.monotonic() < end:
+            while self.running() and time.monotonic() < end and not self.signals.hurry:
                 time.sleep(_POLL)
-        except (KeyboardInterrupt, _Terminated):
+        except _Stopped:
             pass  # asked again: no more grace
         self.kill()
 
     def kill(self) -> None:
-        """SIGKILL every group, and wait (briefly) until no member of any is left."""
+        """SIGKILL every group and every marked process; wait until none is left."""
         # Also reaches what a finished leader left behind in its group.
         self.signal_all(signal.SIGKILL, only_running=False)
+        # ...and what left its group (setsid) or was started before its leader was known.
+        sweep.kill_marked(self.token)
         for p in self.procs:
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:  # stuck in the kernel; nothing more to do
                 pass
-        end = time.monotonic() + 5.0
-        groups = {p.pid for p in self.procs}
-        while groups and time.monotonic() < end:
-            groups = {g for g in groups if _group_alive(g)}
-            if groups:
-                time.sleep(_POLL)
+        sweep.kill_marked(self.token)
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether process group `pgid` has a member that is not a zombie."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:  # no procfs: ask the kernel, which counts zombies too
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state, ppid, pgrp, ...
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
+def _check_command(cmd: list[str], environ) -> None:
+    """LaunchError (127 / 126, as a shell) before anything starts, if `cmd` cannot run."""
+    program = cmd[0]
+    if "/" in program:
+        path = program
+    else:
+        path = shutil.which(program, path=environ.get("PATH", os.defpath))
+        if path is None:
+            raise LaunchError(f"cannot run `{program}`: command not found", EXIT_NOT_FOUND)
+    if not os.path.exists(path):
+        raise LaunchError(f"cannot run `{program}`: No such file or directory", EXIT_NOT_FOUND)
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise LaunchError(f"cannot run `{program}`: Permission denied", EXIT_NOT_EXECUTABLE)
 
 
 def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
@@ -204,15 +292,17 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
     """Run `cmd` as `processes` local processes forming one JAX cluster; return the exit code.
 
     The code is the first failing process's (128 + N when killed by signal N), 0 when all
-    succeed, 124 when `timeout` seconds pass first, 130 on Ctrl-C, 143 on SIGTERM.
-    Raises `LaunchError` when `cmd` cannot be started.
+    succeed, 124 when `timeout` seconds pass first, 128 + N when the launcher receives
+    signal N of `STOP_SIGNALS` (130 for Ctrl-C, 143 for SIGTERM). Raises `LaunchError`
+    (its `exit_code` 127 or 126) when `cmd` cannot be started; nothing is then left.
     """
+    signals = _Signals()
+    guard = None
+    group = None
+    output = _Output(len(str(processes - 1)))
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    environ = os.environ if environ is None else environ
-    coordinator = f"127.0.0.1:{free_port()}"
-    group = _Group()
-    output = _Output(len(str(processes - 1)))
+    code = 0
 
     def say(message: str) -> None:
         with output.lock:
@@ -222,47 +312,56 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
             except (BrokenPipeError, ValueError):
                 pass
 
-    previous_term = None
-    if threading.current_thread() is threading.main_thread():
-        def on_term(signum, frame):
-            raise _Terminated()
-
-        previous_term = signal.signal(signal.SIGTERM, on_term)
-    start = time.monotonic()
-    code = 0
     try:
+        signals.install()
+        environ = os.environ if environ is None else environ
+        _check_command(cmd, environ)
+        token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        group = _Group(signals, token)
+        guard = sweep.start_guard(token)
+        coordinator = f"127.0.0.1:{free_port()}"
+        start = time.monotonic()
         say(f"{processes} process{'es' if processes != 1 else ''} x "
             f"{devices_per_process} device{'s' if devices_per_process != 1 else ''}, "
             f"coordinator {coordinator}")
-        try:
-            for i in range(processes):
-                env = child_environ(environ, processes=processes, process_id=i,
-                                    devices=devices_per_process, coordinator=coordinator)
-                try:
-                    p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         start_new_session=True)
-                except OSError as exc:
-                    group.stop()
-                    raise LaunchError(f"cannot run `{cmd[0]}`: {exc.strerror or exc}") from None
-                group.procs.append(p)
-                output.follow(p.stdout, i, stdout)
-                output.follow(p.stderr, i, stderr)
-            code = _supervise(group, say, start, timeout)
-        except KeyboardInterrupt:
-            say(f"interrupted; stopping {len(group.running())} process(es)")
+        for i in range(processes):
+            env = child_environ(environ, processes=processes, process_id=i,
+                                devices=devices_per_process, coordinator=coordinator,
+                                token=token)
+            try:
+                p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+            except OSError as exc:
+                group.kill()
+                raise LaunchError(f"cannot run `{cmd[0]}`: {exc.strerror or exc}",
+                                  EXIT_NOT_EXECUTABLE if isinstance(exc, PermissionError)
+                                  else EXIT_NOT_FOUND) from None
+            group.procs.append(p)
+            output.follow(p.stdout, i, stdout)
+            output.follow(p.stderr, i, stderr)
+        code = _supervise(group, say, start, timeout)
+    except _Stopped as stopped:
+        name = signal.Signals(stopped.signum).name
+        what = "interrupted" if stopped.signum == signal.SIGINT else f"received {name}"
+        if group is not None:
+            say(f"{what}; stopping {len(group.running())} process(es)")
             group.stop()
-            code = EXIT_INTERRUPTED
-        except _Terminated:
-            say(f"terminated; stopping {len(group.running())} process(es)")
-            group.stop()
-            code = EXIT_TERMINATED
-        finally:
-            group.kill()
-        output.join(5.0)
+        code = 128 + stopped.signum
     finally:
-        if previous_term is not None:
-            signal.signal(signal.SIGTERM, previous_term)
+        signals.closing = True
+        try:
+            if group is not None:
+                group.kill()
+            output.join(5.0)
+            if guard is not None:
+                guard.stdin.close()  # the guard sweeps once more, then exits
+                try:
+                    guard.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            signals.restore()
     return code
 
 

@@ -16,7 +16,9 @@ compare against it, so `axes` is exactly the resolver's::
       "devices": 8,                        # null: an `auto` axis and no --devices
       "mesh": {"batch": 4, "model": 2},    # mesh order; null for an unresolved `auto`
       "match": "full", "overlap": "error",
-      "variables": [VARIABLE, ...],        # as in planc.report/1 (see planc.resolve.report)
+      "variables": [VARIABLE, ...],        # as in planc.report/1 (see planc.resolve.report),
+                                           # plus "problem": "error" | "warning" on a row
+                                           # a diagnostic of that severity concerns
       "summary": MEMORY,                   # as in planc.report/1
       "diagnostics": [...],                # planc.diagnostics.formats.diagnostic_dict, sorted
       "counts": {"errors": 0, "warnings": 0, "notes": 0},
@@ -53,9 +55,8 @@ from planc.ir import Dim, layout_text
 from planc.resolve import Report, human_bytes
 from planc.variables import Variable
 
-__all__ = ["document", "trace_text", "variable_row", "variables_text"]
+__all__ = ["document", "flagged", "trace_text", "variable_row", "variables_text"]
 
-_MIN_PATH = 24  # narrowest the path column gets before the table is allowed to wrap
 
 
 # -- JSON ------------------------------------------------------------------------------------
@@ -73,11 +74,42 @@ def document(plan, report: Report, diagnostics, variables: list[dict]) -> dict:
         "mesh": dict(report.mesh),
         "match": plan.ir.match,
         "overlap": plan.ir.overlap,
-        "variables": variables,
+        "variables": _with_problems(variables, flagged(diagnostics)),
         "summary": report.memory.to_dict(),
         "diagnostics": [diagnostic_dict(d) for d in diagnostics],
         "counts": severity_counts(diagnostics),
     }
+
+
+def flagged(diagnostics) -> dict[str, str]:
+    """`{path: "error" | "warning"}` for each variable an error or a warning concerns
+    (every variable of a grouped one); the error wins where both do."""
+    out: dict[str, str] = {}
+    for d in diagnostics:
+        if d.severity.value not in ("error", "warning"):
+            continue
+        for path in d.variables or ((d.variable,) if d.variable else ()):
+            if out.get(path) != "error":
+                out[path] = d.severity.value
+    return out
+
+
+def _with_problems(rows: list[dict], problems: dict[str, str]) -> list[dict]:
+    if not problems:
+        return rows
+    return [{**row, "problem": problems[row["path"]]} if row["path"] in problems else row
+            for row in rows]
+
+
+def _marks(rows: list[dict], problems: dict[str, str]) -> list[str] | None:
+    """The mark column: `E` on a row in error, `W` on one with a warning; None when no
+    row has either (the table is then as it always was)."""
+    if not any(row["path"] in problems for row in rows):
+        return None
+    return [_MARK.get(problems.get(row["path"]), "") for row in rows]
+
+
+_MARK = {"error": "E", "warning": "W"}
 
 
 def variable_row(report: Report, var: Variable) -> dict:
@@ -97,10 +129,11 @@ def variables_text(plan, report: Report, color: bool) -> str:
     _print_header(out, plan, report)
     if report.assignments:
         rows = report.variable_dicts()
+        marks = _marks(rows, flagged(report.diagnostics))
         if out.plain:
-            out.write(_plain_table(rows, report.file))
+            out.write(_plain_table(rows, report.file, marks))
         else:
-            out.print(_table(rows, out.width, report.file))
+            out.print(_table(rows, out.width, report.file, marks))
         out.print()
         _print_summary(out, report)
     return out.text()
@@ -130,8 +163,11 @@ class _Out:
         self.parts: list[str] = []
         if sys.stdout.isatty():
             width = shutil.get_terminal_size((100, 24)).columns
+            # TERM=dumb under `--color always`: rich would find no colours to use.
+            system = None if not color else \
+                "standard" if os.environ.get("TERM") == "dumb" else "auto"
             self.console = Console(file=self.buf, force_terminal=color, no_color=not color,
-                                   width=width, highlight=False)
+                                   color_system=system, width=width, highlight=False)
         else:
             # Piped: as wide as the content, whatever the environment says.
             self.console = Console(file=self.buf, force_terminal=color, no_color=not color,
@@ -211,64 +247,70 @@ def _layout_cell(row: dict) -> str:
     return layout_text(dims, replicated_word=True)
 
 
-def _elide(path: str, limit: int) -> str:
-    """`path` cut to `limit` characters: its head up to the first numbered part (the
-    layer index tells rows apart), an ellipsis, then as much of its end as fits."""
-    if len(path) <= limit:
-        return path
-    m = _HEAD.match(path)
-    head = m.group(0) if m else ""
-    if not head or len(head) > limit * 3 // 5:
-        head = path[:(limit - 1) * 2 // 5]
-    tail = limit - len(head) - 1
-    return head + "…" + path[len(path) - tail:]
+# What goes, in this order, when the table is wider than the terminal: the path never is
+# cut (it is what a reader looks for), the other columns give way.
+_DROPPED = ("rule", "shard", "shape")
+_NARROWEST_REST = 24  # the mark, a wrapped layout and bytes per device, with their gaps
 
 
-# Up to the end of the first path part (split at / or .) that holds a number, else the
-# first part.
-_HEAD = re.compile(r"(?:[^/.]*[/.])*?[^/.\d]*\d+[^/.]*[/.]|[^/.]+[/.]")
-
-
-def _table(rows: list[dict], width: int, plan_file: str):
-    """The variables table, compacted step by step until it fits `width` columns."""
+def _table(rows: list[dict], width: int, plan_file: str, marks: list[str] | None = None):
+    """The variables table, compacted step by step until it fits `width` columns: the
+    dtype column when all agree (said in a caption), brackets around shapes, the file
+    name in front of rule lines, then whole columns (`_DROPPED`); a path wider than
+    what is left wraps, whole."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
     dtypes = {row["dtype"] for row in rows}
-    # Each level gives up a little: the dtype column when all agree (said in a caption),
-    # brackets around shapes, the file name in front of rule lines.
-    for level in range(4):
+    for level in range(4 + len(_DROPPED)):
         drop_dtype = level >= 1 and len(dtypes) == 1
         shape = _bracketed_shape if level < 2 else _compact_shape
         short_rule = level >= 3
+        dropped = _DROPPED[:max(0, level - 3)]
         headers = ["variable", "shape", "dtype", "layout", "shard", "per device", "rule"]
         cells = [[visible(row["path"]), shape(row["shape"]), row["dtype"], _layout_cell(row),
                   shape(row["shard_shape"]), human_bytes(row["bytes_per_device"]),
                   visible(_rule_cell(row, plan_file if short_rule else None))] for row in rows]
-        if drop_dtype:
-            del headers[2]
-            for c in cells:
-                del c[2]
-        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-        room = width - (sum(widths[1:]) + 2 * (len(headers) - 1))
-        if room >= widths[0]:
+        gone = {"dtype"} if drop_dtype else set()
+        gone.update(dropped)
+        keep = [i for i, h in enumerate(headers) if h not in gone]
+        headers = [headers[i] for i in keep]
+        cells = [[c[i] for i in keep] for c in cells]
+        if marks is not None:
+            headers.insert(0, "!")
+            for c, m in zip(cells, marks):
+                c.insert(0, m)
+        at = headers.index("variable")
+        widths = [max(len(h), *(_cells(c[i]) for c in cells)) for i, h in enumerate(headers)]
+        room = width - (sum(w for i, w in enumerate(widths) if i != at)
+                        + 2 * (len(headers) - 1))
+        if room >= widths[at]:
             break
-    if widths[0] > room:
-        # Too narrow for whole paths: cut them in the middle, where a path says least.
-        limit = max(_MIN_PATH, room)
-        for c in cells:
-            c[0] = _elide(c[0], limit)
 
-    caption = f"every variable is {next(iter(dtypes))}" if drop_dtype else None
+    notes = []
+    if drop_dtype:
+        notes.append(f"every variable is {next(iter(dtypes))}")
+    if dropped:
+        notes.append(f"left out to fit {width} columns: {', '.join(dropped)}")
+    if marks is not None:
+        notes.append("! E: in error, W: a warning (see below)")
+    caption = "; ".join(notes) or None
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
                   header_style="bold", highlight=False, caption=caption,
                   caption_justify="left", caption_style="dim")
     right = {"shape", "shard", "per device"}
+    # Still too wide with every column that may go gone: the layout wraps; the path
+    # wraps too (whole, over two lines) only when it alone nearly fills the width.
+    squeezed = widths[at] > room
+    wrapping = {"layout"} if squeezed else set()
+    if squeezed and widths[at] > width - _NARROWEST_REST:
+        wrapping.add("variable")
     for h in headers:
-        table.add_column(h, no_wrap=True, overflow="ellipsis",
+        wrap = h in wrapping
+        table.add_column(h, no_wrap=not wrap, overflow="fold" if wrap else "ellipsis",
                          justify="right" if h in right else "left",
-                         style="dim" if h == "rule" else None)
+                         style={"rule": "dim", "!": "bold red"}.get(h))
     layout_at = headers.index("layout")
     for row, c in zip(rows, cells):
         texts = [Text(x) for x in c]
@@ -278,11 +320,13 @@ def _table(rows: list[dict], width: int, plan_file: str):
     return table
 
 
-def _plain_table(rows: list[dict], plan_file: str) -> str:
+def _plain_table(rows: list[dict], plan_file: str, marks: list[str] | None = None) -> str:
     """The variables table as `_table` lays it out with room for every column, in plain
     text: a header, a rule, a row per variable, columns two spaces apart."""
     headers = ("variable", "shape", "dtype", "layout", "shard", "per device", "rule")
     right = (False, True, False, False, True, True, False)
+    if marks is not None:
+        headers, right = ("!", *headers), (False, *right)
     # Large models repeat a few shapes and layouts many times: render each once.
     shapes: dict = {}
     layouts: dict = {}
@@ -305,6 +349,8 @@ def _plain_table(rows: list[dict], plan_file: str) -> str:
               shape_of(row["shard_shape"]), human_bytes(row["bytes_per_device"]),
               visible(_rule_cell(row))) for row in rows]
     ascii_only = all(c[0].isascii() and c[6].isascii() for c in cells)
+    if marks is not None:
+        cells = [(m, *c) for m, c in zip(marks, cells)]
     width = len if ascii_only else _cells
     widths = [max(len(h), *(width(c[i]) for c in cells)) for i, h in enumerate(headers)]
     # One format per row: left- or right-justified fields two spaces apart.
@@ -322,7 +368,8 @@ def _plain_table(rows: list[dict], plan_file: str) -> str:
         lines = [line(c) for c in cells]
         head = line(headers)
     rule = "\u2500" * (sum(widths) + 2 * (len(widths) - 1))
-    return "\n".join([head, rule, *lines]) + "\n"
+    caption = ["! E: in error, W: a warning (see below)"] if marks is not None else []
+    return "\n".join([head, rule, *lines, *caption]) + "\n"
 
 
 def _hashable(entry):

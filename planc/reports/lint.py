@@ -1,66 +1,171 @@
-"""Lint over plans x device counts: the plans' own checks, validation against a model
-when one is given, and a checkpoint's tensors against the plan's `rename` rules (and the
-model) when a checkpoint is. `planc lint` renders what this returns."""
+"""Lint over plans x device counts: the plans' own checks, validation against each plan's
+model, a checkpoint's tensors against the plan's `rename` rules (and the model), and a
+golden table's drift. `planc lint` renders what this returns.
+
+Which model a plan is validated against: the one given (`--model`), else the plan's own
+`model "PATH"` statement, else its `[tool.planc]` entry in `pyproject.toml`
+(`planc.sources.project`), else none (only what the plan says on its own is checked).
+
+Across several device counts a problem is reported once: without `devices` when it
+holds at every count checked, with the counts it holds at otherwise
+(`merge_device_counts`), so counts and annotations count distinct problems.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
 
 from planc.checkpoints.binding import bind_checkpoint
 from planc.checkpoints.tensors import CheckpointError, Tensor, open_checkpoint
 
 from planc.check.binding import bind
 from planc.check.checker import check_file
-from planc.diagnostics import Diagnostic, PlanError, note, unique
+from planc.diagnostics import Diagnostic, PlanError, error, note, unique
 from planc.fileio import os_error_text
 from planc.ir import PlanIR
+from planc.sources.project import project_for
+
+
+@dataclass
+class LintResult:
+    """What `lint_plans` found: the diagnostics, the sources they quote, the inputs that
+    could not be read (P325 diagnostics; the others are still linted), and what was
+    checked, for the one-line summary."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    failures: list[Diagnostic] = field(default_factory=list)
+    plans: int = 0
+    validated: int = 0  # plans validated against a model
+    models: set = field(default_factory=set)  # the model sources used
+    variables: int = 0  # variables validated, summed over plans
+    counts: set = field(default_factory=set)  # device counts checked
+
+
+def failure(message: str, file: str | None = None) -> Diagnostic:
+    """The P325 diagnostic of an input that could not be read."""
+    return error("P325", message, None, file=file,
+                 help="the report covers only the inputs that could be read")
 
 
 def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
                allow_include_outside: bool = False, progress: bool = False,
-               checkpoint=None, strict: bool = False
-               ) -> tuple[list[Diagnostic], dict[str, str], list[str]]:
-    """Every diagnostic for `paths`, checked at each device count in `counts`, the source
-    text of every file they quote, and a one-line reason for each path that could not be
-    read (the others are still linted).
+               checkpoint=None, strict: bool = False, golden=None, load_model=None
+               ) -> LintResult:
+    """Every diagnostic for `paths`, checked at each device count in `counts`.
 
     With `variables` (a model's variables), each plan is validated against them; without,
-    only what the plan says on its own is checked. A plan with `auto` and no count is
+    against its own model (`load_model(source)` reads one: variables, or raises
+    `planc.sources.SourceError`), if it names one. A plan with `auto` and no count is
     checked for everything that does not depend on the device count, and a P202 note
     says what was skipped. With `checkpoint` (a path), its tensors are bound to each
-    plan as `plan.load` would bind them (`planc.checkpoints.binding`), from headers
-    alone: to `variables` when given, else only the `rename` rules are checked against
-    the tensors' names. `strict` makes a tensor no variable takes an error.
+    plan as `plan.load` would bind them, from headers alone. `strict` makes a tensor no
+    variable takes an error. `golden` (a `planc.explain/1` document) is compared with
+    the table each plan resolves to (`planc.reports.diff.golden_drift`).
     """
-    diags: list[Diagnostic] = []
-    sources: dict[str, str] = {}
-    unreadable: list[str] = []
+    out = LintResult()
     tensors = None
     if checkpoint is not None:
         try:
             tensors = checkpoint_tensors(checkpoint)
         except CheckpointError as exc:
             if exc.unreadable:
-                return [], {}, [str(exc)]
-            diags.append(exc.diagnostic())
+                out.failures.append(failure(str(exc), str(checkpoint)))
+                return out
+            out.diagnostics.append(exc.diagnostic())
+    diags: list[Diagnostic] = []
     for path in paths:
         try:
             ir, found, srcs = _read(path, defines, allow_include_outside)
         except OSError as exc:
-            unreadable.append(f"cannot read {path}: {os_error_text(exc)}")
+            out.failures.append(failure(f"cannot read {path}: {os_error_text(exc)}", path))
             continue
-        sources.update(srcs)
-        diags += found
+        out.plans += 1
+        out.sources.update(srcs)
+        found = [d if d.span or d.file else replace(d, file=path) for d in found]
         if ir is None:
+            diags += found
             continue
+        model, plan_counts, found, source = _model_for(ir, path, variables, counts, found,
+                                                       load_model)
+        diags += found
         if tensors is not None:
-            diags += bind_checkpoint(ir, tensors, variables, strict=strict)[1]
-        if variables is not None:
+            diags += bind_checkpoint(ir, tensors, model, strict=strict)[1]
+        out.counts.update(plan_counts)
+        if model is not None:
             from planc.resolve import validate
 
-            for n in counts or [None]:
-                diags += validate(ir, variables, n, progress=progress).diagnostics
+            out.validated += 1
+            if source is not None:
+                out.models.add(source)
+            out.variables += len(model)
+            per_count = []
+            for n in plan_counts or [None]:
+                report = validate(ir, model, n, progress=progress)
+                per_count += report.diagnostics
+                if golden is not None:
+                    from planc.reports.diff import golden_drift
+
+                    per_count += golden_drift(report, golden, n)
+            diags += merge_device_counts(per_count, plan_counts)
             continue
-        diags += _device_checks(ir, counts)
-    return unique(diags), sources, unreadable
+        diags += merge_device_counts(_device_checks(ir, plan_counts), plan_counts)
+    out.diagnostics += unique(diags)
+    return out
+
+
+def _model_for(ir: PlanIR, path: str, variables, counts, found, load_model):
+    """(variables or None, device counts, diagnostics, model source) for one plan:
+    `variables` when given, else the plan's `model`, else its `[tool.planc]` entry."""
+    entry = project_for(path)
+    found = list(found) + list(entry.problems)
+    plan_counts = list(counts) or list(entry.devices)
+    if variables is not None:
+        return variables, plan_counts, found, None
+    source, span = (ir.model, ir.model_span) if ir.model else (entry.model, entry.span)
+    if source is None or load_model is None:
+        return None, plan_counts, found, None
+    from planc.sources import SourceError
+
+    try:
+        return load_model(source), plan_counts, found, source
+    except SourceError as exc:
+        found.append(error("P320", f"the model this plan is for cannot be read: {exc}", span,
+                           label="this model", file=None if span else path,
+                           help="fix the path (relative to the file that names it), or "
+                           "pass --model SRC to validate against another model"))
+        return None, plan_counts, found, None
+
+
+def merge_device_counts(diags, counts) -> list[Diagnostic]:
+    """`diags` found at each of `counts`, each problem once: with no `devices` when it
+    holds at every count (or was found without one), else with the counts it holds at.
+
+    >>> from planc.diagnostics import warning
+    >>> a = [warning("P310", "big", None, devices=n) for n in (8, 64)]
+    >>> b = [warning("P303", "odd", None, devices=n) for n in (64, 512)]
+    >>> [(d.code, d.devices) for d in merge_device_counts(a + b, [8, 64])]
+    [('P310', None), ('P303', (64, 512))]
+    """
+    if len(counts) < 2:
+        return unique(diags)
+    every = set(counts)
+    seen: dict[Diagnostic, set | None] = {}
+    for d in diags:
+        key = replace(d, devices=None)
+        at = seen.setdefault(key, set())
+        if at is None or d.devices is None:
+            seen[key] = None
+        else:
+            at.update(d.device_counts)
+    out = []
+    for key, at in seen.items():
+        if at is None or at >= every:
+            out.append(key)
+        else:
+            ordered = tuple(sorted(at))
+            out.append(replace(key, devices=ordered[0] if len(ordered) == 1 else ordered))
+    return out
 
 
 def checkpoint_tensors(path) -> tuple[Tensor, ...]:

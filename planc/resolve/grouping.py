@@ -7,6 +7,7 @@ A model repeats its layers: 80 decoder blocks that one rule misfits would otherw
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from planc.diagnostics import Diagnostic
 
@@ -17,15 +18,18 @@ _DIGITS = re.compile(r"\d+")
 
 
 def grouped(problems: list[Diagnostic]) -> list[Diagnostic]:
-    """One diagnostic per (code, rule, message with numbers blanked): the first variable's,
-    its message counting and naming the others; order kept, other codes untouched."""
+    """One diagnostic per cause: (code, rule, message and help with the variable and
+    numbers blanked), so the variables a typo misses are one group and a variable no rule
+    comes near is another; the first variable's diagnostic counts and names the others.
+    Order kept, other codes untouched."""
     groups: dict[tuple, list[Diagnostic]] = {}
     order = []
     for d in problems:
         if d.code not in _GROUPED or d.variable is None:
             key = (id(d),)
         else:
-            key = (d.code, d.severity, d.rule, d.span, _blanked_message(d.message, d.variable))
+            key = (d.code, d.severity, d.rule, d.span, _blanked_message(d.message, d.variable),
+                   tuple(_blanked_message(h, d.variable) for h in d.help))
         if key not in groups:
             groups[key] = []
             order.append(key)
@@ -39,10 +43,8 @@ def grouped(problems: list[Diagnostic]) -> list[Diagnostic]:
             continue
         others = [d.variable for d in ds[1:]]
         shown = ", ".join(f"`{v}`" for v in others[:3]) + (" ..." if len(others) > 3 else "")
-        out.append(Diagnostic(first.code, first.severity,
-                              f"{first.message} (and {len(others)} more: {shown})", first.span,
-                              first.label, first.secondary, first.help, first.variable,
-                              first.rule, first.devices))
+        out.append(replace(first, message=f"{first.message} (and {len(others)} more: {shown})",
+                           variables=(first.variable, *others)))
     return out
 
 

@@ -14,6 +14,7 @@ The README's language reference says the same for plan authors.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -21,6 +22,7 @@ from planc import limits
 from planc.diagnostics import Diagnostic, Label, error, note, warning
 from planc.ir import UNSPLIT, Alternative, AxisEntry, Dim, PlanIR, Rule, layout_text
 from planc.matching import Matcher
+from planc.resolve.causes import Budget, NearMiss, near_miss
 from planc.resolve.grouping import grouped
 from planc.variables import Variable
 
@@ -185,6 +187,8 @@ class Resolver:
         self.sizes = {a.name: a.global_size for a in ir.mesh.axes}
         self._search = None
         self._fit_cache: dict = {}
+        self._near_budget = Budget()
+        self._near_rules: dict[str, Rule | None] = {}
 
     # -- one variable -----------------------------------------------------------------------
 
@@ -307,11 +311,23 @@ class Resolver:
     def _unmatched(self, var: Variable) -> Diagnostic:
         path = var.path
         helps = []
+        near = self._near_rule(path)
+        if near is not None:
+            rule, miss = near
+            helps.append(f"the rule {rule.label} ({rule.where}) nearly matches it: "
+                         f"{miss.sentence()}; fix the pattern if it is meant for this variable")
         hint = self._search_hint(path)
         if hint:
             helps.append(hint)
-        helps.append(f'add a rule for it, e.g. `"{escape_string(path)}" -> replicated`, or a '
-                     "`default -> ...` rule")
+        if _unmatched_is_error(var.rank):
+            # A forgotten weight matrix is what planc exists to catch: the first fix offered
+            # splits it; keeping it whole is the choice to make on purpose.
+            helps.append(f'add a rule that splits it, e.g. `"{escape_string(path)}" -> '
+                         f'{self._split_example(var)}`, or write `-> replicated` if it is '
+                         "meant to be whole on every device")
+        else:
+            helps.append(f'add a rule for it, e.g. `"{escape_string(path)}" -> replicated`, '
+                         "or a `default -> ...` rule")
         what = f"`{path}` {list(var.shape)} matches no rule and stays replicated"
         span = self.ir.layout_span or self.ir.mesh.span
         if _unmatched_is_error(var.rank):
@@ -319,6 +335,47 @@ class Resolver:
                          help=tuple(helps), variable=path)
         return note("P301", what, span, label="no rule here matches it", help=tuple(helps),
                     variable=path)
+
+    def _near_rule(self, path: str) -> tuple[Rule, NearMiss] | None:
+        """The rule whose literal text is nearest to `path`, if it is a near miss.
+
+        Repeated layers differ in their numbers only, so the search over every rule is
+        made once per path shape; the rule found is then measured against `path` itself.
+        """
+        shape = _DIGITS.sub("#", path)
+        if shape not in self._near_rules:
+            best: tuple[Rule, NearMiss] | None = None
+            for rule in self.rules:
+                miss = near_miss(rule.pattern, path, self._near_budget)
+                if miss is not None and (best is None or miss.distance < best[1].distance):
+                    best = (rule, miss)
+            self._near_rules[shape] = best[0] if best else None
+        rule = self._near_rules[shape]
+        if rule is None:
+            return None
+        miss = near_miss(rule.pattern, path, self._near_budget)
+        return (rule, miss) if miss is not None else None
+
+    def _nearest_variable(self, rule: Rule, paths) -> tuple[str, NearMiss] | None:
+        best: tuple[str, NearMiss] | None = None
+        for path in paths:
+            miss = near_miss(rule.pattern, path, self._near_budget)
+            if miss is not None and (best is None or miss.distance < best[1].distance):
+                best = (path, miss)
+        return best
+
+    def _split_example(self, var: Variable) -> str:
+        """A layout for `var` that splits its largest dimension over a model axis."""
+        batch = set(self.ir.batch_axes)
+        axes = [a.name for a in self.ir.mesh.axes if a.name not in batch] or \
+            [a.name for a in self.ir.mesh.axes]
+        entries = ["_"] * var.rank
+        if axes:
+            size = self.sizes.get(axes[0])
+            dims = sorted(range(var.rank), key=lambda k: -var.shape[k])
+            fits = [k for k in dims if not size or var.shape[k] % size == 0]
+            entries[(fits or dims)[0]] = axes[0]
+        return f"({', '.join(entries)})"
 
     def _search_hint(self, path: str) -> str | None:
         """Name a rule that would match under `match search` (the Keras 3.14 trap)."""
@@ -498,19 +555,34 @@ class Resolver:
                             taken_from.setdefault(i, set()).add(rule.index)
             append(assignment)
             problems += found
-        problems += self._rule_findings(matched, won, taken_from)
+        unmatched = [d.variable for d in problems if d.code == "P301" and d.variable]
+        if not unmatched:
+            unmatched = [a.variable.path for a in assignments]
+        problems += self._rule_findings(matched, won, taken_from, unmatched)
         unchecked = tuple(a.name for a in self.ir.mesh.axes if a.size is None)
         return Resolution(tuple(assignments), tuple(grouped(problems)), tuple(matched),
                           tuple(won), unchecked)
 
-    def _rule_findings(self, matched, won, taken_from) -> list[Diagnostic]:
+    def _rule_findings(self, matched, won, taken_from, unmatched=()) -> list[Diagnostic]:
         out = []
+        # One path per shape: the layers of a model differ in their numbers only.
+        candidates = list({_DIGITS.sub("#", p): p for p in reversed(unmatched)}.values())[::-1]
         for rule in self.rules:
             i = rule.index
             if matched[i] == 0:
+                nearest = self._nearest_variable(rule, candidates)
+                if nearest is not None:
+                    path, miss = nearest
+                    raw = rule.raw or ""
+                    fixed = raw.replace(miss.pattern_part, re.escape(miss.path_part), 1)
+                    helps = (f"the closest variable is `{path}`: {miss.sentence()}",)
+                    if fixed != raw:
+                        helps += (f"a typo or a renamed layer? e.g. \"{fixed}\"",)
+                else:
+                    helps = (_nothing_help(rule, self.ir.match),)
                 out.append(warning("P306", f"rule {rule.label} matches no variable of the model",
                                    rule.pattern_span, label="matches nothing",
-                                   help=_nothing_help(rule, self.ir.match), rule=rule.where))
+                                   help=helps, rule=rule.where))
             elif won[i] == 0 and self.ir.overlap == "first" and taken_from.get(i):
                 takers = [self.rules[j] for j in sorted(taken_from[i])]
                 earlier = [r for r in takers if r.index < i]
@@ -535,6 +607,9 @@ class Resolver:
                     secondary=tuple(Label(r.pattern_span, "takes its variables") for r in takers),
                     help=fix, rule=rule.where))
         return out
+
+
+_DIGITS = re.compile(r"\d+")
 
 
 def escape_string(text: str) -> str:

@@ -86,8 +86,39 @@ def _numpy_name(value: Any, original: Any) -> str:
         raise ValueError(f"unknown dtype {_show(original)}") from None
 
 
+# Dtype objects already named: a model has a handful of dtypes and many variables, and
+# numpy's own `dtype.name` costs microseconds each time.
+_NAMED: dict = {}
+
+
 def make_variable(path: Any, shape: Any, dtype: Any) -> Variable:
     """A checked `Variable`; ValueError says what is wrong with path, shape or dtype."""
+    # The common case, checked cheaply: an ASCII path on one line, a tuple of plain
+    # non-negative ints (what numpy and jax shapes are), a dtype seen before.
+    if (type(path) is str and path and path.isascii() and "\n" not in path
+            and "\r" not in path and type(shape) is tuple):
+        try:
+            name = _NAMED.get(dtype)
+        except TypeError:  # an unhashable dtype-like object
+            name = None
+        if name is not None:
+            for d in shape:
+                if type(d) is not int or d < 0:
+                    break
+            else:
+                return Variable(path, shape, name)
+    return _checked_variable(path, shape, dtype)
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _checked_variable(path: Any, shape: Any, dtype: Any) -> Variable:
     if not isinstance(path, str) or not path:
         raise ValueError(f"variable path must be a non-empty string, not {path!r}")
     try:
@@ -125,6 +156,8 @@ def make_variable(path: Any, shape: Any, dtype: Any) -> Variable:
         name = normalize_dtype(dtype)
     except ValueError as e:
         raise ValueError(f"`{path}` has an {e}") from None
+    if _hashable(dtype) and len(_NAMED) < 1024:
+        _NAMED[dtype] = name
     return Variable(path, tuple(checked), name)
 
 

@@ -75,7 +75,7 @@ def variables_of_object(obj: Any, origin: str | None = None) -> tuple[Variable, 
     if _is_keras_like(obj):
         return finish(_keras_variables(obj, origin), origin)
     out: list[Variable] = []
-    _walk(obj, [], out, origin, set())
+    _walk(obj, None, out, origin, set())
     return finish(out, origin)
 
 
@@ -123,20 +123,42 @@ def _keras_variables(model: Any, origin: str) -> list[Variable]:
     return out
 
 
+# Types whose instances are always leaves (numpy and jax arrays, ShapeDtypeStruct): their
+# `shape` and `dtype` are class attributes. Looked up by type, not tested per leaf.
+_LEAF_TYPES: set = set()
+_KEY_DTYPES: dict = {}  # dtype -> whether it is a typed PRNG key's
+
+
 def _is_leaf(obj: Any) -> bool:
-    if isinstance(obj, (Mapping, list, tuple)):
+    t = type(obj)
+    if t in _LEAF_TYPES:
+        return True
+    if t is dict or t is list or t is tuple or isinstance(obj, (Mapping, list, tuple)):
         return False
     try:
-        return hasattr(obj, "shape") and hasattr(obj, "dtype")
+        leaf = hasattr(obj, "shape") and hasattr(obj, "dtype")
     except Exception:
         return False
+    if leaf and hasattr(t, "shape") and hasattr(t, "dtype") and len(_LEAF_TYPES) < 64:
+        _LEAF_TYPES.add(t)
+    return leaf
+
+
+def _is_key_dtype(dtype: Any) -> bool:
+    try:
+        return _KEY_DTYPES[dtype]
+    except KeyError:
+        found = _KEY_DTYPES[dtype] = str(dtype).startswith("key<")
+        return found
+    except TypeError:  # an unhashable dtype-like object
+        return str(dtype).startswith("key<")
 
 
 def _key_data_shape(leaf: Any) -> tuple[Any, Any]:
     # A typed PRNG key array (jax.random.key) has a dtype such as key<fry> that has no
     # byte size of its own; it is read as its key data, as jax.random.key_data gives it
     # and checkpoints store it: uint32 with the key's trailing dimension(s).
-    if str(leaf.dtype).startswith("key<") and "jax" in sys.modules:
+    if _is_key_dtype(leaf.dtype) and "jax" in sys.modules:
         import jax
 
         try:
@@ -157,10 +179,11 @@ def _is_static(obj: Any) -> bool:
             and not dataclasses.is_dataclass(obj) and not _is_keras_like(obj))
 
 
-def _walk(obj: Any, keys: list[str], out: list[Variable], origin: str, active: set[int]) -> None:
+def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
+          active: set[int]) -> None:
+    """Append the variables under `obj`, whose path is `path` (None: the root)."""
     if _is_leaf(obj):
-        path = "/".join(keys)
-        if not keys:
+        if path is None:
             raise SourceError(f"{origin}: a single array has no path; put it in a dict "
                               f"to name it")
         try:
@@ -172,18 +195,27 @@ def _walk(obj: Any, keys: list[str], out: list[Variable], origin: str, active: s
     if _is_static(obj):
         return
 
-    children = _children(obj, keys, origin)
+    children = _children(obj, path, origin)
     if id(obj) in active:
-        raise SourceError(f"{origin}: the pytree contains itself at `{'/'.join(keys)}`")
+        raise SourceError(f"{origin}: the pytree contains itself at `{path or ''}`")
     active.add(id(obj))
     try:
         for key, child in children:
-            _walk(child, keys + [key], out, origin, active)
+            child_path = key if path is None else f"{path}/{key}"
+            if type(child) in _LEAF_TYPES and not _is_key_dtype(child.dtype):
+                # The common leaf, taken here without a call per leaf (a large model
+                # has a hundred thousand of them).
+                try:
+                    out.append(make_variable(child_path, child.shape, child.dtype))
+                except ValueError as e:
+                    raise SourceError(f"{origin}: {e}") from None
+            else:
+                _walk(child, child_path, out, origin, active)
     finally:
         active.discard(id(obj))
 
 
-def _children(obj: Any, keys: list[str], origin: str) -> list[tuple[str, Any]]:
+def _children(obj: Any, path: str | None, origin: str) -> list[tuple[str, Any]]:
     if isinstance(obj, Mapping):
         return [(str(k), v) for k, v in obj.items()]
     if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
@@ -197,8 +229,8 @@ def _children(obj: Any, keys: list[str], origin: str) -> list[tuple[str, Any]]:
         children = _jax_children(obj)
         if children is not None:
             return children
-    where = f" at `{'/'.join(keys)}`" if keys else ""
-    if keys and _is_keras_like(obj):
+    where = f" at `{path}`" if path is not None else ""
+    if path is not None and _is_keras_like(obj):
         raise SourceError(f"{origin}: the leaf{where} is a Keras model; pass the model "
                           f"itself as the source")
     raise SourceError(f"{origin}: the leaf{where} is a {type(obj).__name__}, not an array "

@@ -180,6 +180,21 @@ class SlicesStmt(Node):
 
 
 @dataclass(frozen=True)
+class AxisTypeDecl(Node):
+    name: Name
+    type: Union[Name, Auto]
+
+
+@dataclass(frozen=True)
+class AxisTypesStmt(Node):
+    """`axis_types TYPE` (`every` is the type of every axis) or `axis_types(AXIS = TYPE,
+    ...)` (`every` is None; axes not named are `auto`)."""
+
+    every: Union[Name, Auto, None]
+    axes: tuple[AxisTypeDecl, ...] = ()
+
+
+@dataclass(frozen=True)
 class DataParallelStmt(Node):
     pass
 
@@ -232,8 +247,16 @@ class IncludeStmt(Node):
 
 
 @dataclass(frozen=True)
+class ModelStmt(Node):
+    """`model "PATH"`: the model source the plan is for, relative to the plan's file."""
+
+    path: StrLit
+
+
+@dataclass(frozen=True)
 class ClusterStmt(Node):
     args: tuple[KwArg, ...]
+    auto: bool = False  # `cluster auto`, which has no block
 
 
 @dataclass(frozen=True)
@@ -257,9 +280,9 @@ class RenameSection(Node):
 
 
 Statement = Union[
-    PlanStmt, ParamStmt, MeshStmt, SlicesStmt, DataParallelStmt, ModelParallelStmt,
+    PlanStmt, ParamStmt, MeshStmt, SlicesStmt, AxisTypesStmt, DataParallelStmt, ModelParallelStmt,
     MatchStmt, OverlapStmt, LayoutSection, OutputsSection, BudgetStmt, CheckStmt,
-    IncludeStmt, ClusterStmt, RenameSection,
+    IncludeStmt, ClusterStmt, RenameSection, ModelStmt,
 ]
 
 

@@ -25,7 +25,7 @@ _WORDS = {
     "UNSPLIT": "`_`", "$END": "the end of the file",
 }
 STATEMENT_KEYWORDS = (
-    "plan", "param", "mesh", "slices", "data_parallel", "model_parallel", "match",
+    "plan", "param", "mesh", "slices", "axis_types", "data_parallel", "model_parallel", "match",
     "overlap", "layout", "outputs", "budget", "check", "include", "cluster", "rename",
 )
 KEYWORDS = STATEMENT_KEYWORDS + ("default", "replicated", "auto", "env", "and", "or", "not")

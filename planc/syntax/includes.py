@@ -27,6 +27,7 @@ class Statements:
     params: list = field(default_factory=list)
     mesh: list = field(default_factory=list)
     slices: list = field(default_factory=list)
+    axis_types: list = field(default_factory=list)
     distribution: list = field(default_factory=list)
     match: list = field(default_factory=list)
     overlap: list = field(default_factory=list)
@@ -36,6 +37,7 @@ class Statements:
     checks: list = field(default_factory=list)
     cluster: list = field(default_factory=list)
     rename: list = field(default_factory=list)
+    model: list = field(default_factory=list)
 
 
 @dataclass
@@ -50,11 +52,12 @@ class Collected:
 
 _KIND = {
     ast.PlanStmt: "plan", ast.ParamStmt: "params", ast.MeshStmt: "mesh",
-    ast.SlicesStmt: "slices", ast.DataParallelStmt: "distribution",
+    ast.SlicesStmt: "slices", ast.AxisTypesStmt: "axis_types",
+    ast.DataParallelStmt: "distribution",
     ast.ModelParallelStmt: "distribution", ast.MatchStmt: "match",
     ast.OverlapStmt: "overlap", ast.LayoutSection: "layout", ast.OutputsSection: "outputs",
     ast.BudgetStmt: "budget", ast.CheckStmt: "checks", ast.ClusterStmt: "cluster",
-    ast.RenameSection: "rename",
+    ast.RenameSection: "rename", ast.ModelStmt: "model",
 }
 
 
@@ -67,6 +70,13 @@ def collect(text: str, file: str = "<string>", *,
     with no file, the working directory) unless `allow_include_outside`.
     """
     return _Includer(file, allow_include_outside).run(text)
+
+
+def collect_parsed(module: ast.Module, text: str, *,
+                   allow_include_outside: bool = False) -> Collected:
+    """`collect` for a file already parsed: `module` is `parse(text, module.file)` (the
+    language server reuses the statements a change did not touch)."""
+    return _Includer(module.file, allow_include_outside).run(text, module)
 
 
 def _key(file: str) -> str:
@@ -86,12 +96,12 @@ class _Includer:
         self.n_files = 0
         self.total_bytes = 0
 
-    def run(self, text: str) -> Collected:
+    def run(self, text: str, module: ast.Module | None = None) -> Collected:
         text = one_line_ending(text)
         self.sources[self.file] = text
         self.total_bytes = len(text.encode("utf-8", "surrogatepass"))
         try:
-            module = parse(text, self.file)
+            module = parse(text, self.file) if module is None else module
         except PlanError as exc:
             raise PlanError(exc.diagnostics, self.sources) from None
         statements = Statements()

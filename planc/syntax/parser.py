@@ -185,6 +185,15 @@ class _Builder(Transformer):
         return ast.SlicesStmt(self._span_of(items),
                               tuple(i for i in items if isinstance(i, ast.KwArg)))
 
+    def axis_types_stmt(self, items):
+        if len(items) == 2:  # `axis_types TYPE`
+            return ast.AxisTypesStmt(self._span_of(items), items[1])
+        return ast.AxisTypesStmt(self._span_of(items), None,
+                                 tuple(i for i in items if isinstance(i, ast.AxisTypeDecl)))
+
+    def axis_type_decl(self, items):
+        return ast.AxisTypeDecl(self._span_of(items), items[0], items[2])
+
     def data_parallel_stmt(self, items):
         return ast.DataParallelStmt(self._span_of(items))
 
@@ -220,9 +229,13 @@ class _Builder(Transformer):
     def include_stmt(self, items):
         return ast.IncludeStmt(self._span_of(items), items[1])
 
+    def model_stmt(self, items):
+        return ast.ModelStmt(self._span_of(items), items[1])
+
     def cluster_stmt(self, items):
         return ast.ClusterStmt(self._span_of(items),
-                               tuple(i for i in items if isinstance(i, ast.KwArg)))
+                               tuple(i for i in items if isinstance(i, ast.KwArg)),
+                               auto=any(isinstance(i, ast.Auto) for i in items))
 
     def rename_stmt(self, items):
         return ast.RenameSection(self._span_of(items), tuple(items[2:-1]))

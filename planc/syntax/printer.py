@@ -5,7 +5,7 @@ every comment along (a comment is never lost: the test suite compares the commen
 and after). It does not decide whether the result means what the input meant: that is
 `planc.check.formatting`, which checks the printed text before `planc fmt` writes it.
 
-Canonical order: `plan`, `include`, `param`, `mesh`, `slices`, the distribution,
+Canonical order: `plan`, `include`, `param`, `mesh`, `slices`, `axis_types`, the distribution,
 `match`, `overlap`, `budget`, `check`, `cluster`, `layout`, `outputs`, `rename`. The checker groups
 statements by kind, so moving statements between kinds is safe, with one exception: an
 `include` inlines its statements where it stands, so moving a local statement across an
@@ -24,8 +24,8 @@ from planc.syntax import ast
 INDENT = "    "
 
 _ORDER = (
-    (ast.PlanStmt,), (ast.IncludeStmt,), (ast.ParamStmt,), (ast.MeshStmt,), (ast.SlicesStmt,),
-    (ast.DataParallelStmt, ast.ModelParallelStmt), (ast.MatchStmt,), (ast.OverlapStmt,),
+    (ast.PlanStmt,), (ast.ModelStmt,), (ast.IncludeStmt,), (ast.ParamStmt,), (ast.MeshStmt,), (ast.SlicesStmt,),
+    (ast.AxisTypesStmt,), (ast.DataParallelStmt, ast.ModelParallelStmt), (ast.MatchStmt,), (ast.OverlapStmt,),
     (ast.BudgetStmt,), (ast.CheckStmt,), (ast.ClusterStmt,), (ast.LayoutSection,),
     (ast.OutputsSection,), (ast.RenameSection,),
 )
@@ -229,6 +229,9 @@ class _Printer:
 
     # sections
     def section(self, stmt, unit: _Unit) -> None:
+        if isinstance(stmt, ast.ClusterStmt) and stmt.auto:
+            self.emit_unit(unit, "cluster auto", "", first_blank=False)
+            return
         keyword = {ast.LayoutSection: "layout", ast.OutputsSection: "outputs",
                    ast.ClusterStmt: "cluster", ast.RenameSection: "rename"}[type(stmt)]
         items = list(stmt.rules if not isinstance(stmt, ast.ClusterStmt) else stmt.args)
@@ -305,6 +308,8 @@ class _Printer:
             return f"plan {s.name.text}"
         if isinstance(s, ast.IncludeStmt):
             return f"include {self.string(s.path)}"
+        if isinstance(s, ast.ModelStmt):
+            return f"model {self.string(s.path)}"
         if isinstance(s, ast.ParamStmt):
             return f"param {s.name.text} = {self.value(s.value)}"
         if isinstance(s, ast.MeshStmt):
@@ -312,6 +317,11 @@ class _Printer:
             return f"mesh({axes})"
         if isinstance(s, ast.SlicesStmt):
             return f"slices({self.kwargs(s.items)})"
+        if isinstance(s, ast.AxisTypesStmt):
+            if s.every is not None:
+                return f"axis_types {self.axis_size(s.every)}"
+            types = ", ".join(f"{d.name.text} = {self.axis_size(d.type)}" for d in s.axes)
+            return f"axis_types({types})"
         if isinstance(s, ast.DataParallelStmt):
             return "data_parallel"
         if isinstance(s, ast.ModelParallelStmt):

@@ -15,6 +15,7 @@ Schema `planc.compiled/1` (keys in this order; `ensure_ascii` JSON, 2-space inde
       "params": {NAME: VALUE, ...},
       "mesh": {"axes": [NAME, ...], "shape": [SIZE | null, ...],   # global sizes; null: auto
                "slices": [N, ...], "devices": N | null},
+      "axis_types": ["auto" | "explicit", ...],   # per mesh axis; only when one is explicit
       "distribution": "data_parallel" | "model_parallel",
       "batch_axes": [NAME, ...],
       "match": "full" | "search",
@@ -56,7 +57,7 @@ SCHEMA = "planc.compiled/1"
 _NOT_MEANING = {"file", "sources", "diagnostics", "layout_span", "rename_span", "span"}
 # Fields added after fingerprints were first published: left out while empty, so a plan
 # that does not use them keeps the fingerprint it always had.
-_LEFT_OUT_EMPTY = {"renames"}
+_LEFT_OUT_EMPTY = {"renames", "axis_types"}
 
 
 def _canonical(value):
@@ -142,6 +143,7 @@ def compiled_json(ir: PlanIR, resolution=None) -> str:
         "params": {k: v for k, v in ir.params},
         "mesh": {"axes": list(ir.mesh.names), "shape": list(ir.mesh.shape),
                  "slices": list(ir.mesh.slice_shape), "devices": ir.mesh.device_count},
+        **({"axis_types": list(ir.axis_types)} if ir.axis_types else {}),
         "distribution": ir.distribution,
         "batch_axes": list(ir.batch_axes),
         "match": ir.match,

@@ -17,7 +17,7 @@ from planc.ir import PlanIR, Rule
 
 __all__ = [
     "shape_free_axes", "splits_over_several_axes", "is_multi_axis", "all_rules",
-    "check_expressible", "multi_axis_dimension", "batch_over_several_axes",
+    "check_expressible", "multi_axis_dimension", "explicit_axes_for_keras", "batch_over_several_axes",
     "shape_dependent_rule", "shape_dependent_output", "end_anchored_output",
     "indivisible_batch", "scalar_batch", "WITH_THE_MODEL", "WITH_THE_SHAPE",
 ]
@@ -71,6 +71,9 @@ def check_expressible(ir: PlanIR, backend: str) -> None:
     """Raise `PlanError` (P311) for what Keras on `backend` cannot be given, before Keras
     fails: on the JAX backend planc passes a multi-axis dimension as a NamedSharding."""
     problems: list[Diagnostic] = []
+    explicit = explicit_axes_for_keras(ir)
+    if explicit is not None:
+        problems.append(explicit)
     if backend != "jax":
         problems += [multi_axis_dimension(rule, backend) for rule in all_rules(ir)
                      if splits_over_several_axes(rule)]
@@ -103,6 +106,19 @@ def multi_axis_dimension(rule: Rule, backend: str | None = None) -> Diagnostic:
                  "use the JAX target (`--target jax`), or `plan.to_keras()` on Keras's JAX "
                  "backend (KERAS_BACKEND=jax), where planc passes a NamedSharding; or split "
                  "the dimension over one axis")
+
+
+def explicit_axes_for_keras(ir: PlanIR) -> Diagnostic | None:
+    """P315 when the plan makes mesh axes `explicit`, else None: Keras builds `Auto`
+    meshes, and planc does not downgrade the plan's axes behind its back."""
+    if not ir.explicit_axes:
+        return None
+    axes = ", ".join(f"`{a}`" for a in ir.explicit_axes)
+    return error("P315", f"the plan makes {axes} explicit, but Keras builds meshes whose axes "
+                 "are all `auto`", ir.axis_types_span or _mesh_span(ir),
+                 label="explicit axes", help="use the JAX target (`plan.mesh()`, `planc "
+                 "compile --target jax`) for explicit sharding, or write `axis_types auto` "
+                 "for the Keras target")
 
 
 def batch_over_several_axes(ir: PlanIR, backend: str | None = None) -> Diagnostic | None:

@@ -11,8 +11,15 @@ Choices a user should know:
   `jax.devices()`). Devices are placed by `planc.targets.devices` (topology-aware where
   `jax.experimental.mesh_utils` knows the topology, row-major elsewhere, as Keras's
   `DeviceMesh` does; `slices(axis = N)` meshes slice by slice). The mesh's axis types
-  are JAX's default (Auto), as Keras builds it. A device count that does not fit the
-  mesh, or devices that cannot form its slices, is a `PlanError` (P201).
+  are the plan's `axis_types` (`auto` unless it says otherwise, as Keras builds it). A
+  device count that does not fit the mesh, or devices that cannot form its slices, is a
+  `PlanError` (P201).
+- **Explicit axes.** On an `explicit` axis the sharding is part of an array's type
+  (`jax.typeof(x).sharding.spec`). Arrays placed by `shard`, `init`, `shard_batch` carry
+  the plan's spec in their type. Inside a traced function, placement (`shard` on
+  tracers, `constrain`) uses `jax.sharding.reshard` for the explicit axes of a spec and
+  `jax.lax.with_sharding_constraint` for its auto axes; outside one, `jax.device_put`.
+  The activation helpers are in `planc.targets.jax_activations`.
 - **Blocks.** JAX has no block sharding: `model[128]` is a divisibility constraint
   (the dimension must divide by 128 x size(model), checked by the resolver) and the
   `PartitionSpec` entry is the plain axis `"model"`. Contiguous equal shards of a
@@ -44,11 +51,12 @@ from planc.resolve import ResolvedLayout, Resolver
 from planc.sources.objects import key_text
 from planc.targets.devices import _device_grid, _device_list
 from planc.targets.expressible import indivisible_batch, scalar_batch
+from planc.targets.jax_compat import axis_type, require
 from planc.variables import Variable
 
 __all__ = [
     "make_mesh", "partition_spec", "shardings", "shard", "init", "init_jit",
-    "data_sharding", "shard_batch", "output_sharding", "tree_paths",
+    "data_sharding", "shard_batch", "output_sharding", "tree_paths", "place",
 ]
 
 
@@ -93,6 +101,9 @@ def _ir_for_mesh(ir: PlanIR, mesh: Mesh) -> PlanIR:
     bound = _bound(ir, int(mesh.devices.size))
     wrong = [f"`{a.name}` is {mesh.shape[a.name]} in the mesh but {a.global_size} in the plan"
              for a in bound.mesh.axes if mesh.shape[a.name] != a.global_size]
+    types = dict(zip(mesh.axis_names, (str(t.name).lower() for t in mesh.axis_types)))
+    wrong += [f"`{n}` is {types[n]} in the mesh but {t} in the plan"
+              for n, t in zip(bound.mesh.names, bound.mesh_axis_types) if types[n] != t]
     if wrong:
         raise ValueError(f"the mesh does not match plan {ir.name!r}: " + "; ".join(wrong))
     return bound
@@ -127,7 +138,8 @@ def make_mesh(ir: PlanIR, devices=None) -> Mesh:
         raise PlanError((error("P201", f"the devices do not fit the mesh: {exc}", span,
                                label="this mesh", devices=len(devices)),),
                         bound.source_dict) from None
-    return Mesh(grid, bound.mesh.names)
+    types = tuple(axis_type(bound, t) for t in bound.mesh_axis_types)
+    return Mesh(grid, bound.mesh.names, axis_types=types)
 
 
 def _mesh(ir: PlanIR, mesh):
@@ -259,7 +271,40 @@ def shard(ir: PlanIR, tree, mesh=None):
     Nothing moves unless every leaf resolves without error.
     """
     placement = shardings(ir, tree, mesh=mesh)
+    leaves = jax.tree_util.tree_leaves(tree)
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+        return jax.tree_util.tree_map(place, tree, placement)
     return jax.device_put(tree, placement)
+
+
+def place(x, sharding: NamedSharding):
+    """`x` laid out as `sharding`: `jax.device_put` outside a traced function; inside one,
+    `jax.sharding.reshard` over the spec's explicit axes, then
+    `jax.lax.with_sharding_constraint` over its auto axes (JAX accepts each primitive only
+    on its own kind of axis). A dimension split over axes of both kinds ends up with its
+    explicit axes major. The emitted module's `_place` (`runtime_jax`) does the same."""
+    if not isinstance(x, jax.core.Tracer):
+        return jax.device_put(x, sharding)
+    mesh, spec = sharding.mesh, sharding.spec
+    kinds = dict(zip(mesh.axis_names, (str(t.name).lower() for t in mesh.axis_types)))
+    explicit = _only(spec, kinds, "explicit")
+    auto = _only(spec, kinds, "auto")
+    if any(kinds[a] == "explicit" for a in mesh.axis_names):
+        reshard = require("reshard", needed_for="a layout on explicit axes inside `jit`")
+        x = reshard(x, NamedSharding(mesh, explicit))
+    if any(kinds[a] == "auto" for a in mesh.axis_names):
+        x = jax.lax.with_sharding_constraint(x, NamedSharding(mesh, auto))
+    return x
+
+
+def _only(spec: PartitionSpec, kinds: dict, kind: str) -> PartitionSpec:
+    """`spec` keeping only the axes of `kind` (the others become unsplit)."""
+    out = []
+    for entry in spec:
+        axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+        kept = tuple(a for a in axes if kinds.get(a) == kind)
+        out.append(None if not kept else kept[0] if len(kept) == 1 else kept)
+    return PartitionSpec(*out)
 
 
 def _init_shardings(mesh, ir: PlanIR, shapes):

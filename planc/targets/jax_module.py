@@ -6,13 +6,15 @@ the resolved table) and a small resolver with planc's semantics (match mode,
 overlap, literal precedence, default, `...`, alternatives fitted by rank and
 divisibility). Its API mirrors `planc.Plan`:
 
-    MESH_AXES, MESH_SHAPE, SLICES, BATCH_AXES, FINGERPRINT, TABLE
+    MESH_AXES, MESH_SHAPE, SLICES, AXIS_TYPES, BATCH_AXES, FINGERPRINT, TABLE
     make_mesh(devices=None) -> jax.sharding.Mesh
     partition_spec(path, shape, mesh=None) -> PartitionSpec
     shardings(tree, mesh=None) -> pytree of NamedSharding
     shard(tree, mesh=None) -> tree placed on the mesh
     data_sharding(rank=2, mesh=None) -> NamedSharding
     output_sharding(path, rank, mesh=None) -> NamedSharding or None
+    use(mesh=None) -> jax.set_mesh over the plan's mesh (a setter and a context manager)
+    constrain(x, name, mesh=None) -> x laid out by the `outputs` rule for `name`
 
 Its runtime is planc's own code, copied (see `planc.targets.codegen`): the device order
 of `planc.targets.devices`, so the module and `plan.mesh()` place devices identically;
@@ -84,6 +86,8 @@ def module_text(ir: PlanIR, resolution=None) -> str:
     out.append(f"FINGERPRINT = {literal(fingerprint(ir))}\n")
     out.append(f"PLANC_VERSION = {literal(__version__)}\n")
     out.append(mesh_constants(ir))
+    out.append("# Each axis's type (`axis_types`): 'auto' or 'explicit'.\n"
+               f"AXIS_TYPES = {literal(ir.mesh_axis_types)}\n")
     out.append(f"MATCH = {literal(ir.match)}\n")
     out.append(f"OVERLAP = {literal(ir.overlap)}\n")
     out.append(f"MAX_PATH_LENGTH = {limits.MAX_PATH_LENGTH}\n")

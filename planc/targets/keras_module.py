@@ -52,7 +52,7 @@ from planc.targets.codegen import (check_constants, docstring_name, literal, mes
                                    refuse_backtracking, refuse_errors, runtime_source,
                                    section_source)
 from planc.targets.expressible import (WITH_THE_MODEL, batch_over_several_axes,
-                                       end_anchored_output, multi_axis_dimension,
+                                       end_anchored_output, explicit_axes_for_keras, multi_axis_dimension,
                                        shape_dependent_output, shape_dependent_rule,
                                        shape_free_axes, splits_over_several_axes)
 from planc.targets.keras_keys import SectionKeys, anchored_key
@@ -73,9 +73,9 @@ def module_text(ir: PlanIR, resolution=None) -> str:
     refuse_errors(ir, resolution)
     refuse_backtracking(ir)
     problems: list[Diagnostic] = []
-    batch = batch_over_several_axes(ir)
-    if batch is not None:
-        problems.append(batch)
+    for problem in (explicit_axes_for_keras(ir), batch_over_several_axes(ir)):
+        if problem is not None:
+            problems.append(problem)
     var_lines, out_lines = _entries(ir, resolution, problems)
     if problems:
         raise PlanError(tuple(problems), ir.source_dict)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -117,9 +118,16 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
         arrays = restore(ir, checkpoint, sources, shardings, dtype=dtype)
     else:
         arrays = {}
-        for s in sources:
-            arrays[s.variable.path] = _build(checkpoint, s, shardings[s.variable.path])
-            checkpoint.close()  # drop the memory map of the pages just read
+        # The copies out of the file release the GIL: a variable's shards are read by
+        # several threads at once, which is what takes a load below a plain read's time.
+        # Only memory-mapped safetensors reads are safe to share between threads (a zip
+        # member or an HDF5 dataset has one file position).
+        threads = _READERS if checkpoint.kind in ("safetensors", "index") else 1
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            for s in sources:
+                arrays[s.variable.path] = _build(checkpoint, s, shardings[s.variable.path],
+                                                 pool if threads > 1 else None)
+                checkpoint.close()  # drop the memory map of the pages just read
 
     if keras_model is not None:
         _assign_all(keras_model, owners, arrays)
@@ -139,8 +147,9 @@ def _reshard_note(ir: PlanIR, checkpoint) -> tuple:
     return () if found is None else (found,)
 
 
-def _build(checkpoint, source, sharding) -> jax.Array:
-    """One variable as a global array, each addressable shard read from the file."""
+def _build(checkpoint, source, sharding, pool=None) -> jax.Array:
+    """One variable as a global array, each addressable shard read from the file (by
+    the threads of `pool`, when given)."""
     shape = tuple(source.variable.shape)
     want = _np_dtype(source.variable.dtype)
     name = source.tensor.name
@@ -151,18 +160,24 @@ def _build(checkpoint, source, sharding) -> jax.Array:
     for index in indices.values():
         key = _key(shape, index)
         pending[key] = pending.get(key, 0) + 1
-    held: dict[tuple, np.ndarray] = {}
+
+    def read_slice(key) -> np.ndarray:
+        bounds = tuple(slice(a, b) for a, b in key)
+        if source.transpose:
+            return _adoptable(checkpoint.read(name, bounds[::-1]).T, want)
+        return _adoptable(checkpoint.read(name, bounds), want)
+
+    keys = list(pending)
+    held: dict[tuple, np.ndarray] = {keys[0]: read_slice(keys[0])} if keys else {}
+    if pool is not None and len(keys) > 1:
+        # The first read opened the tensor's memory map; the others share it.
+        held.update(zip(keys[1:], pool.map(read_slice, keys[1:])))
 
     def read(index) -> np.ndarray:
         key = _key(shape, index)
         value = held.get(key)
         if value is None:
-            bounds = tuple(slice(a, b) for a, b in key)
-            if source.transpose:
-                value = checkpoint.read(name, bounds[::-1]).T
-            else:
-                value = checkpoint.read(name, bounds)
-            value = _adoptable(value, want)
+            value = read_slice(key)
         pending[key] -= 1
         if pending[key]:
             held.setdefault(key, value)
@@ -171,6 +186,10 @@ def _build(checkpoint, source, sharding) -> jax.Array:
         return value
 
     return jax.make_array_from_callback(shape, sharding, read)
+
+
+# Threads reading one variable's shards: the copies are memory-bound, so a few are enough.
+_READERS = min(8, os.cpu_count() or 1)
 
 
 def _adoptable(value: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -16,6 +16,7 @@ divisibility. The differential tests hold the two to the same answers.
 from __future__ import annotations
 
 import re
+import warnings
 
 import jax
 import numpy as np
@@ -28,6 +29,7 @@ from planc.targets.runtime_binding import _bind
 PLAN_NAME = "runtime"
 MESH_AXES: tuple = ("batch",)
 SLICES: tuple = (1,)
+AXIS_TYPES: tuple = ("auto",)
 BATCH_AXES: tuple = ("batch",)
 DISTRIBUTION = "model_parallel"
 MATCH = "full"
@@ -45,7 +47,28 @@ def make_mesh(devices=None):
     devices = _device_list(devices)
     sizes = _bind(len(devices))
     grid = _device_grid(tuple(sizes[n] for n in MESH_AXES), SLICES, devices)
-    return Mesh(grid, MESH_AXES)
+    return Mesh(grid, MESH_AXES, axis_types=_axis_types())
+
+
+def _axis_types():
+    kinds = getattr(jax.sharding, "AxisType", None)
+    if kinds is None or any(not hasattr(kinds, t.capitalize()) for t in AXIS_TYPES):
+        raise RuntimeError(f"jax {jax.__version__} has no mesh axis types {AXIS_TYPES}; "
+                           "this module needs jax>=0.7.1")
+    return tuple(getattr(kinds, t.capitalize()) for t in AXIS_TYPES)
+
+
+def use(mesh=None):
+    """jax.set_mesh over the plan's mesh (`make_mesh()` unless `mesh` is given): a
+    setter, and a context manager (`with use(): ...`)."""
+    if not hasattr(jax, "set_mesh"):
+        raise RuntimeError(f"jax {jax.__version__} has no jax.set_mesh, which use() "
+                           "calls; this module needs jax>=0.7.1")
+    if mesh is None:
+        mesh = make_mesh()
+    else:
+        _sizes(mesh)
+    return jax.set_mesh(mesh)
 
 
 def _sizes(mesh):
@@ -59,6 +82,9 @@ def _sizes(mesh):
     expected = _bind(int(mesh.devices.size))
     wrong = [f"`{n}` is {mesh.shape[n]} in the mesh but {expected[n]} in the plan"
              for n in MESH_AXES if mesh.shape[n] != expected[n]]
+    kinds = dict(zip(names, (str(t.name).lower() for t in mesh.axis_types)))
+    wrong += [f"`{n}` is {kinds[n]} in the mesh but {t} in the plan"
+              for n, t in zip(MESH_AXES, AXIS_TYPES) if kinds[n] != t]
     if wrong:
         raise ValueError("the mesh does not match the plan: " + "; ".join(wrong))
     return expected
@@ -247,3 +273,46 @@ def output_sharding(path, rank, mesh=None):
     if why is not None:
         raise ValueError(why)
     return NamedSharding(mesh, PartitionSpec(*entries))
+
+
+def _place(x, sharding):
+    """`x` laid out as `sharding`: device_put outside a traced function; inside one,
+    reshard over the spec's explicit axes, then with_sharding_constraint over its auto ones."""
+    if not isinstance(x, jax.core.Tracer):
+        return jax.device_put(x, sharding)
+    mesh = sharding.mesh
+    kinds = dict(zip(mesh.axis_names, (str(t.name).lower() for t in mesh.axis_types)))
+
+    def only(kind):
+        out = []
+        for entry in sharding.spec:
+            axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+            kept = tuple(a for a in axes if kinds.get(a) == kind)
+            out.append(None if not kept else kept[0] if len(kept) == 1 else kept)
+        return NamedSharding(mesh, PartitionSpec(*out))
+
+    if "explicit" in kinds.values():
+        if not hasattr(jax.sharding, "reshard"):
+            raise RuntimeError(f"jax {jax.__version__} has no jax.sharding.reshard, which "
+                               "explicit axes need; this module needs jax>=0.7.1")
+        x = jax.sharding.reshard(x, only("explicit"))
+    if "auto" in kinds.values():
+        x = jax.lax.with_sharding_constraint(x, only("auto"))
+    return x
+
+
+def constrain(x, name, mesh=None):
+    """`x` laid out by the `outputs` rule for `name`, inside or outside jit (reshard on
+    explicit axes, with_sharding_constraint on auto ones). A shape the rule does not fit
+    is a ValueError naming the rule; no rule for `name`: a warning, and `x` unchanged."""
+    mesh = make_mesh() if mesh is None else mesh
+    sizes = _sizes(mesh)
+    shape = tuple(int(d) for d in x.shape)
+    entries, matched, why = _resolve(OUTPUT_RULES, OUTPUT_DEFAULT, name, shape, sizes)
+    if not matched:
+        warnings.warn(f"plan {PLAN_NAME!r}: no `outputs` rule matches {name!r}; the value "
+                      "is left as it is", stacklevel=2)
+        return x
+    if why is not None:
+        raise ValueError(f"plan {PLAN_NAME!r}: the value does not fit its `outputs` rule: {why}")
+    return _place(x, NamedSharding(mesh, PartitionSpec(*entries)))

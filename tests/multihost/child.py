@@ -2,13 +2,15 @@
 
     python tests/multihost/child.py env
     python tests/multihost/child.py chatter LINES WIDTH
-    python tests/multihost/child.py hold DIR [--ignore-term] [--grandchild]
+    python tests/multihost/child.py hold DIR [--ignore-term] [--grandchild] [--setsid]
                                              [--fail ID CODE] [--kill-self ID]
+    python tests/multihost/child.py line BYTES
 
 `hold` writes `DIR/<process id>.pid` (and `DIR/<process id>.grandchild.pid` for the
 child it starts with `--grandchild`), waits until every process has done so, then
 sleeps, unless it is the process named by `--fail` (exits with CODE) or `--kill-self`
-(dies by SIGKILL).
+(dies by SIGKILL). With `--setsid` the grandchild leaves for a session of its own, as a
+daemon does. `line` writes BYTES bytes and no newline, 64 KiB at a time.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def hold(args) -> None:
     expected = COUNT
     if args.grandchild:
         expected *= 2
-        sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                   start_new_session=args.setsid)
         (directory / f"{ME}.grandchild.pid").write_text(str(sleeper.pid))
     (directory / f"{ME}.pid").write_text(str(os.getpid()))
     while len(list(directory.glob("*.pid"))) < expected:
@@ -64,6 +67,15 @@ def hold(args) -> None:
     if args.kill_self == ME:
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(600)
+
+
+def line(size: int) -> None:
+    block = b"y" * 65536
+    out = sys.stdout.buffer
+    while size > 0:
+        out.write(block[:size])
+        out.flush()
+        size -= len(block)
 
 
 def main() -> None:
@@ -77,11 +89,16 @@ def main() -> None:
     p.add_argument("dir")
     p.add_argument("--ignore-term", action="store_true")
     p.add_argument("--grandchild", action="store_true")
+    p.add_argument("--setsid", action="store_true")
     p.add_argument("--fail", type=int, nargs=2, metavar=("ID", "CODE"))
     p.add_argument("--kill-self", type=int, metavar="ID")
+    p = sub.add_parser("line")
+    p.add_argument("bytes", type=int)
     args = parser.parse_args()
     if args.mode == "env":
         env()
+    elif args.mode == "line":
+        line(args.bytes)
     elif args.mode == "chatter":
         chatter(args.lines, args.width)
     else:

@@ -70,7 +70,10 @@ def results(stdout: str) -> dict[int, dict[str, dict]]:
 
 
 def clean_env(**extra) -> dict:
-    """This environment without cluster variables (a test sets its own)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERAS_DISTRIBUTION_")}
+    """This environment without cluster or launcher variables (a test sets its own), so
+    a suite run inside a Slurm or MPI job does not join it."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("KERAS_DISTRIBUTION_", "SLURM_", "OMPI_", "PMIX_"))
+           and k not in ("PLANC_LAUNCH", "JAX_COORDINATOR_ADDRESS")}
     env.update(extra)
     return env

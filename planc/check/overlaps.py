@@ -1,0 +1,231 @@
+"""Rules whose patterns can match one path, found without a model (P336).
+
+A model shows an ambiguity only when it has a variable both patterns match (P302); a
+plan linted on its own, or a model that grows a layer later, does not. interegular turns
+each pattern into a finite automaton and intersects them; a non-empty intersection is an
+overlap, and its shortest string is the witness path. The witness is then matched by
+planc's own matcher (RE2), so the warning never rests on a difference between the two
+readers of a pattern; a pattern interegular cannot read is left out of the check.
+
+Under `overlap first` file order decides, so overlaps are not reported; under `match
+search` almost any two patterns meet in some path (`a` and `b` in `ab`), so the check
+runs under `match full` only. A pattern's own
+text, when it is a path, is taken by the literal rule wherever it stands (P308), so it
+is no witness.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import deque
+
+from planc.diagnostics import Diagnostic, Label, warning
+from planc.ir import Rule
+from planc.matching import Matcher, check_pattern
+
+# Pairs are compared one by one: a bound keeps a plan of thousands of rules from taking
+# minutes at lint (such plans are generated, and overlaps there are P302's job).
+MAX_RULES = 200
+# interegular builds a DFA; a long pattern or a large counted repeat could make it huge.
+MAX_PATTERN_LENGTH = 300
+MAX_WITNESS = 200
+# A DFA can need 2**k states for k ambiguous positions (`(a|b)*a(a|b)(a|b)...`); each
+# `.`, class, `|` and quantifier, and each count of a counted repeat, weighs one. A
+# pattern above MAX_WEIGHT is left out, and pairs are compared in file order while the
+# sum of 2**weight over their patterns stays in budget, so no plan makes lint build huge
+# automata. Real rule patterns weigh under 10 (`decoder_block.*attention.*(query|key|
+# value).kernel` weighs 7).
+MAX_WEIGHT = 12
+WEIGHT_BUDGET = 2**16
+# Pairs whose literal ends already keep them apart cost nothing.
+
+_META = set("\\.^$*+?{}[]()|")
+
+
+def _literal_ends(pattern: str) -> tuple[str, str]:
+    """The literal text every path `pattern` matches starts and ends with ("" when
+    unsure: a top-level `|`, an escape, a quantifier on the last character)."""
+    if "(?" in pattern or _top_level_bar(pattern):  # flags such as (?i) change what a
+        return "", ""                                # literal matches
+    i = 0
+    while i < len(pattern) and pattern[i] not in _META:
+        i += 1
+    head = pattern[:i]
+    if i < len(pattern) and pattern[i] in "*?{":
+        head = head[:-1]
+    j = len(pattern)
+    while j > 0 and pattern[j - 1] not in _META:
+        j -= 1
+    tail = pattern[j:]
+    if j > 0 and pattern[j - 1] == "\\":
+        tail = tail[1:]
+    return head, tail
+
+
+def _weight(pattern: str) -> int:
+    weight = sum(pattern.count(c) for c in ".|*+?[")
+    for count in re.findall(r"\{(\d*)(?:,(\d*))?\}", pattern):
+        weight += max(int(n) for n in count if n) if any(count) else 1
+    return weight
+
+
+def _top_level_bar(pattern: str) -> bool:
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
+                i += 2 if pattern[i + 1] == "]" else 3
+                continue
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            return True
+        i += 1
+    return False
+
+
+def _apart(a: tuple[str, str], b: tuple[str, str]) -> bool:
+    """Whether literal ends alone show that no path matches both patterns."""
+    (ha, ta), (hb, tb) = a, b
+    return not (ha.startswith(hb) or hb.startswith(ha)) or \
+        not (ta.endswith(tb) or tb.endswith(ta))
+
+
+def overlap_findings(rules: tuple[Rule, ...], mode: str, overlap: str) -> list[Diagnostic]:
+    """P336 for each pair of `rules` that can match one path, with a shortest witness."""
+    if overlap == "first" or mode != "full" or not 2 <= len(rules) <= MAX_RULES:
+        return []
+    # A pattern the checker refused (P106, P107) has its own error; it is no witness.
+    rules = [r for r in rules if r.pattern is not None and check_pattern(r.pattern) is None
+             and len(r.pattern) <= MAX_PATTERN_LENGTH and _weight(r.pattern) <= MAX_WEIGHT]
+    ends = {r.index: _literal_ends(r.pattern) for r in rules}
+    out = []
+    budget = WEIGHT_BUDGET
+    for i, a in enumerate(rules):
+        for b in rules[i + 1:]:
+            if _apart(ends[a.index], ends[b.index]):
+                continue
+            # Counted whether or not the answer is cached, so the output never depends
+            # on what was checked before.
+            budget -= 2 ** _weight(a.pattern) + 2 ** _weight(b.pattern)
+            if budget < 0:
+                return out
+            witness = _pair_witness(a.pattern, b.pattern)
+            if witness is not None:
+                out.append(_finding(a, b, witness))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _pair_witness(a: str, b: str) -> str | None:
+    """A shortest path both patterns match (not either's own text), or None.
+
+    Cached: a language server re-checks a plan at each edit, and only the pairs of the
+    rule that changed are new. The alphabet is the pair's own, so the witness does not
+    depend on the plan's other rules.
+    """
+    import interegular  # only when there is a pair to compare
+
+    pa, pb = _parsed(interegular, a), _parsed(interegular, b)
+    if pa is None or pb is None:
+        return None
+    try:
+        alphabet = interegular.fsm.Alphabet.union(
+            pa.get_alphabet(interegular.REFlags(0)), pb.get_alphabet(interegular.REFlags(0)))[0]
+    except Exception:
+        return None
+    fa, fb = _automaton(pa, alphabet), _automaton(pb, alphabet)
+    if fa is None or fb is None:
+        return None
+    witness = _witness(fa, fb, {a, b})
+    if witness is None or Matcher([a, b], "full").match(witness) != (0, 1):
+        return None  # the two readers disagree: say nothing rather than guess
+    return witness
+
+
+def _parsed(interegular, pattern: str):
+    try:
+        return interegular.parse_pattern(pattern)
+    except Exception:  # Unsupported, InvalidSyntax, or a construct it fails on
+        return None
+
+
+def _automaton(pattern, alphabet):
+    try:
+        return pattern.to_fsm(alphabet)
+    except Exception:
+        return None
+
+
+def _witness(fa, fb, excluded: set[str]) -> str | None:
+    """The shortest string both automata accept that is not in `excluded`, if any."""
+    try:
+        if fa.isdisjoint(fb):  # lazy: stops at the first shared final state
+            return None
+        both = fa & fb
+    except Exception:
+        return None
+    return _shortest(both, excluded)
+
+
+def _shortest(fsm, excluded: set[str]) -> str | None:
+    """Breadth-first over (state, text) pairs; each state is kept for a few texts only,
+    enough to step past the excluded literal texts."""
+    symbols = {}
+    for transition, chars in fsm.alphabet.by_transition.items():
+        named = sorted((c for c in chars if isinstance(c, str)), key=lambda c: (c.isupper(), c))
+        symbols[transition] = _readable(named, fsm.alphabet)
+    seen: dict = {}
+    queue = deque([(fsm.initial, "")])
+    while queue:
+        state, text = queue.popleft()
+        if state in fsm.finals and text not in excluded:
+            return text
+        if len(text) >= MAX_WITNESS:
+            continue
+        for transition, nxt in sorted(fsm.map.get(state, {}).items(), key=lambda t: t[0]):
+            char = symbols.get(transition)
+            if char is None:
+                continue
+            visits = seen.get(nxt, 0)
+            if visits > len(excluded):
+                continue
+            seen[nxt] = visits + 1
+            queue.append((nxt, text + char))
+    return None
+
+
+def _readable(chars: list[str], alphabet) -> str | None:
+    """One character standing for a transition: a letter or digit when it has one; for
+    "anything else", a letter no pattern names."""
+    for c in chars:
+        if c.isalnum():
+            return c
+    for c in chars:
+        if c.isprintable() and c != " ":
+            return c
+    if chars:
+        return chars[0]
+    named = {c for c in alphabet if isinstance(c, str)}
+    return next((c for c in "xyzqjkabcdefghilmnoprstuvw" if c not in named), None)
+
+
+def _finding(a: Rule, b: Rule, witness: str) -> Diagnostic:
+    return warning(
+        "P336", f"rules {a.label} and {b.label} can both match a path, e.g. `{witness}`",
+        b.pattern_span, label=f"also matches `{witness}`",
+        secondary=(Label(a.pattern_span, f"matches `{witness}`"),),
+        help=("make the patterns disjoint (name the layers each is for), or write "
+              "`overlap first` if file order should decide; with a model such a path is "
+              "an error (P302)"),
+        rule=b.where)

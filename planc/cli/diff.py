@@ -1,0 +1,96 @@
+"""`planc diff OLD NEW [--model SRC] [--devices N] [--format text|json]`: what changed.
+
+OLD and NEW are plan files (resolved against `--model`, else each plan's own model) or
+`planc explain --format json` documents. Lists each variable whose layout, shard shape
+or bytes per device changed, those newly replicated, and the per-device totals
+(`planc.reports.diff`). Exit codes as diff(1): 0 identical, 1 different, 2 trouble (a
+bad command line, an unreadable input, a plan with errors).
+"""
+
+from __future__ import annotations
+
+import json
+
+from planc.cli.common import (EXIT_USAGE, UsageError, emit_diagnostics, load, load_model,
+                              parse_defines, parse_devices)
+
+
+def run(args) -> int:
+    """Run `planc diff` for parsed `args`; returns the exit code."""
+    from planc.reports.diff import diff_document, diff_text
+
+    defines = parse_defines(args.defines)
+    counts = parse_devices(args.devices)
+    if len(counts) > 1:
+        raise UsageError(f"diff takes one device count, got `{args.devices}`")
+    devices = counts[0] if counts else None
+    if devices is None:  # a plan beside an explain document is resolved at its count
+        from planc.reports.diff import GoldenError, read_document
+
+        for path in (args.old, args.new):
+            if _is_document(path):
+                try:
+                    written = read_document(path).get("devices")
+                except GoldenError as exc:
+                    raise UsageError(str(exc)) from None
+                devices = written if isinstance(written, int) else None
+                break
+    docs = []
+    for path in (args.old, args.new):
+        doc, problems = _document(path, args, defines, devices)
+        if doc is None:
+            emit_diagnostics(problems[0], problems[1], args, to_file=False)
+            return EXIT_USAGE
+        docs.append(doc)
+    doc = diff_document(*docs)
+    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n" if args.format == "json" \
+        else diff_text(doc)
+    if args.output:
+        from planc.fileio import atomic_write
+
+        try:
+            atomic_write(args.output, text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    else:
+        import sys
+
+        sys.stdout.write(text)
+    return 0 if doc["identical"] else 1
+
+
+def _is_document(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(64).lstrip().startswith(b"{")
+    except OSError:
+        return False
+
+
+def _document(path: str, args, defines: dict, devices: int | None):
+    """(the `planc.explain/1` document of `path`, None) or (None, (diagnostics, sources))."""
+    from planc.reports.diff import GoldenError, read_document
+    from planc.reports.explain import document
+    from planc.resolve import validate
+    from planc.sources.project import project_for
+
+    if _is_document(path):
+        try:
+            return read_document(path), None
+        except GoldenError as exc:
+            raise UsageError(str(exc)) from None
+    plan, found, sources = load(path, defines, args.allow_include_outside)
+    if plan is None:
+        return None, (found, sources)
+    entry = project_for(path)
+    source = args.model or plan.ir.model or entry.model
+    if source is None:
+        raise UsageError(f"{path} names no model: pass --model SRC (or add "
+                         "`model \"PATH\"` to the plan)")
+    if devices is None and len(entry.devices) == 1:
+        devices = entry.devices[0]
+    report = validate(plan.ir, load_model(source), devices)
+    diags = list(found) + list(report.diagnostics)
+    if any(d.is_error for d in diags):
+        return None, (diags, {**sources, **report.sources})
+    return document(plan, report, diags, report.variable_dicts()), None

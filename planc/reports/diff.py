@@ -1,0 +1,193 @@
+"""What changed between two resolved tables: `planc diff` and `planc lint --golden`.
+
+A table is the `variables` of a `planc.explain/1` document (`planc explain --format
+json`), or what a plan resolves to against a model. Two tables differ for a variable
+when its layout (`axes`), shard shape or bytes per device differ, or when it is in
+only one of them. `planc diff --format json` writes ``planc.diff/1``::
+
+    {
+      "schema": "planc.diff/1",
+      "old": {"file": "old.kd", "devices": 8, "per_device_bytes": 1048576},
+      "new": {"file": "new.kd", "devices": 8, "per_device_bytes": 2097152},
+      "identical": false,
+      "changes": [CHANGE, ...],            # model order of NEW, then removed variables
+      "newly_replicated": ["path", ...]
+    }
+
+    CHANGE = {"path": ..., "kind": "changed" | "added" | "removed",
+              "fields": ["layout", "shard_shape", "bytes_per_device"],   # what differs
+              "old": {"layout", "shard_shape", "bytes_per_device", "replicated"} | null,
+              "new": {...} | null}
+
+>>> a = [{"path": "w", "axes": ["model", None], "shard_shape": [2, 4], "bytes_per_device": 32,
+...       "replicated": False}]
+>>> b = [dict(a[0], axes=[None, None], shard_shape=[4, 4], bytes_per_device=64, replicated=True)]
+>>> [(c["path"], c["fields"]) for c in changes(a, b)]
+[('w', ['layout', 'shard_shape', 'bytes_per_device'])]
+"""
+
+from __future__ import annotations
+
+import json
+
+from planc.diagnostics import Diagnostic, error
+from planc.fileio import os_error_text
+
+GOLDEN_SCHEMA = "planc.explain/1"
+_FIELDS = (("layout", ("axes", "blocks")), ("shard_shape", ("shard_shape",)),
+           ("bytes_per_device", ("bytes_per_device",)))
+
+
+class GoldenError(Exception):
+    """A golden or explain document that cannot be read or is not `planc.explain/1`."""
+
+    def __init__(self, message: str, path: str):
+        super().__init__(message)
+        self.path = path
+
+    def diagnostic(self) -> Diagnostic:
+        return error("P322", str(self), None, file=self.path,
+                     help="write it again with `planc explain PLAN --model SRC --devices N "
+                     "--format json -o FILE`")
+
+
+def read_document(path: str) -> dict:
+    """The `planc.explain/1` document at `path`; `GoldenError` when it is not one."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise GoldenError(f"cannot read {path}: {os_error_text(exc)}", path) from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise GoldenError(f"{path} is not JSON: {exc}", path) from None
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if schema != GOLDEN_SCHEMA:
+        raise GoldenError(f"{path} has schema {json.dumps(schema)}, expected "
+                          f"`{GOLDEN_SCHEMA}` (an `explain --format json` document)", path)
+    rows = doc.get("variables")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(
+            r.get("path"), str) for r in rows):
+        raise GoldenError(f"{path}: `variables` is not a list of variable rows", path)
+    return doc
+
+
+def _cell(row: dict) -> dict:
+    return {"layout": _layout(row.get("axes"), row.get("blocks")),
+            "shard_shape": row.get("shard_shape"),
+            "bytes_per_device": row.get("bytes_per_device"),
+            "replicated": bool(row.get("replicated"))}
+
+
+def _layout(axes, blocks=None) -> str | None:
+    """`axes` (and `blocks`) of a row as a plan writes a layout: `(model, _)`."""
+    if not isinstance(axes, list):
+        return None
+    blocks = blocks if isinstance(blocks, list) and len(blocks) == len(axes) else [1] * len(axes)
+    parts = []
+    for a, b in zip(axes, blocks):
+        text = "_" if a is None else a if isinstance(a, str) else \
+            "(" + ", ".join(map(str, a)) + ")"
+        parts.append(text + (f"[{b}]" if b not in (1, None) and a is not None else ""))
+    return "(" + ", ".join(parts) + ")"
+
+
+def changes(old_rows: list[dict], new_rows: list[dict]) -> list[dict]:
+    """Each variable whose layout, shard shape or bytes per device differ between the
+    two tables, or that is in only one (module docstring: CHANGE)."""
+    old = {r["path"]: r for r in old_rows}
+    new = {r["path"]: r for r in new_rows}
+    out = []
+    for path, row in new.items():
+        before = old.get(path)
+        if before is None:
+            out.append({"path": path, "kind": "added", "fields": [], "old": None,
+                        "new": _cell(row)})
+            continue
+        fields = [name for name, keys in _FIELDS
+                  if any(before.get(k) != row.get(k) for k in keys)]
+        if fields:
+            out.append({"path": path, "kind": "changed", "fields": fields,
+                        "old": _cell(before), "new": _cell(row)})
+    for path, row in old.items():
+        if path not in new:
+            out.append({"path": path, "kind": "removed", "fields": [], "old": _cell(row),
+                        "new": None})
+    return out
+
+
+def diff_document(old: dict, new: dict) -> dict:
+    """The `planc.diff/1` document of two `planc.explain/1` documents."""
+    found = changes(old["variables"], new["variables"])
+    replicated = [c["path"] for c in found if c["kind"] == "changed"
+                  and c["new"]["replicated"] and not c["old"]["replicated"]]
+
+    def side(doc):
+        return {"file": doc.get("file"), "devices": doc.get("devices"),
+                "per_device_bytes": (doc.get("summary") or {}).get("per_device_bytes")}
+
+    return {"schema": "planc.diff/1", "old": side(old), "new": side(new),
+            "identical": not found and side(old)["per_device_bytes"] ==
+            side(new)["per_device_bytes"],
+            "changes": found, "newly_replicated": replicated}
+
+
+def diff_text(doc: dict) -> str:
+    """`doc` (`planc.diff/1`) for people: one line per change, then the totals."""
+    from planc.diagnostics.text import visible
+    from planc.resolve import human_bytes
+
+    def size(n):
+        return "?" if n is None else human_bytes(n)
+
+    def cell(c):
+        return f"{c['layout']} shard {c['shard_shape']} {size(c['bytes_per_device'])}/device"
+
+    lines = []
+    for c in doc["changes"]:
+        path = visible(c["path"])
+        if c["kind"] == "added":
+            lines.append(f"+ {path}: {cell(c['new'])}")
+        elif c["kind"] == "removed":
+            lines.append(f"- {path}: {cell(c['old'])}")
+        else:
+            mark = "  (newly replicated)" if c["path"] in doc["newly_replicated"] else ""
+            lines.append(f"~ {path}: {cell(c['old'])} -> {cell(c['new'])}{mark}")
+    o, n = doc["old"]["per_device_bytes"], doc["new"]["per_device_bytes"]
+    lines.append(f"per device: {size(o)} -> {size(n)}" if o != n else f"per device: {size(o)}")
+    changed = len(doc["changes"])
+    lines.append("identical" if doc["identical"] else
+                 f"{changed} variable{'s' if changed != 1 else ''} changed, "
+                 f"{len(doc['newly_replicated'])} newly replicated")
+    return "".join(visible(line) + "\n" for line in lines)
+
+
+def golden_drift(report, golden: dict, devices: int | None) -> list[Diagnostic]:
+    """One P323 error per variable whose layout drifted from `golden`, one P324 per
+    variable in only one of them; nothing when `golden` was written for another count.
+
+    Each points at the rule that now gives the variable its layout (else the plan's
+    `layout` block, else the plan file).
+    """
+    if golden.get("devices") != devices:
+        return []
+    spans = {a.variable.path: (a.rule.span if a.rule is not None else None)
+             for a in report.assignments}
+    fallback = report.ir.layout_span if report.ir is not None else None
+    out = []
+    for c in changes(golden["variables"], report.variable_dicts()):
+        span = spans.get(c["path"]) or fallback
+        where = {"file": None if span else report.file, "variable": c["path"]}
+        if c["kind"] == "changed":
+            o, n = c["old"], c["new"]
+            what = ", ".join(f"{f.replace('_', ' ')} {o[f]} -> {n[f]}" for f in c["fields"])
+            out.append(error("P323", f"`{c['path']}` drifted from the golden: {what}", span,
+                             label="gives the layout now", **where,
+                             help="if the change is meant, write the golden again with "
+                             "`planc explain ... --format json -o GOLDEN`"))
+        else:
+            side = "the golden only" if c["kind"] == "removed" else "the model, not the golden"
+            out.append(error("P324", f"`{c['path']}` is in {side}", span, **where,
+                             help="was the model changed? write the golden again if so"))
+    return out

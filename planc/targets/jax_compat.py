@@ -1,0 +1,89 @@
+"""The JAX features planc uses that older JAX releases lack, and the one error for each.
+
+pyproject.toml states the oldest JAX planc supports (`MIN_JAX`, the first release with
+every feature below; `make test-oldest` runs the JAX-facing tests against it). An
+environment can still hold an older JAX (installed with `--no-deps`, or pinned by
+another package): then the first call that needs a missing feature raises one
+`PlanError` (P316) naming the feature, the installed version and the version that has
+it, located at the plan statement that asked for it, instead of an `AttributeError`
+from deep inside JAX.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from planc.diagnostics import PlanError, Span, error
+from planc.ir import PlanIR
+
+__all__ = ["MIN_JAX", "FEATURES", "require", "axis_type"]
+
+MIN_JAX = "0.7.1"
+
+# feature -> (dotted name under `jax`, the first JAX release that has it)
+FEATURES = {
+    "AxisType": ("sharding.AxisType", "0.5.0"),
+    "reshard": ("sharding.reshard", "0.7.0"),
+    "shard_map": ("shard_map", "0.7.0"),
+    "typeof": ("typeof", "0.4.36"),
+    "set_mesh": ("set_mesh", "0.7.1"),
+}
+
+
+def _lookup(module, dotted: str):
+    value = module
+    for part in dotted.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value
+
+
+def _where(ir: PlanIR | None) -> tuple[Span | None, dict]:
+    if ir is None:
+        return None, {}
+    span = ir.axis_types_span or ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+    return span, ir.source_dict
+
+
+def require(feature: str, ir: PlanIR | None = None, *, needed_for: str, module=jax):
+    """`jax.<feature>`, or `PlanError` (P316) when the installed JAX lacks it.
+
+    `module` is the JAX to look in (the installed one). `needed_for` says what asked.
+
+    >>> require("typeof", needed_for="the example") is jax.typeof
+    True
+    """
+    dotted, since = FEATURES[feature]
+    found = _lookup(module, dotted)
+    if found is not None:
+        return found
+    installed = getattr(module, "__version__", "unknown")
+    span, sources = _where(ir)
+    raise PlanError((error(
+        "P316", f"the installed JAX ({installed}) has no `jax.{dotted}`, which {needed_for} "
+        f"needs (JAX {since} or newer has it)", span, label="asks for it",
+        help=f"install jax>={max(since, MIN_JAX, key=_version)} (`pip install -U "
+             f"'jax>={MIN_JAX}'`), the oldest JAX planc supports"),), sources)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def axis_type(ir: PlanIR, name: str, *, module=jax):
+    """The `jax.sharding.AxisType` member for a plan's axis type ("auto", "explicit").
+
+    >>> import planc
+    >>> axis_type(planc.loads("data_parallel").ir, "explicit").name
+    'Explicit'
+    """
+    types = require("AxisType", ir, needed_for="a mesh with axis types", module=module)
+    member = getattr(types, name.capitalize(), None)
+    if member is None:
+        span, sources = _where(ir)
+        raise PlanError((error(
+            "P316", f"the installed JAX ({getattr(module, '__version__', 'unknown')}) knows no "
+            f"axis type `{name}`", span, label="asks for it",
+            help=f"install jax>={MIN_JAX}, the oldest JAX planc supports"),), sources)
+    return member

@@ -1,0 +1,52 @@
+"""Helpers for the tests that start `tests/multihost/auto_worker.py` under a real launcher."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import sys
+
+from multihost.procs import HERE, clean_env, run
+
+AUTO_WORKER = str(HERE / "auto_worker.py")
+DEVICES = "--xla_force_host_platform_device_count"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def auto_results(text: str) -> list[dict]:
+    """Every `RESULT auto {json}` line in `text` (a `[i] ` prefix allowed), by process."""
+    found = [json.loads(m.group(1))
+             for m in re.finditer(r"^(?:\[\d+\] )?RESULT auto (.*)$", text, re.M)]
+    return sorted(found, key=lambda r: r["process_index"])
+
+
+def worker_env(devices: int, **extra) -> dict:
+    """The tests' environment without launcher variables, with `devices` CPU devices."""
+    env = clean_env()
+    env.update(XLA_FLAGS=f"{DEVICES}={devices}", JAX_PLATFORMS="cpu", **extra)
+    return env
+
+
+def single_process_losses() -> list[float]:
+    """The losses of the same training as one process on all 8 devices."""
+    done = run([sys.executable, AUTO_WORKER], env=worker_env(8))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (only,) = auto_results(done.stdout)
+    assert only["process_count"] == 1 and only["environment"] is None
+    return only["losses"]
+
+
+def assert_one_cluster(results: list[dict], environment: str) -> None:
+    """Two processes of 4 devices formed one 8-device mesh, found as `environment`."""
+    assert [r["process_index"] for r in results] == [0, 1], results
+    for r in results:
+        assert r["environment"] == environment
+        assert (r["process_count"], r["devices"], r["local_devices"]) == (2, 8, 4)
+        assert r["mesh"] == {"batch": 4, "model": 2}
+    assert results[0]["losses"] == results[1]["losses"]
