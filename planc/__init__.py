@@ -15,8 +15,10 @@ if _sys.argv[:1] == ["-m"] or _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1]
     # The command line (`python -m planc`, the `planc` script): Ctrl-C while the
     # modules below load ends it quietly, with the shell's code, instead of in a
     # traceback. `planc.cli.dispatch.main` puts Python's own handler back.
+    # `_signal`, the built-in half of `signal`: importing `signal` itself builds its enums,
+    # long enough for a Ctrl-C to land in the middle of it.
+    import _signal
     import os as _os
-    import signal as _signal
 
     def _interrupted_at_start(signum, frame):
         _os.write(2, b"planc: interrupted\n")

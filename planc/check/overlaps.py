@@ -23,6 +23,7 @@ from collections import deque
 from planc.diagnostics import Diagnostic, Label, warning
 from planc.ir import Rule
 from planc.matching import Matcher, check_pattern
+from planc.matching.scan import has_top_level_bar
 
 # Pairs are compared one by one: a bound keeps a plan of thousands of rules from taking
 # minutes at lint (such plans are generated, and overlaps there are P302's job).
@@ -46,7 +47,7 @@ _META = set("\\.^$*+?{}[]()|")
 def _literal_ends(pattern: str) -> tuple[str, str]:
     """The literal text every path `pattern` matches starts and ends with ("" when
     unsure: a top-level `|`, an escape, a quantifier on the last character)."""
-    if "(?" in pattern or _top_level_bar(pattern):  # flags such as (?i) change what a
+    if "(?" in pattern or has_top_level_bar(pattern):  # flags such as (?i) change what a
         return "", ""                                # literal matches
     i = 0
     while i < len(pattern) and pattern[i] not in _META:
@@ -68,30 +69,6 @@ def _weight(pattern: str) -> int:
     for count in re.findall(r"\{(\d*)(?:,(\d*))?\}", pattern):
         weight += max(int(n) for n in count if n) if any(count) else 1
     return weight
-
-
-def _top_level_bar(pattern: str) -> bool:
-    depth, i, in_class = 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
-                i += 2 if pattern[i + 1] == "]" else 3
-                continue
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            return True
-        i += 1
-    return False
 
 
 def _apart(a: tuple[str, str], b: tuple[str, str]) -> bool:

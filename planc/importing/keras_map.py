@@ -19,12 +19,13 @@ import inspect
 import os
 import re
 import sys
-from contextlib import contextmanager
 
 from planc.diagnostics import PlanError, Span, error
 from planc.importing.draft import Draft, DraftRule, axes_text, axis_problem, plan_name
 from planc.importing.patterns import pattern_problems
 from planc.importing.problems import SourceProblem
+from planc.matching.scan import has_top_level_bar
+from planc.sources.objects import cwd_on_path
 from planc.variables import Variable
 
 _MODULE_ATTR = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_][\w.]*)\Z")
@@ -53,20 +54,6 @@ def installed_version() -> str:
                             "or give --keras-version") from None
 
 
-@contextmanager
-def _cwd_on_path():
-    # As `python -m` does: the user's own module sits in the directory they run from.
-    cwd = os.getcwd()
-    added = cwd not in sys.path
-    if added:
-        sys.path.insert(0, cwd)
-    try:
-        yield
-    finally:
-        if added and cwd in sys.path:
-            sys.path.remove(cwd)
-
-
 def resolve(spec: str):
     """Import `module:attr` and return the attribute; `SourceProblem` if that fails."""
     m = _MODULE_ATTR.match(spec)
@@ -74,7 +61,7 @@ def resolve(spec: str):
         raise SourceProblem(f"{spec}: no such file, and not of the form module:attr")
     module_name, attr = m.groups()
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    with _cwd_on_path():
+    with cwd_on_path():
         try:
             obj = importlib.import_module(module_name)
         except (Exception, SystemExit) as exc:
@@ -187,36 +174,13 @@ def _outputs_pattern(key: str, mode: str) -> str | None:
     if not key.endswith(_OUTPUT):
         return None
     body = key[:-len(_OUTPUT)]
-    if not body or _top_level_bar(body) or pattern_problems(body, None, "key"):
+    if not body or has_top_level_bar(body) or pattern_problems(body, None, "key"):
         return None
     if mode == "full":
         return body
     # `re.search` finds `X/output` in `L/output` either inside L (`X/output` there) or
     # at its end (X ending L): the same as searching this in L.
     return f"(?:{body})(?:/output|$)"
-
-
-def _top_level_bar(pattern: str) -> bool:
-    depth, i, in_class = 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            if pattern[i + 1:i + 2] == "]":
-                i += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            return True
-        i += 1
-    return False
 
 
 def draft(layout_map, what: str, name: str, mesh_override, mode: str, version: str,

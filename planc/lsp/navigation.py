@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from planc.diagnostics import CODES, Diagnostic, Span
 from planc.ir import PlanIR, Rule
 from planc.syntax import Statements
+from planc.syntax.errors import KEYWORDS as GRAMMAR_KEYWORDS
 
-# The grammar's keywords (grammar/planc.lark), and the words a layout may use.
-KEYWORDS = ("plan", "param", "mesh", "slices", "data_parallel", "model_parallel", "match",
-            "overlap", "layout", "outputs", "budget", "check", "include", "cluster", "rename",
-            "default", "replicated", "auto", "env", "and", "or", "not")
+# The grammar's keywords, with `model` (a statement only before a string, so not a
+# reserved word) and the axis types; and the words a layout may use.
+KEYWORDS = GRAMMAR_KEYWORDS + ("model", "explicit")
 LAYOUT_WORDS = ("_", "...", "replicated")
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

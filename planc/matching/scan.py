@@ -12,7 +12,7 @@ import re
 
 from planc.matching.python_re import sre, sre_parse
 
-__all__ = ["has_end_anchor", "nesting_too_deep", "without_named_groups"]
+__all__ = ["has_end_anchor", "has_top_level_bar", "nesting_too_deep", "without_named_groups"]
 
 _QUANTIFIER_BRACE = re.compile(r"\{\d*(?:,\d*)?\}")
 _OCTAL_ESCAPE = re.compile(r"\\[0-7]{3}")
@@ -160,3 +160,33 @@ def has_end_anchor(pattern: str) -> bool:
         return False
 
     return walk(sre_parse.parse(pattern).data)
+
+
+def has_top_level_bar(pattern: str) -> bool:
+    """Whether `pattern` has a `|` outside every group and class: `a|b` does, `(a|b)`
+    and `[|]` do not.
+
+    >>> has_top_level_bar("a|b"), has_top_level_bar("(a|b)c"), has_top_level_bar("[|]")
+    (True, False, False)
+    """
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
+                i += 2 if pattern[i + 1] == "]" else 3
+                continue
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            return True
+        i += 1
+    return False

@@ -267,7 +267,7 @@ def is_module_attr(text: str) -> bool:
 
 
 @contextmanager
-def _cwd_on_path() -> Iterator[None]:
+def cwd_on_path() -> Iterator[None]:
     # A user runs `planc lint plan.kd --model mymodel:build` from the directory that
     # holds mymodel.py, as with `python -m`. Kept for the call too: a builder may import
     # a sibling module lazily.
@@ -299,7 +299,7 @@ def variables_of_module_attr(spec: str) -> tuple[Variable, ...]:
     if m is None:
         raise SourceError(f"{spec}: not of the form module:attr")
     module_name, attr_path = m.groups()
-    with _cwd_on_path():
+    with cwd_on_path():
         module = _import(module_name, spec)
         obj = module
         for part in attr_path.split("."):
