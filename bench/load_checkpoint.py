@@ -5,7 +5,8 @@ A safetensors file written by the safetensors library is loaded three ways, each
 fresh process (`--child`) whose peak RSS is the wrapper's ``RUSAGE_CHILDREN.ru_maxrss``:
 
 - `plan.load(path)`: each device's shard read as a slice of the file (checkpoint
-  opened from its checked header, slices copied out of a memory map);
+  opened from its checked header; row blocks read with `pread`, other slices copied out
+  of a memory map; a variable's shards on several threads);
 - `device_put(load_file(path), shardings)`: the whole checkpoint in host memory, then
   copied into the same shardings (the baseline for memory);
 - `load_file(path)` alone: the read floor (the baseline for time).
@@ -160,11 +161,13 @@ def main():
                  "devices) is its RSS just before the call, subtracted from its peak (the "
                  "wrapper's RUSAGE_CHILDREN ru_maxrss). Times are the call alone, medians "
                  f"of {RUNS[a.size]} runs, the file in the page cache.")
-    results.note("plan.load reads each shard from a memory map of its tensor's bytes "
-                 "and copies it once, into a 64-byte aligned buffer that XLA:CPU adopts as "
-                 "the device buffer without another copy; `load_file` copies each tensor "
-                 "once too, contiguously. The rest is one `make_array_from_callback` per "
-                 "variable and the strided copies of column-split shards.")
+    results.note("plan.load reads a shard that is one run of the file's bytes with "
+                 "`pread`, any other from a memory map of its tensor's bytes, each copied "
+                 "once into a 64-byte aligned buffer that XLA:CPU adopts as the device "
+                 "buffer without another copy, a variable's shards on several threads; "
+                 "`load_file` copies each tensor once too, contiguously, on one thread. "
+                 "So plan.load spends more CPU (strided copies of column-split shards, one "
+                 "`make_array_from_callback` per variable) in about the same wall time.")
     results.ratio("load_checkpoint_peak", load_cost,
                   "(plan.load peak above the runtime / bytes placed on the devices)", a.json)
 

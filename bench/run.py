@@ -90,11 +90,12 @@ LIMITS = {
         "the suggestion reads the manifest, resolves the plan it writes once (as the lint "
         "does) and formats it; the rest is start-up (importing planc, reading the grammar)."),
     "load_checkpoint": (
-        "time, not memory: the read itself (page faults on the file's memory map and on the "
-        "fresh buffers, one copy) is the same work as `load_file`'s; on top come one "
+        "time, not memory: the read itself (one copy into fresh buffers) is the same work "
+        "as `load_file`'s, spread over a few threads; on top come one "
         "`make_array_from_callback` per variable and strided copies for column-split "
-        "shards. Wall time on this shared 2-core machine swings by tens of percent "
-        "between runs."),
+        "shards, so with the cores busy elsewhere the wall time approaches the CPU time "
+        "(about 1.5x `load_file`'s). Wall time on this shared 2-core machine swings by "
+        "tens of percent between runs."),
     "lsp_latency": (
         "parsing, for a change parsed in full: lark's lexer and LALR loop take ~50-70 ms of "
         "the ~70-90 ms a whole 1,000-rule text costs on an idle core, the checker ~15 ms, "

@@ -214,6 +214,19 @@ def test_dtype_casts_only_when_asked(tmp_path):
     assert float(out["w"][1, 3]) == 7.0
 
 
+def test_a_64_bit_tensor_is_refused_while_jax_would_store_it_in_32_bits(tmp_path):
+    assert not jax.config.jax_enable_x64  # the default, and what the suite runs under
+    path = tmp_path / "m.safetensors"
+    safetensors.numpy.save_file({"step": np.array([3], np.int64),
+                                 "w": np.ones((8, 4), np.float32)}, str(path))
+    plan = planc.loads("mesh(batch = auto)\ndata_parallel")
+    with pytest.raises(planc.PlanError) as info:
+        plan.load(path)
+    (d,) = info.value.errors
+    assert d.code == "P405" and d.variable == "step" and "int32" in d.message
+    assert "jax_enable_x64" in d.help[0]
+
+
 def test_a_tensor_no_variable_takes_is_a_warning_and_an_error_when_strict(tmp_path, plan):
     written = tensors(5)
     path = tmp_path / "m.safetensors"

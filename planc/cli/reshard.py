@@ -98,6 +98,7 @@ def run(args) -> int:
 def _reshard(args, plan, n, dst, diags, plan_sources) -> int:
     from planc.checkpoints.binding import bind_checkpoint
     from planc.checkpoints.tensors import CheckpointError, open_checkpoint
+    from planc.targets.loading import narrowed_by_jax
 
     def report(found):
         if found:
@@ -110,7 +111,8 @@ def _reshard(args, plan, n, dst, diags, plan_sources) -> int:
     try:
         checkpoint = open_checkpoint(args.source)
         bound, found = bind_checkpoint(ir, checkpoint.tensors)
-        diags = diags + list(found)
+        found = list(found) + list(narrowed_by_jax(ir, bound))
+        diags = diags + found
         if any(d.is_error for d in found):
             report(diags)
             return EXIT_PLAN

@@ -35,7 +35,7 @@ import numpy as np
 
 from planc.checkpoints.binding import bind_checkpoint
 from planc.checkpoints.tensors import ALIGN, CheckpointError, aligned_empty, open_checkpoint
-from planc.diagnostics import PlanError
+from planc.diagnostics import PlanError, Span, error
 from planc.diagnostics.text import render_text
 from planc.ir import PlanIR
 from planc.sources._common import normalize_dtype
@@ -99,6 +99,7 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
 
     sources, diags = bind_checkpoint(ir, checkpoint.tensors, variables, strict=strict,
                                      dtype=dtype)
+    diags = tuple(diags) + narrowed_by_jax(ir, sources)
     if any(d.is_error for d in diags):
         raise PlanError(tuple(diags), ir.source_dict)
     if mesh is None:
@@ -125,7 +126,7 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
         threads = _READERS if checkpoint.kind in ("safetensors", "index") else 1
         with ThreadPoolExecutor(max_workers=threads) as pool:
             for s in sources:
-                arrays[s.variable.path] = _build(checkpoint, s, shardings[s.variable.path],
+                arrays[s.variable.path] = build_array(checkpoint, s, shardings[s.variable.path],
                                                  pool if threads > 1 else None)
                 checkpoint.close()  # drop the memory map of the pages just read
 
@@ -138,6 +139,28 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
     return {s.variable.path: arrays[s.variable.path] for s in sources}
 
 
+_NARROW = {"int64": "int32", "uint64": "uint32", "float64": "float32",
+           "complex128": "complex64"}
+
+
+def narrowed_by_jax(ir: PlanIR, sources) -> tuple:
+    """P405 for each 64-bit variable while `jax_enable_x64` is off: JAX would store it
+    in 32 bits, a cast nobody asked for."""
+    if jax.config.jax_enable_x64:
+        return ()
+    fallback = ir.rename_span or ir.layout_span or Span(ir.file, 1, 1, 1, 2)
+    return tuple(
+        error("P405", f"variable `{s.variable.path}` is {s.variable.dtype}, which JAX stores "
+              f"as {_NARROW[s.variable.dtype]} while `jax_enable_x64` is off; planc never "
+              "converts a dtype silently", s.rule.span if s.rule is not None and
+              s.rule.span is not None else fallback, label="loaded as it is named here",
+              variable=s.variable.path,
+              help="enable 64-bit types before loading: jax.config.update(\"jax_enable_x64\", "
+                   f"True); or, if every tensor is to become {_NARROW[s.variable.dtype]}, pass "
+                   f"dtype=\"{_NARROW[s.variable.dtype]}\"")
+        for s in sources if s.variable.dtype in _NARROW)
+
+
 def _reshard_note(ir: PlanIR, checkpoint) -> tuple:
     if checkpoint.kind != "orbax":
         return ()
@@ -147,7 +170,7 @@ def _reshard_note(ir: PlanIR, checkpoint) -> tuple:
     return () if found is None else (found,)
 
 
-def _build(checkpoint, source, sharding, pool=None) -> jax.Array:
+def build_array(checkpoint, source, sharding, pool=None) -> jax.Array:
     """One variable as a global array, each addressable shard read from the file (by
     the threads of `pool`, when given)."""
     shape = tuple(source.variable.shape)

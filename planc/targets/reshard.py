@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterator
 
 from planc.progress import with_progress
+from planc.targets.loading import build_array
 from planc.variables import itemsize
 
 __all__ = ["PART_BYTES", "device_bytes", "parts"]
@@ -33,28 +34,6 @@ def device_bytes(shape, dtype: str, sharding) -> int:
     return int(shard * itemsize(dtype)) * len(sharding.device_set)
 
 
-def _from_reads(checkpoint, source, sharding):
-    import jax
-    import numpy as np
-
-    name = source.tensor.name
-    dtype = np.dtype(source.variable.dtype)
-    cache: dict = {}
-
-    def shard(index):
-        # Replicated dimensions give several devices the same index: read it once.
-        key = tuple((s.start, s.stop, s.step) for s in index)
-        if key not in cache:
-            if source.transpose:
-                block = checkpoint.read(name, (index[1], index[0])).T
-            else:
-                block = checkpoint.read(name, tuple(index))
-            cache[key] = np.ascontiguousarray(block, dtype=dtype)
-        return cache[key]
-
-    return jax.make_array_from_callback(tuple(source.variable.shape), sharding, shard)
-
-
 def _build(ir, checkpoint, batch) -> dict:
     if getattr(checkpoint, "kind", None) == "orbax":
         from planc.targets.orbax_io import restore
@@ -62,7 +41,7 @@ def _build(ir, checkpoint, batch) -> dict:
         return restore(ir, checkpoint, [s for s, _ in batch], [h for _, h in batch])
     arrays = {}
     for source, sharding in batch:
-        arrays[source.variable.path] = _from_reads(checkpoint, source, sharding)
+        arrays[source.variable.path] = build_array(checkpoint, source, sharding)
         checkpoint.close()  # drop the memory map of the pages just read
     return arrays
 
