@@ -34,6 +34,83 @@ TINY = {"rules": 60, "variables": 300, "manifest_rules": 20}
 _COLD = "import sys, planc; planc.loads(open(sys.argv[1]).read())"
 
 
+SCALING = (100, 1_000, 10_000)
+TINY_SCALING = (10, 100)
+LARK_TARGET = 1.3
+
+
+def scaling_text(n: int) -> str:
+    """A plan of `n` per-layer rules (the shape of the generated plans above), small
+    enough at 10,000 rules to stay under the 1 MiB plan limit."""
+    lines = ["plan scaling", "mesh(batch = 4, model = 2)", "model_parallel(batch = batch)",
+             "layout {"]
+    for i in range(n - 1):
+        layout = "(model, batch, _)" if i % 2 else "(_, batch, model)"
+        lines.append(f'    "decoder_block_{i}/attention/(query|key|value)/kernel" -> {layout}')
+    lines += ["    default -> replicated", "}", ""]
+    return "\n".join(lines)
+
+
+def scaling(results, runs: int, size: str) -> None:
+    """planc's front end (`planc.loads`, patterns checked afresh, and again with them
+    cached) against lark's own parse of the same text into its parse tree, per rule,
+    from 100 to 10,000 rules, interleaved run by run."""
+    import gc
+    import time
+
+    import planc
+    from planc.matching import translate
+    from planc.syntax.grammar import new_parser
+
+    lark_parser = new_parser()  # the same grammar and LALR options, lark's own tree
+    worst = 0.0
+    per_rule = {}
+    for n in (TINY_SCALING if size == "tiny" else SCALING):
+        text = scaling_text(n)
+
+        def fresh(text=text):
+            translate._translate.cache_clear()
+            planc.loads(text)
+
+        def cached(text=text):
+            planc.loads(text)
+
+        def lark(text=text):
+            lark_parser.parse(text)
+
+        fresh(), lark()
+        times = {"fresh": [], "cached": [], "lark": []}
+        for _ in range(runs):
+            for name, fn in (("fresh", fresh), ("cached", cached), ("lark", lark)):
+                gc.collect()
+                gc.disable()
+                try:
+                    t = time.process_time()
+                    fn()
+                    times[name].append(time.process_time() - t)
+                finally:
+                    gc.enable()
+        # Ratios within each repetition, then their median: the load on the shared
+        # machine moves all three of one repetition alike.
+        ratio = sorted(f / l for f, l in zip(times["fresh"], times["lark"]))[runs // 2]
+        again = sorted(c / l for c, l in zip(times["cached"], times["lark"]))[runs // 2]
+        lark_us = sorted(times["lark"])[runs // 2] / n * 1e6
+        fresh_us = sorted(times["fresh"])[runs // 2] / n * 1e6
+        cached_us = sorted(times["cached"])[runs // 2] / n * 1e6
+        per_rule[n] = fresh_us
+        worst = max(worst, ratio, again)
+        results.row(f"front end, {n:,} rules ({len(text) / 1024:.0f} KiB): planc.loads / "
+                    "lark's parse", f"{ratio:.2f}x fresh patterns ({fresh_us:.0f} us/rule), "
+                    f"{again:.2f}x cached ({cached_us:.0f} us/rule); lark {lark_us:.0f} us/rule",
+                    f"<= {LARK_TARGET}x", status(max(ratio, again) <= LARK_TARGET),
+                    rules=n, ratio_fresh=ratio, ratio_cached=again, lark_us_per_rule=lark_us,
+                    fresh_us_per_rule=fresh_us, cached_us_per_rule=cached_us)
+    low, high = min(per_rule), max(per_rule)
+    results.row(f"front end per rule, {high:,} rules / {low:,} rules (1.0 = linear)",
+                f"{per_rule[high] / per_rule[low]:.2f}", growth=per_rule[high] / per_rule[low])
+    results.data["lark_ratio_worst"] = worst
+
+
 def main():
     a = args(__doc__.splitlines()[0])
     grid = TINY if a.size == "tiny" else FULL
@@ -80,6 +157,8 @@ def main():
                 f"{translate_t.cpu * 1e3:.0f} ms CPU", cpu_s=translate_t.cpu)
     results.row("  the same plan again in one process (patterns cached)",
                 f"{again.cpu * 1e3:.0f} ms CPU", cpu_s=again.cpu)
+
+    scaling(results, runs, a.size)
 
     with tempfile.TemporaryDirectory() as tmp:
         plan_path = Path(tmp) / "rules.kd"

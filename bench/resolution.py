@@ -1,7 +1,8 @@
 """Benchmark 1: resolution at scale, planc against the Keras LayoutMap lookup loop.
 
 For V variable paths and R rules, planc's ``Resolver(ir).resolve_all(variables)``
-(the Resolver's construction, which compiles the RE2 sets, included) is timed against
+(a fresh Resolver each run; its RE2 sets are compiled once per plan and reused, as by
+every ``plan.resolve``; benchmark 11 shows the first call's cost) is timed against
 ``[layout_map[path] for path in paths]`` on a real ``keras.distribution.LayoutMap``
 holding the same rules over a real 8-device ``DeviceMesh``. The two must give the same
 layout for every path before any time is taken. Keras has no `default`: a path no key

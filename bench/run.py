@@ -33,6 +33,8 @@ BENCHMARKS = [
     ("load_checkpoint", "load_checkpoint.py"),
     ("reshard_memory", "reshard_memory.py"),
     ("lsp_latency", "lsp_latency.py"),
+    ("explain_405b", "explain_405b.py"),
+    ("matching_floor", "matching_floor.py"),
 ]
 
 TITLES = {
@@ -49,12 +51,22 @@ TITLES = {
                         "peak host memory and time, 8 simulated devices)"),
     "lsp_latency": ("9. `planc lsp`: diagnostics after a change to a 1,000-rule plan (vs `planc "
                     "lint` of the same file)"),
+    "explain_405b": ("10. `planc explain` of Llama-3-405B shapes at 512 devices, piped (vs "
+                     "`planc lint` of the same plan and model)"),
+    "matching_floor": ("11. Resolution against the floor (planc vs a warm `re2.Set` and a `re` "
+                       "first-match loop; the emitted module; scaling from 1k to 1M paths)"),
     "reshard_memory": ("8. `planc reshard` peak memory (in parts, vs load, shard and save the "
                        "whole tree; 8 simulated devices)"),
 }
 
 # What limits a figure when its target is missed: shown under the table of that benchmark.
 LIMITS = {
+    "matching_floor": (
+        "the C++ set match is ~1 us of a path's cost; planc's hot loop around it (reading "
+        "RE2's answer, the fit cache lookup, the per-rule counts and building each frozen "
+        "`Assignment`) adds ~0.6-1 us in CPython. `plan.resolve(tree)` adds reading the "
+        "pytree (~1.5-2 us a leaf: one `Variable` per leaf, built and checked) and the "
+        "report over it."),
     "resolution": (
         "planc spends about 3-6 us of CPU per variable: ~1 us in RE2's set match itself, "
         "~1 us in the Python wrappers around it (re2's `Set.Match` encodes the str; "
@@ -62,29 +74,51 @@ LIMITS = {
         "`Assignment`. Keras's loop costs ~1 us per rule per path, so with 10 rules the two "
         "are within a small factor; planc's lead grows with R because its cost does not."),
     "cli_latency": (
-        "of planc's ~0.3 s of CPU, ~35 ms is the interpreter's start-up; importing planc is "
-        "~120-140 ms, of which the dataclass-heavy `planc.ast` (~24 ms) and `planc.ir` "
-        "(~9 ms), lark with the stdlib modules it pulls in (logging, inspect, urllib, "
-        "pickle: ~35 ms) and re2 (~16 ms); the run itself is ~30-45 ms, of which lark "
-        "loading its cached LALR tables and compiling its lexer's regexes (~25 ms) and "
-        "argparse building all six subcommands (~10 ms). See `python -X importtime -m "
-        "planc lint ...`."),
+        "`import planc` itself is now a few ms (each public name loads its module on first "
+        "use), but `planc lint` needs the front end: of its ~220-250 ms, ~15 ms is the "
+        "interpreter and site; the dataclass-heavy `planc.syntax.ast` (~20 ms on its own: "
+        "Python 3.11 builds each of its 41 frozen dataclasses' methods with `exec`) and "
+        "`planc.ir` (~8 ms); lark with what it imports (~43 ms, of which `regex` ~8 ms and "
+        "interegular ~7 ms, both imported by lark whenever they are installed); the P336 "
+        "overlap check of the plan's rule pairs (~29 ms for gemma.kd's six pairs, was ~58 ms "
+        "before the pairs shared one interegular `Comparator`); and lark loading its cached "
+        "LALR tables. The breakdown rows above are one `python -X importtime` run. Reaching "
+        "0.15x (~95 ms) would take an AST without dataclasses and a parser that does not "
+        "import lark at start-up (a generated standalone parser), both beyond this round."),
     "born_sharded": (
-        "not the sharding: the parameters are born sharded (1x in total; the busiest device "
-        "holds 1/8 plus its temporaries, against the whole model for the naive path). "
-        "XLA:CPU's default concurrency-optimised scheduler keeps the temporaries of every "
-        "output of one program alive at once (each leaf's random bits, about 1x the model), "
-        "so on the CPU `plan.init` computes a large model in about 16 groups of outputs, one "
-        "program each (XLA drops the other outputs' work); what remains above 1x is one "
-        "group's temporaries and the runtime's own growth while compiling. With "
-        "`--xla_cpu_enable_concurrency_optimized_scheduler=false` the single-program figure "
-        "is about the same; on accelerators, whose schedulers count memory, one program runs."),
+        "memory is met, time is not. The parameters are born sharded (1x in total; the "
+        "busiest device holds 1/8 plus its temporaries, against the whole model for the "
+        "naive path). XLA:CPU's default concurrency-optimised scheduler keeps the "
+        "temporaries of every output of one program alive at once (each leaf's random bits, "
+        "about 1x the model), so on the CPU `plan.init` computes a large model in "
+        "`INIT_GROUPS` = 6 groups of outputs, one program each (XLA drops the other outputs' "
+        "work). After each group it waits for the group and calls glibc's `malloc_trim(0)`: "
+        "glibc otherwise keeps the pages the group's temporaries freed, and that residue, "
+        "not live data, was most of the old 1.2x (16 groups, no trim). Measured in one "
+        "harness, peak / wall: 16 groups untrimmed 1.21x / 17.8 s, 16 trimmed 0.93x / 12.9 s, "
+        "8 trimmed 0.99x / 12.7 s, 6 trimmed 1.03x / 11.7 s, 4 trimmed 1.11x / 6.4-11 s; "
+        "in this bench 5 groups measured 1.07x / 1.94x and 4 groups 1.10x / 1.91x, no faster "
+        "than 6, so 6 keeps the margin under 1.1x. Time: each "
+        "group is a separate trace and XLA compilation of the whole initialiser (pruned to "
+        "its outputs), ~1.5-2 s each on this machine, against one compilation for "
+        "init-then-shard; compiling the groups in parallel threads did not help on 2 shared "
+        "cores. Leaf-by-leaf creation outside XLA would need the initialiser's random "
+        "streams split per leaf, which `plan.init` cannot assume of a user's function. With "
+        "XLA's memory-minimising scheduler (`--xla_cpu_enable_concurrency_optimized_"
+        "scheduler=false`) the temporaries are 0.19x instead of 1.16x."),
     "front_end": (
-        "see the 'of which' rows. Simple patterns are read by planc's own reader and need no "
-        "RE2 compile to check; the rest go through Python's parser once. lark builds the AST "
-        "while it parses (no parse tree). What is left is mostly lark's lexer and LALR loop "
-        "(~80-140 ms for 102 KiB of rules); the figure swings with the load on this shared "
-        "2-core machine."),
+        "the 'front end, N rules' rows compare `planc.loads` with lark's own parse of the "
+        "same text into its parse tree (same grammar and lexer, in the same run). planc's "
+        "parse alone is ~1.4x lark's: the same lexer and LALR loop, plus the AST builder's "
+        "callbacks and spans, the nesting scan and the comment scan; the checker and IR add "
+        "the rest (~0.3-0.7x). The per-rule cost is flat from 100 to 10,000 rules, and the "
+        "pattern cache now holds twice `limits.MAX_RULES` patterns, so a plan of any legal "
+        "size checked again finds all its patterns cached (at 4,096 entries a 10,000-rule "
+        "plan missed on every pattern, as it cycled through the LRU). Not met: 1.3x would "
+        "need the AST built with less Python per token than lark's own tree. Plans of "
+        "under 200 rules whose patterns share their literal ends (the MoE rule set at 100 "
+        "rules) also pay the P336 overlap check: ~1.5 s there (was ~22 s before the shared "
+        "`Comparator`)."),
     "validate_405b": "",
     "suggest_405b": (
         "the suggestion reads the manifest, resolves the plan it writes once (as the lint "
@@ -102,6 +136,10 @@ LIMITS = {
         "the JSON-RPC round trip a few ms. Typing inside a rule reparses that rule alone "
         "(the checks still all run). On this shared 2-core machine the figures swing with "
         "the other work."),
+    "explain_405b": (
+        "piped output is laid out as plain text in one pass (`planc.reports.explain."
+        "_plain_table`); rich is imported only for a terminal or `--color always`. What "
+        "explain adds to the lint is that table and the memory summary."),
     "reshard_memory": (
         "about 190 MiB of every figure is the interpreter with jax and Orbax imported; the "
         "rest is one part (64 MiB) being read while the previous one is written, and what "

@@ -27,12 +27,17 @@ if _sys.argv[:1] == ["-m"] or _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1]
     _signal.signal(_signal.SIGINT, _interrupted_at_start)
 
 from planc._version import __version__
-from planc.diagnostics import CODES, Diagnostic, PlanError, Severity, Span
-from planc.plan import Plan, load_plan, loads
-from planc.variables import Variable
 
-# The Keras counterparts (`keras.distribution.set_distribution` ...) load keras, so they
-# are imported on first use only.
+# Each public name loads its module on first use: `import planc` costs a few
+# milliseconds, and a command line (`planc lint`) loads only the stages it runs. The
+# Keras counterparts (`keras.distribution.set_distribution` ...) load keras, so they
+# too wait for first use.
+_LAZY = {
+    "CODES": "planc.diagnostics", "Diagnostic": "planc.diagnostics",
+    "PlanError": "planc.diagnostics", "Severity": "planc.diagnostics",
+    "Span": "planc.diagnostics", "Plan": "planc.plan", "load_plan": "planc.plan",
+    "loads": "planc.plan", "Variable": "planc.variables",
+}
 _KERAS_API = ("set_distribution", "distribution", "list_devices", "distribute_tensor")
 
 __all__ = [
@@ -42,8 +47,18 @@ __all__ = [
 
 
 def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     if name in _KERAS_API:
         from planc import keras_api
 
         return getattr(keras_api, name)
     raise AttributeError(f"module 'planc' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -88,6 +88,7 @@ def overlap_findings(rules: tuple[Rule, ...], mode: str, overlap: str) -> list[D
     ends = {r.index: _literal_ends(r.pattern) for r in rules}
     out = []
     budget = WEIGHT_BUDGET
+    shared = _SharedAutomata()
     for i, a in enumerate(rules):
         for b in rules[i + 1:]:
             if _apart(ends[a.index], ends[b.index]):
@@ -97,6 +98,8 @@ def overlap_findings(rules: tuple[Rule, ...], mode: str, overlap: str) -> list[D
             budget -= 2 ** _weight(a.pattern) + 2 ** _weight(b.pattern)
             if budget < 0:
                 return out
+            if _disjoint(a.pattern, b.pattern, shared, rules):
+                continue
             witness = _pair_witness(a.pattern, b.pattern)
             if witness is not None:
                 out.append(_finding(a, b, witness))
@@ -128,6 +131,66 @@ def _pair_witness(a: str, b: str) -> str | None:
     if witness is None or Matcher([a, b], "full").match(witness) != (0, 1):
         return None  # the two readers disagree: say nothing rather than guess
     return witness
+
+
+# Pairs already settled, disjoint or not, so a plan checked again (a language server
+# re-checks at each edit) builds no automata for them; emptied when full.
+_KNOWN_DISJOINT: dict[tuple[str, str], bool] = {}
+MAX_KNOWN_PAIRS = 16_384
+
+
+def _disjoint(a: str, b: str, shared: _SharedAutomata, rules) -> bool:
+    known = _KNOWN_DISJOINT.get((a, b))
+    if known is None:
+        known = shared.disjoint(a, b, rules)
+        if len(_KNOWN_DISJOINT) >= MAX_KNOWN_PAIRS:
+            _KNOWN_DISJOINT.clear()
+        _KNOWN_DISJOINT[a, b] = known
+    return known
+
+
+class _SharedAutomata:
+    """interegular's `Comparator` over every compared pattern, made on the first pair
+    that needs it: one automaton per pattern over one alphabet, built when first used.
+
+    Whether two patterns meet does not depend on the alphabet (any alphabet that tells
+    apart the characters both name gives the same answer), so most pairs, the disjoint
+    ones, are settled with n automata instead of two per pair. A pair that meets gets
+    its witness from `_pair_witness` over the pair's own alphabet, so what is reported
+    does not depend on the other rules.
+    """
+
+    def __init__(self):
+        self._comparator = None
+
+    def disjoint(self, a: str, b: str, rules) -> bool:
+        """True only when the two patterns surely match no path in common."""
+        if self._comparator is None:
+            self._comparator = _comparator([r.pattern for r in rules])
+        if self._comparator is False:
+            return False
+        try:
+            fa, fb = self._comparator.get_fsm(a), self._comparator.get_fsm(b)
+            # None: a pattern interegular cannot turn into an automaton; `_pair_witness`
+            # then says nothing either.
+            return fa is not None and fb is not None and bool(fa.isdisjoint(fb))
+        except Exception:
+            return False
+
+
+def _comparator(patterns: list[str]):
+    """A `Comparator` of the patterns interegular reads, or False if it fails on them."""
+    import interegular
+
+    parsed = {}
+    for pattern in dict.fromkeys(patterns):
+        one = _parsed(interegular, pattern)
+        if one is not None:
+            parsed[pattern] = one
+    try:
+        return interegular.Comparator(parsed) if parsed else False
+    except Exception:
+        return False
 
 
 def _parsed(interegular, pattern: str):

@@ -57,6 +57,15 @@ class Matcher:
             self._on_empty = tuple(
                 index for index, text in enumerate(texts)
                 if _compile_one(text.replace(r"\B", _NOTHING), mode)("") is not None)
+        if len(self._groups) == 1 and not self._between_bytes and self._on_empty is None:
+            # The common case, on the hot path of every resolution: the one group answers
+            # by itself, so the call skips this method's checks (it shadows `match`).
+            self.match = self._groups[0].match
+        # For callers that read RE2's own answer (a list, in no order, that holds the
+        # sentinel index unless RE2 failed): (match of UTF-8 bytes, sentinel), or None
+        # when `match` has more to do than that.
+        self.raw = ((self._groups[0]._match, self._groups[0]._sentinel)
+                    if "match" in self.__dict__ else None)
 
     def match(self, path: str) -> tuple[int, ...]:
         """Indices of every pattern that matches ``path``, ascending."""
@@ -116,13 +125,15 @@ class _Group:
             self._set.Add(text)
         self._sentinel = self._set.Add(_SENTINEL)
         self._set.Compile()
-        self._match = self._set.Match
+        # The binding's own Set.Match takes UTF-8 bytes; its Python wrapper adds a call
+        # and a function lookup per path, which is a third of the match at this size.
+        self._match = self._set._set.Match
         self._texts, self._start, self._mode = texts, start, mode
         self._one_by_one = None
 
     def match(self, path: str) -> tuple[int, ...]:
-        hits = self._match(path)
-        if hits is not None:
+        hits = self._match(path.encode())
+        if hits:
             hits.sort()  # RE2 reports them in the order its DFA found them
             if hits[-1] == self._sentinel:
                 hits.pop()

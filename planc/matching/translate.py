@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import re2
 
+from planc import limits
 from planc.matching.python_re import sre, sre_parse
 from planc.matching.re2_text import _ASCII_LITERAL_TRANSLATION, _emit, _Unsupported
 from planc.matching.scan import _locate
@@ -85,7 +86,13 @@ _WHY = ("planc matches paths with RE2, which guarantees linear-time matching and
         "has no backtracking constructs")
 
 
-@functools.lru_cache(maxsize=4096)
+# Room for every pattern of the largest plan twice over (a language server holds the plan
+# and its edited copy): a plan larger than an LRU cache would miss on every pattern
+# each time it is checked again, as it cycles through the cache.
+_CACHED_PATTERNS = 2 * limits.MAX_RULES
+
+
+@functools.lru_cache(maxsize=_CACHED_PATTERNS)
 def _translate(pattern: str) -> str:
     r"""The RE2 text for a Python pattern; raises _Refused with the problem.
 

@@ -183,7 +183,7 @@ class Resolver:
         self.section = section
         self.rules = ir.rules if section == "layout" else ir.outputs
         self.default = ir.default if section == "layout" else ir.outputs_default
-        self.matcher = Matcher([r.pattern for r in self.rules], ir.match)
+        self.matcher = _matcher([r.pattern for r in self.rules], ir.match)
         self.sizes = {a.name: a.global_size for a in ir.mesh.axes}
         self._search = None
         self._fit_cache: dict = {}
@@ -382,7 +382,7 @@ class Resolver:
         if self.ir.match != "full" or not self.rules:
             return None
         if self._search is None:
-            self._search = Matcher([r.pattern for r in self.rules], "search")
+            self._search = _matcher([r.pattern for r in self.rules], "search")
         hits = self._search.match(path)
         if not hits:
             return None
@@ -507,10 +507,13 @@ class Resolver:
         won = [0] * n
         taken_from: dict[int, set[int]] = {}
         match = self.matcher.match
-        literal = self.matcher.literal
+        raw, sentinel = self.matcher.raw or (None, None)
+        only_sentinel = [sentinel]
         fits = self._fit_cache
+        literals = self.matcher._literals
         default = self.default
         default_index = default.index if default is not None else None
+        new, set_dict = object.__new__, object.__setattr__
         for var in variables:
             path = var.path
             if "\n" in path or "\r" in path:
@@ -518,25 +521,45 @@ class Resolver:
                 append(assignment)
                 problems += found
                 continue
-            hits = match(path)
+            # RE2's answer read directly where it can be: one hit and the sentinel is the
+            # common case, and needs no sorting, copying or wrapper call.
+            if raw is not None:
+                hits = raw(path.encode())
+                if len(hits) == 2 and sentinel in hits:
+                    hits = (hits[0] + hits[1] - sentinel,)
+                elif hits == only_sentinel:
+                    hits = ()
+                else:
+                    hits = match(path)
+            else:
+                hits = match(path)
             # Fast path, the common case in large models: one regex rule (or none and a
             # `default`), no literal key, and a layout already known to fit this shape.
             # It reaches the answer `decide` and `fit` give on the general path below,
-            # without building the diagnostics lists that stay empty.
+            # without building the diagnostics lists that stay empty, and builds the
+            # frozen Assignment by filling its fields at once (a third of its cost).
             if len(hits) == 1:
                 i = hits[0]
                 matched[i] += 1
                 rule = rules[i]
-                if literal(path) is None:
+                if path not in literals:
                     cached = fits.get((rule.index, False, var.shape))
                     if cached is not None and cached[1] >= 0:
-                        append(Assignment(var, cached[0], rule, cached[1]))
+                        assignment = new(Assignment)
+                        set_dict(assignment, "__dict__", {
+                            "variable": var, "layout": cached[0], "rule": rule,
+                            "alternative": cached[1]})
+                        append(assignment)
                         won[rule.index] += 1
                         continue
-            elif not hits and default_index is not None and literal(path) is None:
+            elif not hits and default_index is not None and path not in literals:
                 cached = fits.get((default_index, True, var.shape))
                 if cached is not None and cached[1] >= 0:
-                    append(Assignment(var, cached[0], default, cached[1]))
+                    assignment = new(Assignment)
+                    set_dict(assignment, "__dict__", {
+                        "variable": var, "layout": cached[0], "rule": default,
+                        "alternative": cached[1]})
+                    append(assignment)
                     continue
             else:
                 for i in hits:
@@ -555,21 +578,28 @@ class Resolver:
                             taken_from.setdefault(i, set()).add(rule.index)
             append(assignment)
             problems += found
-        unmatched = [d.variable for d in problems if d.code == "P301" and d.variable]
-        if not unmatched:
-            unmatched = [a.variable.path for a in assignments]
+        # The paths P306 looks through for a near miss, found only when a rule matched
+        # nothing: reading every path by shape costs as much as matching it.
+        def unmatched():
+            paths = [d.variable for d in problems if d.code == "P301" and d.variable]
+            return paths or [a.variable.path for a in assignments]
+
         problems += self._rule_findings(matched, won, taken_from, unmatched)
         unchecked = tuple(a.name for a in self.ir.mesh.axes if a.size is None)
         return Resolution(tuple(assignments), tuple(grouped(problems)), tuple(matched),
                           tuple(won), unchecked)
 
-    def _rule_findings(self, matched, won, taken_from, unmatched=()) -> list[Diagnostic]:
+    def _rule_findings(self, matched, won, taken_from, unmatched=tuple) -> list[Diagnostic]:
+        """P306 and P307; `unmatched()` gives the paths to look for a near miss in."""
         out = []
-        # One path per shape: the layers of a model differ in their numbers only.
-        candidates = list({_DIGITS.sub("#", p): p for p in reversed(unmatched)}.values())[::-1]
+        candidates = None
         for rule in self.rules:
             i = rule.index
             if matched[i] == 0:
+                if candidates is None:
+                    # One path per shape: the layers of a model differ in their numbers only.
+                    candidates = list({_DIGITS.sub("#", p): p
+                                       for p in reversed(unmatched())}.values())[::-1]
                 nearest = self._nearest_variable(rule, candidates)
                 if nearest is not None:
                     path, miss = nearest
@@ -610,6 +640,23 @@ class Resolver:
 
 
 _DIGITS = re.compile(r"\d+")
+
+# Matchers already compiled, by patterns and mode: a plan resolved again (each
+# `plan.resolve` or `validate` call builds a Resolver) does not compile its RE2 sets
+# again. A Matcher never changes once built; the few kept bound the memory held.
+_MATCHERS: dict[tuple, Matcher] = {}
+_MATCHERS_KEPT = 8
+
+
+def _matcher(patterns: list[str], mode: str) -> Matcher:
+    key = (tuple(patterns), mode)
+    found = _MATCHERS.get(key)
+    if found is None:
+        found = Matcher(patterns, mode)
+        if len(_MATCHERS) >= _MATCHERS_KEPT:
+            del _MATCHERS[next(iter(_MATCHERS))]
+        _MATCHERS[key] = found
+    return found
 
 
 def escape_string(text: str) -> str:

@@ -64,20 +64,22 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
             resolver: Resolver | None, variables) -> Report:
     sizes = {a.name: a.global_size for a in ir.mesh.axes}
     count = ir.mesh.device_count
-    shards, per_device, sizes_of, replicated = [], [], [], []
     cache: dict = {}  # most variables share their shape and layout with many others
+    get = cache.get
+    hits = []
+    append = hits.append
     for a in assignments:
         v = a.variable
         key = (id(a.layout), v.shape, v.dtype)  # the assignments keep each layout alive
-        hit = cache.get(key)
+        hit = get(key)
         if hit is None:
             shard = a.layout.shard_shape(v.shape, sizes)
             hit = cache[key] = (shard, None if shard is None else shard_bytes(shard, v.dtype),
                                 v.nbytes, a.layout.is_replicated)
-        shards.append(hit[0])
-        per_device.append(hit[1])
-        sizes_of.append(hit[2])
-        replicated.append(hit[3])
+        append(hit)
+    # One pass above, then the four columns at C speed.
+    shards, per_device, sizes_of, replicated = (
+        [list(column) for column in zip(*hits)] if hits else ([], [], [], []))
     total = sum(sizes_of) if assignments else sum(v.nbytes for v in variables)
     memory = memory_summary(ir, assignments, per_device, sizes_of, replicated, total, count,
                             len(variables))

@@ -170,6 +170,8 @@ def finish(variables: Iterable[Variable], origin: str) -> tuple[Variable, ...]:
     out = tuple(variables)
     if not out:
         raise SourceError(f"{origin}: no variables found")
+    if len({v.path for v in out}) == len(out):
+        return out
     seen: set[str] = set()
     for v in out:
         if v.path in seen:

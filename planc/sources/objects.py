@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from planc.variables import Variable
-from planc.sources._common import SourceError, finish, make_variable, one_line
+from planc.sources._common import _NAMED, SourceError, finish, make_variable, one_line
 
 MODULE_ATTR = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$")
 
@@ -199,12 +199,33 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
     if id(obj) in active:
         raise SourceError(f"{origin}: the pytree contains itself at `{path or ''}`")
     active.add(id(obj))
+    append = out.append
     try:
         for key, child in children:
             child_path = key if path is None else f"{path}/{key}"
-            if type(child) in _LEAF_TYPES and not _is_key_dtype(child.dtype):
+            if type(child) in _LEAF_TYPES:
                 # The common leaf, taken here without a call per leaf (a large model
-                # has a hundred thousand of them).
+                # has a hundred thousand of them): a dtype already named (never a key
+                # dtype, which has no name), a tuple of ints, a plain one-line path;
+                # what `make_variable` checks first, inlined.
+                try:
+                    name = _NAMED.get(child.dtype)
+                except TypeError:
+                    name = None
+                if name is not None and child_path and child_path.isascii() \
+                        and "\n" not in child_path \
+                        and "\r" not in child_path:
+                    shape = child.shape
+                    if type(shape) is tuple:
+                        for d in shape:
+                            if type(d) is not int or d < 0:
+                                break
+                        else:
+                            append(Variable(child_path, shape, name))
+                            continue
+                if _is_key_dtype(child.dtype):
+                    _walk(child, child_path, out, origin, active)
+                    continue
                 try:
                     out.append(make_variable(child_path, child.shape, child.dtype))
                 except ValueError as e:

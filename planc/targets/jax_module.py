@@ -21,10 +21,15 @@ of `planc.targets.devices`, so the module and `plan.mesh()` place devices identi
 the binding of `planc.targets.runtime_binding` with planc's `check` evaluator; and
 `planc.targets.runtime_jax`.
 
-The module matches patterns with Python's `re`. planc checked every pattern runs on
-RE2 (no backreferences or lookaround), and on ASCII paths (variable paths in practice)
-Python's `re` answers as planc's matcher does; see `planc.matching` for the policy on
-non-ASCII paths.
+Where `re2` is importable the module matches with planc's own engine: planc's RE2
+translation of every pattern is carried as data (`RE2_RULES`) and matched in one pass,
+as planc matches; else, and for non-ASCII or empty paths, with Python's `re`, first hit
+wins under `overlap first`. planc checked every pattern runs on RE2 (no backreferences
+or lookaround), and on ASCII paths (variable paths in practice) Python's `re` answers as
+planc's matcher does; see `planc.matching` for the policy on non-ASCII paths. With
+`--model`, a variable of that model with its shape, on the mesh the table was resolved
+for (every size known: `--devices` binds `auto`), is answered from `TABLE` without
+matching. A mesh's axis sizes are bound once per mesh.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from planc._version import __version__
 from planc import limits
 from planc.check.expression import _eval
 from planc.ir import Alternative, Dim, PlanIR, Rule
+from planc.matching.translate import _MAX_MEM, _translate
 from planc.targets.codegen import (check_constants, docstring_name, literal, mesh_constants,
                                    refuse_backtracking, refuse_errors, runtime_source,
                                    section_source)
@@ -60,6 +66,13 @@ def _rules(name: str, rules) -> str:
     if not rules:
         return f"{name} = ()\n"
     return f"{name} = (\n" + "".join(_rule_line(r) for r in rules) + ")\n"
+
+
+def _texts(name: str, rules) -> str:
+    if not rules:
+        return f"{name} = ()\n"
+    return f"{name} = (\n" + "".join(f"    {literal(_translate(r.pattern))},\n"
+                                     for r in rules) + ")\n"
 
 
 def _default(rule: Rule | None) -> str:
@@ -97,14 +110,29 @@ def module_text(ir: PlanIR, resolution=None) -> str:
     out.append(_rules("RULES", ir.rules))
     out.append(f"DEFAULT = {_default(ir.default)}\n")
     out.append(_rules("OUTPUT_RULES", ir.outputs))
-    out.append(f"OUTPUT_DEFAULT = {_default(ir.outputs_default)}\n\n")
+    out.append(f"OUTPUT_DEFAULT = {_default(ir.outputs_default)}\n")
+    out.append("# planc's RE2 translation of each pattern, for when re2 is importable.\n")
+    out.append(_texts("RE2_RULES", ir.rules))
+    out.append(_texts("RE2_OUTPUT_RULES", ir.outputs))
+    out.append(f"RE2_MAX_MEM = {_MAX_MEM}\n\n")
     if resolution is None:
-        out.append("# Compiled without --model: no resolved table.\nTABLE = None\n")
+        out.append("# Compiled without --model: no resolved table.\nTABLE = None\n"
+                   "TABLE_SHAPES = None\nTABLE_SIZES = None\n")
     else:
         out.append("# The layout of every variable of the model this plan was compiled against.\n")
         out.append("TABLE = {\n" + "".join(
             f"    {literal(a.variable.path)}: {literal(tuple(a.layout.axes))},\n"
             for a in resolution.assignments) + "}\n")
+        # What a TABLE answer holds for: the variable's shape and the mesh's axis sizes.
+        # Where an `auto` size was not bound (no --devices), the table is not answered
+        # from (the divisibility it was resolved with is not the mesh's).
+        out.append("TABLE_SHAPES = {\n" + "".join(
+            f"    {literal(a.variable.path)}: {literal(tuple(a.variable.shape))},\n"
+            for a in resolution.assignments) + "}\n")
+        sizes = {a.name: a.global_size for a in ir.mesh.axes}
+        bound = all(v is not None for v in sizes.values())
+        text = "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in sizes.items()) + "}"
+        out.append(f"TABLE_SIZES = {text if bound else 'None'}\n")
     out.append("\n\n")
     out.append(_runtime())
     return "".join(out)
@@ -127,8 +155,9 @@ Needs only jax, numpy and re (planc need not be installed):
     params = plan.shard(params, mesh)          # every leaf as the plan lays it out
     specs = plan.shardings(params, mesh)       # or just the NamedShardings
 
-Patterns are matched with Python's re. planc checked that each runs on RE2 (no
-backtracking constructs); on ASCII paths the answers are planc's own.
+Patterns are matched with RE2 where the re2 module is importable, else with Python's
+re. planc checked that each runs on RE2 (no backtracking constructs); on ASCII paths
+the answers are planc's own.
 """
 
 '''

@@ -38,8 +38,26 @@ RULES: tuple = ()
 DEFAULT = None
 OUTPUT_RULES: tuple = ()
 OUTPUT_DEFAULT = None
+RE2_RULES: tuple = ()
+RE2_OUTPUT_RULES: tuple = ()
+RE2_MAX_MEM = 64 << 20
+TABLE = None
+TABLE_SHAPES = None
+TABLE_SIZES = None
 
 # -- copied into emitted modules: runtime -------------------------------------------------
+
+def _import_re2():
+    # planc's own engine, when it is installed: the patterns' RE2 translations (planc's
+    # own, carried as data) match every rule in one pass, as planc does.
+    try:
+        import re2
+    except ImportError:
+        return None
+    return re2
+
+
+_re2 = _import_re2()
 
 
 def make_mesh(devices=None):
@@ -71,8 +89,26 @@ def use(mesh=None):
     return jax.set_mesh(mesh)
 
 
+_BOUND = {}  # mesh -> its axis sizes: a mesh is bound once, not on every call
+
+
 def _sizes(mesh):
     """Axis sizes from `mesh`, or for jax.devices() when it is None."""
+    key = ("devices", jax.device_count()) if mesh is None else mesh
+    try:
+        return _BOUND[key]
+    except (KeyError, TypeError):  # TypeError: a mesh-like object that cannot be hashed
+        pass
+    sizes = _bind_sizes(mesh)
+    try:
+        if len(_BOUND) < 64:
+            _BOUND[key] = sizes
+    except TypeError:
+        pass
+    return sizes
+
+
+def _bind_sizes(mesh):
     if mesh is None:
         return _bind(jax.device_count())
     names = tuple(mesh.axis_names)
@@ -91,6 +127,7 @@ def _sizes(mesh):
 
 
 _COMPILED = {}
+_SENTINEL = r"(?s:.*)"  # always matches: an answer without it is an RE2 failure
 
 
 def _matcher(rules):
@@ -103,8 +140,50 @@ def _matcher(rules):
         literals = {}
         for index, (pattern, _) in enumerate(rules):
             literals.setdefault(pattern, index)
-        _COMPILED[key] = (test, literals)
+        texts = (RE2_RULES if rules is RULES else RE2_OUTPUT_RULES if rules is OUTPUT_RULES
+                 else ())
+        _COMPILED[key] = (test, literals, _re2_set(texts) if len(texts) == len(rules) else None)
     return _COMPILED[key]
+
+
+def _re2_set(texts):
+    """(Set.Match, sentinel index) over `texts`, or None: no re2, or it refuses."""
+    if _re2 is None or not texts:
+        return None
+    try:
+        options = _re2.Options()
+        options.max_mem = RE2_MAX_MEM
+        options.log_errors = False
+        found = (_re2.Set.FullMatchSet(options) if MATCH == "full"
+                 else _re2.Set.SearchSet(options))
+        for text in texts:
+            found.Add(text)
+        sentinel = found.Add(_SENTINEL)
+        found.Compile()
+    except Exception:  # too large for RE2's memory, or an re2 of another API
+        return None
+    return found.Match, sentinel
+
+
+def _hits(test, found, path):
+    """Indices of the rules that match `path`, ascending; under `overlap first`, the first.
+
+    RE2 answers for non-empty ASCII paths (where its answers are Python's); else, or
+    should it fail, each pattern is tried in file order.
+    """
+    if found is not None and path and path.isascii():
+        match, sentinel = found
+        hits = match(path)
+        if hits and sentinel in hits:
+            hits.remove(sentinel)
+            hits.sort()
+            return hits[:1] if OVERLAP == "first" else hits
+    if OVERLAP == "first":
+        for i, matches in enumerate(test):
+            if matches(path) is not None:
+                return [i]
+        return []
+    return [i for i, matches in enumerate(test) if matches(path) is not None]
 
 
 def _expand(alternative, rank):
@@ -169,10 +248,15 @@ def _resolve(rules, default, path, shape, sizes):
     if "\n" in path or "\r" in path:
         return replicated, False, (f"variable path {path!r} holds a line break, which no "
                                    "rule can match the same way in every target")
-    test, literals = _matcher(rules)
+    if TABLE_SIZES is not None and rules is RULES and sizes == TABLE_SIZES \
+            and TABLE_SHAPES.get(path) == shape:
+        # A variable of the model the module was compiled against, on the mesh it was
+        # resolved for: planc's own answer, embedded.
+        return TABLE[path], True, None
+    test, literals, found = _matcher(rules)
     index = literals.get(path)
     if index is None:
-        hits = [i for i, matches in enumerate(test) if matches(path) is not None]
+        hits = _hits(test, found, path)
         if not hits:
             if default is None:
                 if len(shape) >= 2:
@@ -226,13 +310,16 @@ def shardings(tree, mesh=None):
     mesh = make_mesh() if mesh is None else mesh
     sizes = _sizes(mesh)
     flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    out, errors = [], []
+    out, errors, made = [], [], {}
     for keys, leaf in flat:
         path = "/".join(_key_text(k) for k in keys)
         entries, _, why = _resolve(RULES, DEFAULT, path, _leaf_shape(leaf), sizes)
         if why is not None:
             errors.append(why)
-        out.append(NamedSharding(mesh, PartitionSpec(*entries)))
+        sharding = made.get(entries)
+        if sharding is None:  # a model has a handful of distinct layouts
+            sharding = made[entries] = NamedSharding(mesh, PartitionSpec(*entries))
+        out.append(sharding)
     if errors:
         raise ValueError(f"plan {PLAN_NAME!r}: {len(errors)} variable(s) have no valid "
                          "layout:\n  " + "\n  ".join(errors))

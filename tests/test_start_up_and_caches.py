@@ -1,0 +1,101 @@
+"""What start-up loads, and the caches that keep a second check of a plan cheap: `import
+planc` loads no stage until a public name is used, the overlap check settles disjoint
+pairs with one shared set of automata without changing what it reports, and the pattern
+cache holds every pattern of the largest legal plan."""
+
+import subprocess
+import sys
+
+from helpers import MP, problems
+from planc import limits
+from planc.check import overlaps
+from planc.matching import translate
+
+
+def _python(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_import_planc_loads_neither_the_parser_nor_the_plan_facade():
+    assert _python("import sys, planc; print(sorted(m for m in ('lark', 'planc.plan', "
+                   "'planc.syntax', 'planc.diagnostics') if m in sys.modules))") == "[]"
+
+
+def test_a_public_name_loads_its_module_on_first_use():
+    assert _python("import sys, planc; p = planc.loads('mesh(batch = auto)\\ndata_parallel'); "
+                   "print(p.distribution_kind, 'planc.plan' in sys.modules)") == \
+        "data_parallel True"
+
+
+def test_every_public_name_is_listed_and_importable_by_name():
+    out = _python("import planc; from planc import Plan, PlanError, Span, Variable, CODES; "
+                  "print(all(n in dir(planc) for n in planc.__all__), Plan.__name__)")
+    assert out == "True Plan"
+
+
+def test_an_unknown_name_is_still_an_attribute_error():
+    assert _python("import planc\ntry:\n    planc.nothing_here\nexcept AttributeError as e:"
+                   "\n    print(e)") == "module 'planc' has no attribute 'nothing_here'"
+
+
+def _overlap_messages(patterns):
+    rules = "".join(f'    "{p}" -> replicated\n' for p in patterns)
+    return [d.message for d in problems(MP + "layout {\n" + rules + "}\n") if d.code == "P336"]
+
+
+def test_an_overlap_among_many_disjoint_pairs_has_the_witness_it_has_alone():
+    # The shared automata use every pattern's characters; the witness must not.
+    pair = [r"block_\d+/attention/(query|key)/kernel", r"block_1\d/attention/.*/kernel"]
+    others = [fr"block_(?:{i}[0-9])/mlp/(up|down)_{c}/kernel" for i in range(1, 6)
+              for c in "xyzq"]
+    alone = _overlap_messages(pair)
+    assert len(alone) == 1
+    assert _overlap_messages(others[:10] + pair + others[10:]) == alone
+
+
+class _Rule:
+    def __init__(self, pattern):
+        self.pattern = pattern
+
+
+def test_the_shared_automata_agree_with_each_pair_checked_alone():
+    patterns = [r"enc/layer_\d/(q|k|v)", r"enc/layer_1\d/(q|k|v)", r"enc/.*/o",
+                r"enc/layer_[0-4]/.*", r"enc/layer_[5-9]/(q|k)"]
+    shared = overlaps._SharedAutomata()
+    answers = set()
+    for i, a in enumerate(patterns):
+        for b in patterns[i + 1:]:
+            overlaps._pair_witness.cache_clear()
+            disjoint = shared.disjoint(a, b, [_Rule(p) for p in patterns])
+            assert disjoint == (overlaps._pair_witness(a, b) is None), (a, b)
+            answers.add(disjoint)
+    assert answers == {True, False}
+
+
+def test_a_plan_larger_than_the_old_pattern_cache_is_all_cache_hits_the_second_time():
+    count = 5_000  # above the 4,096 entries the cache once held
+    assert count <= limits.MAX_RULES
+    rules = "".join(f'    "layer_{i}/attention/(query|key)/kernel" -> replicated\n'
+                    for i in range(count))
+    text = MP + "layout {\n" + rules + "}\n"
+    translate._translate.cache_clear()
+    problems(text)
+    before = translate._translate.cache_info()
+    problems(text)
+    after = translate._translate.cache_info()
+    assert after.misses == before.misses
+    assert after.hits - before.hits >= count
+
+
+def test_a_plan_checked_again_builds_no_automata_for_pairs_already_settled(monkeypatch):
+    patterns = [fr"block_{i}\d/attention/(query|key)/kernel" for i in range(1, 6)]
+    first = _overlap_messages(patterns)
+
+    def no_new_automata(*args):
+        raise AssertionError("a settled pair was compared again")
+
+    monkeypatch.setattr(overlaps, "_comparator", no_new_automata)
+    assert _overlap_messages(patterns) == first
