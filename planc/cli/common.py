@@ -102,15 +102,24 @@ def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, 
         color = args.color == "always" if output else use_color(args.color, stream)
         text = render_text(diags, sources, color=color)
         text = text + "\n" if text else ""
-    if output:
-        from planc.fileio import atomic_write
+    write_output(text, output, stream)
 
-        try:
-            atomic_write(output, text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
-    else:
+
+def write_output(text: str, path: str | None, stream=None) -> None:
+    """`text` into the file `path`, atomically (whole or not at all), or onto `stream`
+    (standard output) when no path is given; `UsageError` when the file cannot be
+    written."""
+    if not path:
+        stream = sys.stdout if stream is None else stream
         stream.write(text)
+        stream.flush()  # before any diagnostics, which may reach the terminal another way
+        return
+    from planc.fileio import atomic_write
+
+    try:
+        atomic_write(path, text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {os_error_text(exc)}") from None
 
 
 def exit_code(diags, strict: bool = False) -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 
 from planc.cli.common import (EXIT_OK, EXIT_PLAN, UsageError, emit_diagnostics, load,
-                              load_model, parse_defines, parse_devices)
+                              load_model, parse_defines, parse_devices, write_output)
 from planc.diagnostics import Diagnostic, PlanError, Severity, error
 from planc.ir import PlanIR
 
@@ -68,7 +68,7 @@ def run(args) -> int:
         report(list(exc.diagnostics), exc.sources or sources)
         return EXIT_PLAN
     report(diags, sources)
-    _write(args.output, text)
+    write_output(text, args.output)
     return EXIT_OK
 
 
@@ -95,15 +95,3 @@ def _render(target: str, ir: PlanIR, resolution) -> str:
         from planc.targets.jax_module import module_text
     return module_text(ir, resolution)
 
-
-def _write(path: str | None, text: str) -> None:
-    if not path:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    from planc.fileio import atomic_write, os_error_text
-
-    try:
-        atomic_write(path, text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {os_error_text(exc)}") from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from planc.cli.common import (EXIT_USAGE, UsageError, emit_diagnostics, load, load_model,
-                              parse_defines, parse_devices)
+                              parse_defines, parse_devices, write_output)
 
 
 def run(args) -> int:
@@ -45,17 +45,7 @@ def run(args) -> int:
     doc = diff_document(*docs)
     text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n" if args.format == "json" \
         else diff_text(doc)
-    if args.output:
-        from planc.fileio import atomic_write
-
-        try:
-            atomic_write(args.output, text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    else:
-        import sys
-
-        sys.stdout.write(text)
+    write_output(text, args.output)
     return 0 if doc["identical"] else 1
 
 

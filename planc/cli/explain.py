@@ -11,7 +11,7 @@ import json
 import sys
 
 from planc.cli.common import (UsageError, emit_diagnostics, exit_code, load, load_model,
-                              parse_defines, parse_devices, use_color)
+                              parse_defines, parse_devices, use_color, write_output)
 from planc.diagnostics import Diagnostic
 from planc.diagnostics.did_you_mean import similar
 from planc.variables import Variable
@@ -66,18 +66,8 @@ def run(args) -> int:
 
 
 def _write(text: str, args=None) -> None:
-    output = getattr(args, "output", None)
-    if output:  # the JSON document (a golden for `planc lint --golden`), whole or not at all
-        from planc.fileio import atomic_write
-
-        try:
-            atomic_write(output, text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
-        return
-    # Flushed before the diagnostics, which may go to the same terminal another way.
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    # With -o: the JSON document (a golden for `planc lint --golden`).
+    write_output(text, getattr(args, "output", None))
 
 
 def _find(variables, path: str) -> Variable:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from planc.cli.common import EXIT_OK, UsageError, emit_diagnostics
+from planc.cli.common import EXIT_OK, UsageError, emit_diagnostics, write_output
 
 
 def run(args) -> int:
@@ -30,15 +30,7 @@ def run(args) -> int:
     if imported.diagnostics:
         emit_diagnostics(list(imported.diagnostics), imported.sources, args, stream=sys.stderr,
                          to_file=False)
-    if args.output:
-        from planc.fileio import atomic_write
-
-        try:
-            atomic_write(args.output, imported.text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    else:
-        sys.stdout.write(imported.text)
+    write_output(imported.text, args.output)
     return EXIT_OK
 
 

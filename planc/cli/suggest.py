@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
-from planc.cli.common import EXIT_OK, UsageError, load_model
+from planc.cli.common import EXIT_OK, UsageError, load_model, write_output
 
 
 def run(args) -> int:
@@ -29,15 +28,7 @@ def run(args) -> int:
     suggestion = suggest(variables, devices, budget=budget, strategy=args.strategy, tp=tp,
                          state=state, name=name, source=args.model,
                          file=args.output or "<suggested>")
-    if args.output:
-        from planc.fileio import atomic_write
-
-        try:
-            atomic_write(args.output, suggestion.text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    else:
-        sys.stdout.write(suggestion.text)
+    write_output(suggestion.text, args.output)
     return EXIT_OK
 
 
