@@ -212,7 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         # From here on Ctrl-C is KeyboardInterrupt, caught below (see planc/__init__.py).
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:  # while the parser is built: nothing has run yet
+        print("planc: interrupted", file=sys.stderr)
+        return 130
     try:
         return _command(args.command)(args)
     except UsageError as exc:
