@@ -21,8 +21,11 @@ def free_port() -> int:
 
 def auto_results(text: str) -> list[dict]:
     """Every `RESULT auto {json}` line in `text` (a `[i] ` prefix allowed), by process."""
-    found = [json.loads(m.group(1))
-             for m in re.finditer(r"^(?:\[\d+\] )?RESULT auto (.*)$", text, re.M)]
+    # mpirun merges the ranks' output: another rank's bytes may follow a result on its
+    # line, so each result is read as the one JSON object that starts there.
+    decoder = json.JSONDecoder()
+    found = [decoder.raw_decode(m.group(1))[0]
+             for m in re.finditer(r"RESULT auto (\{.*)$", text, re.M)]
     return sorted(found, key=lambda r: r["process_index"])
 
 
