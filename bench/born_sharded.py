@@ -77,14 +77,6 @@ def make_init(size: str):
     return init_fn
 
 
-def _rss() -> int:
-    """This process's resident set now, in bytes."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def child(mode: str, size: str) -> None:
     import gc
     import time
@@ -111,7 +103,9 @@ def child(mode: str, size: str) -> None:
     # What the busiest device needs while the program runs: its outputs and temporaries.
     one_device = stats.output_size_in_bytes + stats.temp_size_in_bytes
     gc.collect()
-    before = _rss()
+    from common import rss
+
+    before = rss()
     t = time.perf_counter()
     if mode == "born":
         params = plan.init(init_fn)

@@ -57,13 +57,6 @@ def write_checkpoint(path: Path, size: str) -> int:
     return sum(a.nbytes for a in tensors.values())
 
 
-def _rss() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def child(mode: str, path: str) -> None:
     import gc
     import time
@@ -85,7 +78,9 @@ def child(mode: str, path: str) -> None:
                       for k in f.keys()}  # noqa: SIM118 (safe_open has no __iter__)
         placement = plan.shardings(shapes, mesh)
     gc.collect()
-    before = _rss()
+    from common import rss
+
+    before = rss()
     t, c = time.perf_counter(), time.process_time()
     if mode == "planc":
         out = plan.load(path)
