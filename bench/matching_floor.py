@@ -34,6 +34,7 @@ TINY = {"cells": ((300, 40), (300, 10))}
 RE2_TARGET = 1.5  # resolve_all within 1.5x a warm re2.Set at the largest rule count
 RE_TARGET = 1.3  # within 1.3x the `re` first-match loop at 10 rules
 TREE_TARGET = 2.5  # plan.resolve(tree) within 2.5x the warm set
+READ_TARGET_US = 1.5  # reading a pytree: at most 1.5 us a leaf
 RE_BUDGET_S = 10.0  # CPU budget for the repeated `re` timing of one cell
 MIN_SAMPLE = 2_000
 
@@ -153,6 +154,16 @@ def run_cell(V: int, R: int, results: Results, tiny: bool):
     re_t = median_time(lambda: re_first(compiled, sample, default), runs=5, warmup=1)
     re_t = re_t.scaled(len(paths) / len(sample))
 
+    from planc.sources import load_variables
+
+    # A numpy leaf of every shape without its bytes: a broadcast view of one element.
+    numpy_tree = {p: np.broadcast_to(np.zeros((), np.dtype(model.dtype)), s)
+                  for p, s in model.paths()}
+    if load_variables(numpy_tree) != load_variables(tree):
+        raise SystemExit("the numpy and ShapeDtypeStruct trees read differently")
+    read_sds_t = median_time(lambda: load_variables(tree), runs=5, warmup=1)
+    read_numpy_t = median_time(lambda: load_variables(numpy_tree), runs=5, warmup=1)
+
     us = 1e6 / len(paths)
     vs_re2 = planc_t.cpu / re2_t.cpu
     vs_re = planc_t.cpu / re_t.cpu
@@ -178,6 +189,14 @@ def run_cell(V: int, R: int, results: Results, tiny: bool):
                 f"<= {TREE_TARGET}x" if R >= 100 else "",
                 status(tree_vs_re2 <= TREE_TARGET) if R >= 100 and not tiny else "",
                 V=len(paths), R=R, tree_us=tree_t.cpu * us, ratio=tree_vs_re2)
+    if R >= 100:
+        for kind, timing in (("ShapeDtypeStruct", read_sds_t), ("numpy", read_numpy_t)):
+            per_leaf = timing.cpu * us
+            results.row(f"V={len(paths):,}: reading a pytree of {kind} leaves "
+                        "(`load_variables`)", f"{per_leaf:.2f} us/leaf",
+                        f"<= {READ_TARGET_US} us/leaf",
+                        status(per_leaf <= READ_TARGET_US) if not tiny else "",
+                        V=len(paths), kind=kind, read_us=per_leaf)
     return vs_re2, vs_re
 
 

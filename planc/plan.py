@@ -9,10 +9,15 @@ so `import planc` stays free of jax and keras.
 from __future__ import annotations
 
 import os
+from operator import itemgetter
 
 from planc.check.binding import bind_devices
 from planc.check.checker import check, check_file
 from planc.ir import PlanIR
+
+# Fields of an assignment (a named tuple: variable, layout, ...) and of its variable
+# (path, ...), read at C speed when a large model's layouts are collected.
+_VARIABLE, _LAYOUT, _PATH = itemgetter(0), itemgetter(1), itemgetter(0)
 
 
 class Plan:
@@ -146,7 +151,8 @@ class Plan:
         """`{path: Layout}` for every variable of `model`; raises `PlanError` on errors."""
         report = self.validate(model, devices)
         report.raise_for_errors()
-        return {a.variable.path: a.layout for a in report.assignments}
+        assignments = report.assignments
+        return dict(zip(map(_PATH, map(_VARIABLE, assignments)), map(_LAYOUT, assignments)))
 
     # -- JAX (planc.targets.jax) ----------------------------------------------------------
 

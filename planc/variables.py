@@ -7,7 +7,7 @@ keras.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # Bytes per element of the dtypes planc meets in checkpoints and pytrees. Sub-byte types
 # count as fractions so a 4-bit checkpoint's memory figures stay honest.
@@ -27,9 +27,12 @@ def itemsize(dtype: str) -> float:
     return _ITEMSIZE.get(dtype, 4)
 
 
-@dataclass(frozen=True, slots=True)
-class Variable:
+class Variable(NamedTuple):
     """One model variable as planc sees it.
+
+    A named tuple: every source builds one per variable, a hundred thousand for a large
+    model, and a tuple is built in one step where a frozen dataclass writes each field
+    through `object.__setattr__`.
 
     >>> Variable("dense/kernel", (784, 128), "float32").nbytes
     401408

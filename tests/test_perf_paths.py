@@ -233,3 +233,56 @@ def test_a_table_resolved_without_a_device_count_is_not_answered_from():
     mesh = plan.mesh()
     assert module.partition_spec("conv/kernel", (8, 6), mesh) == \
         plan.partition_spec("conv/kernel", (8, 6))
+
+
+@pytest.mark.parametrize("overlap", ["first", "error"])
+@pytest.mark.parametrize("default", ["", "default -> (data, _)"])
+def test_a_second_resolution_of_a_plan_reports_what_the_first_did(overlap, default):
+    ir = mixed(overlap, default).ir
+    many = VARIABLES * 3
+    first = Resolver(ir).resolve_all(many)  # fills the plan's shared fit caches
+    again = Resolver(ir).resolve_all(many)
+    assert again == first
+
+
+def test_what_one_plan_fitted_is_not_used_for_another_of_the_same_patterns():
+    narrow = planc.loads('mesh(model = 2)\nmodel_parallel\nlayout { ".*" -> (model, _) }').ir
+    wide = planc.loads('mesh(model = 4)\nmodel_parallel\nlayout { ".*" -> (model, _) }').ir
+    variables = [Variable(f"w{i}", (6, 4)) for i in range(5)]
+    assert all(a.layout.axes == ("model", None)
+               for a in Resolver(narrow).resolve_all(variables).assignments)
+    wide_answer = Resolver(wide).resolve_all(variables)
+    assert all(a.layout.axes == (None, None) and a.alternative == -1
+               for a in wide_answer.assignments)  # 6 does not divide by 4: P303
+    assert {d.code for d in wide_answer.diagnostics} == {"P303"}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_resolution_leaves_the_collector_as_it_found_it(enabled):
+    import gc
+
+    ir = mixed("first", "").ir
+    gc.enable() if enabled else gc.disable()
+    try:
+        Resolver(ir).resolve_all(VARIABLES)
+        ir_plan = mixed("first", "")
+        ir_plan.validate({"dense_1": {"kernel": np.zeros((8, 4))}})
+        with pytest.raises(planc.PlanError):
+            ir_plan.resolve({"dense_1": {"kernel": np.zeros((3, 3, 3))}})
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
+
+
+def test_the_largest_contributors_are_the_largest_with_ties_in_model_order():
+    import random
+
+    from planc.resolve.memory import _largest
+
+    rng = random.Random(7)
+    for trial in range(200):
+        values = [rng.choice([None, 0, 1, 2, 3, 5, 8]) for _ in range(rng.randrange(0, 40))]
+        assignments = [(Variable(f"v{i}", (1,)),) for i in range(len(values))]
+        wanted = sorted((i for i, b in enumerate(values) if b), key=lambda i: -values[i])[:5]
+        found = _largest([types.SimpleNamespace(variable=a[0]) for a in assignments], values)
+        assert found == tuple((f"v{i}", values[i]) for i in wanted), values

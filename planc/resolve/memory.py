@@ -88,22 +88,32 @@ def memory_summary(ir: PlanIR, assignments, per_device, nbytes, replicated, tota
                    count: int | None, n_variables: int) -> MemorySummary:
     """The summary of `assignments` on `count` devices (None: unknown); `per_device`,
     `nbytes` and `replicated` run parallel to them, `total` is every variable's bytes."""
-    known = bool(assignments) and all(b is not None for b in per_device)
+    known = bool(assignments) and None not in per_device
     most = sum(per_device) if known else None
     ideal = total / count if count else None
     overhead = (most / ideal) if (most is not None and ideal) else None
-    copies = []
+    copies = ()
     if count is None or count > 1:
-        copies = [(a.variable.path, n) for a, n, r in zip(assignments, nbytes, replicated)
-                  if r and n > 0]
-    heavy = [(a.variable.path, b) for a, b in zip(assignments, per_device) if b]
+        copies = _largest(assignments, [n if r else 0 for n, r in zip(nbytes, replicated)])
     budget = ir.budget
     return MemorySummary(n_variables, total, count, most, ideal, overhead,
-                         _largest(copies), _largest(heavy),
+                         copies, _largest(assignments, per_device),
                          budget.state if budget else 1,
                          budget.per_device if budget else None)
 
 
-def _largest(items: list[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
-    """The `_TOP` largest (path, bytes), ties in model order."""
-    return tuple(heapq.nsmallest(_TOP, items, key=lambda t: -t[1]))
+def _largest(assignments, values) -> tuple[tuple[str, int], ...]:
+    """The `_TOP` largest (path, value) of the variables whose value is above 0 (None:
+    unknown, left out), ties in model order."""
+    # The top values first, without a (path, value) pair per variable.
+    top = heapq.nlargest(_TOP, filter(None, values))
+    top = [b for b in top if b > 0]
+    picked = []
+    # Each value above the smallest of the top has all its variables among them; of the
+    # smallest, the first ones in model order are: `list.index` finds both at C speed.
+    for value in sorted(set(top), reverse=True):
+        i = -1
+        for _ in range(top.count(value)):
+            i = values.index(value, i + 1)
+            picked.append(i)
+    return tuple((assignments[i].variable.path, values[i]) for i in picked)

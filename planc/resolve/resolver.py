@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from planc import limits
+from planc.collector import collector_paused
 from planc.diagnostics import Diagnostic, Label, error, note, warning
 from planc.ir import UNSPLIT, Alternative, AxisEntry, Dim, PlanIR, Rule, layout_text
 from planc.matching import Matcher
@@ -92,10 +93,14 @@ def replicated(rank: int) -> ResolvedLayout:
     return ResolvedLayout((None,) * rank, (1,) * rank)
 
 
-@dataclass(frozen=True)
-class Assignment:
+class Assignment(NamedTuple):
     """What one variable gets: its layout, the rule that gave it (None: no rule), and
-    which alternative of that rule's layout was taken."""
+    which alternative of that rule's layout was taken.
+
+    A named tuple, not a dataclass: a resolution builds one per variable, and a tuple is
+    one allocation where a frozen dataclass is an object, its dict and four checked
+    attribute writes (half of resolve_all's time, at 100k variables, went there).
+    """
 
     variable: Variable
     layout: ResolvedLayout
@@ -186,7 +191,7 @@ class Resolver:
         self.matcher = _matcher([r.pattern for r in self.rules], ir.match)
         self.sizes = {a.name: a.global_size for a in ir.mesh.axes}
         self._search = None
-        self._fit_cache: dict = {}
+        self._fit_cache, self._known = _caches_of(ir, section, len(self.rules))
         self._near_budget = Budget()
         self._near_rules: dict[str, Rule | None] = {}
 
@@ -498,6 +503,10 @@ class Resolver:
 
     def resolve_all(self, variables) -> Resolution:
         """Resolve every variable; per-rule counts and rule-level findings included."""
+        with collector_paused():
+            return self._resolve_all(variables)
+
+    def _resolve_all(self, variables) -> Resolution:
         assignments = []
         append = assignments.append
         problems: list[Diagnostic] = []
@@ -505,18 +514,19 @@ class Resolver:
         n = len(rules)
         matched = [0] * n
         won = [0] * n
+        laid_out = [0] * n  # per rule: variables the RE2 fast path below laid out
         taken_from: dict[int, set[int]] = {}
         match = self.matcher.match
         raw, sentinel = self.matcher.raw or (None, None)
         only_sentinel = [sentinel]
-        fits = self._fit_cache
+        known = self._known
         literals = self.matcher._literals
         default = self.default
-        default_index = default.index if default is not None else None
-        new, set_dict = object.__new__, object.__setattr__
+        assignment_of = tuple.__new__
         for var in variables:
             path = var.path
-            if "\n" in path or "\r" in path:
+            # A line break is not printable: one scan of the path for the common case.
+            if not path.isprintable() and ("\n" in path or "\r" in path):
                 assignment, found = self.resolve(var)  # refused there, with P125
                 append(assignment)
                 problems += found
@@ -526,7 +536,16 @@ class Resolver:
             if raw is not None:
                 hits = raw(path.encode())
                 if len(hits) == 2 and sentinel in hits:
-                    hits = (hits[0] + hits[1] - sentinel,)
+                    first, second = hits
+                    i = first if second == sentinel else second
+                    if path not in literals:
+                        entry = known[i].get(var.shape)
+                        if entry is not None:
+                            layout, rule, alt = entry
+                            append(assignment_of(Assignment, (var, layout, rule, alt)))
+                            laid_out[i] += 1
+                            continue
+                    hits = (i,)
                 elif hits == only_sentinel:
                     hits = ()
                 else:
@@ -534,38 +553,33 @@ class Resolver:
             else:
                 hits = match(path)
             # Fast path, the common case in large models: one regex rule (or none and a
-            # `default`), no literal key, and a layout already known to fit this shape.
-            # It reaches the answer `decide` and `fit` give on the general path below,
-            # without building the diagnostics lists that stay empty, and builds the
-            # frozen Assignment by filling its fields at once (a third of its cost).
+            # `default`), no literal key, and a (rule, shape) already resolved cleanly,
+            # by this resolver or an earlier one of the same plan. It gives the answer
+            # `decide` and `fit` give on the general path below, without building the
+            # diagnostics lists that stay empty.
             if len(hits) == 1:
                 i = hits[0]
                 matched[i] += 1
-                rule = rules[i]
                 if path not in literals:
-                    cached = fits.get((rule.index, False, var.shape))
-                    if cached is not None and cached[1] >= 0:
-                        assignment = new(Assignment)
-                        set_dict(assignment, "__dict__", {
-                            "variable": var, "layout": cached[0], "rule": rule,
-                            "alternative": cached[1]})
-                        append(assignment)
-                        won[rule.index] += 1
+                    entry = known[i].get(var.shape)
+                    if entry is not None:
+                        layout, rule, alt = entry
+                        append(assignment_of(Assignment, (var, layout, rule, alt)))
+                        won[i] += 1
                         continue
-            elif not hits and default_index is not None and path not in literals:
-                cached = fits.get((default_index, True, var.shape))
-                if cached is not None and cached[1] >= 0:
-                    assignment = new(Assignment)
-                    set_dict(assignment, "__dict__", {
-                        "variable": var, "layout": cached[0], "rule": default,
-                        "alternative": cached[1]})
-                    append(assignment)
-                    continue
+            elif not hits:
+                if default is not None and path not in literals:
+                    entry = known[-1].get(var.shape)
+                    if entry is not None:
+                        layout, rule, alt = entry
+                        append(assignment_of(Assignment, (var, layout, rule, alt)))
+                        continue
             else:
                 for i in hits:
                     matched[i] += 1
             found: list[Diagnostic] = []
-            rule = self._winner(var, hits, found)
+            rule, reason = self.decide(path, hits)
+            self._report_decision(var, hits, rule, reason, found)
             if rule is None:
                 assignment = Assignment(var, replicated(var.rank), None)
             else:
@@ -576,8 +590,15 @@ class Resolver:
                     for i in hits:
                         if i != rule.index:
                             taken_from.setdefault(i, set()).add(rule.index)
+                if alt >= 0 and not found and reason in (Reason.ONLY, Reason.DEFAULT):
+                    known[-1 if reason is Reason.DEFAULT else rule.index][var.shape] = (
+                        layout, rule, alt)
             append(assignment)
             problems += found
+        for i, count in enumerate(laid_out):
+            if count:
+                matched[i] += count
+                won[i] += count
         # The paths P306 looks through for a near miss, found only when a rule matched
         # nothing: reading every path by shape costs as much as matching it.
         def unmatched():
@@ -657,6 +678,26 @@ def _matcher(patterns: list[str], mode: str) -> Matcher:
             del _MATCHERS[next(iter(_MATCHERS))]
         _MATCHERS[key] = found
     return found
+
+
+# What fitting found, per plan and section, kept across Resolvers as the matchers are:
+# every `plan.resolve` builds a Resolver, and a model's variables share a few dozen
+# (rule, shape) pairs. `fit` caches per (rule, shape); `known[i]` holds, by shape, what
+# rule i gave without a diagnostic (`known[-1]`: `default`), for resolve_all's fast path
+# (a list indexed by rule: cheaper than a key tuple per path). The plan is held with its
+# caches, so its id is not reused while they are kept.
+_CACHES: dict[tuple[int, str], tuple[PlanIR, dict, list[dict]]] = {}
+
+
+def _caches_of(ir: PlanIR, section: str, rules: int) -> tuple[dict, list[dict]]:
+    key = (id(ir), section)
+    found = _CACHES.get(key)
+    if found is None or found[0] is not ir:
+        found = (ir, {}, [{} for _ in range(rules + 1)])
+        if len(_CACHES) >= _MATCHERS_KEPT:
+            del _CACHES[next(iter(_CACHES))]
+        _CACHES[key] = found
+    return found[1], found[2]
 
 
 def escape_string(text: str) -> str:

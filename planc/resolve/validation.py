@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from planc.check.binding import bind
+from planc.collector import collector_paused
 from planc.diagnostics import Diagnostic, unique
 from planc.ir import PlanIR
 from planc.progress import with_progress
@@ -31,6 +32,11 @@ def validate(ir: PlanIR, model, devices: int | None = None, *, progress: bool = 
     `auto` axis and no count, what depends on the count is skipped and one P202 note
     says what. `progress` shows a progress bar on a terminal's stderr for large models.
     """
+    with collector_paused():  # a variable, an assignment and a report row per variable
+        return _validate(ir, model, devices, progress)
+
+
+def _validate(ir: PlanIR, model, devices: int | None, progress: bool) -> Report:
     variables = _variables(model)
     found: list[Diagnostic] = []
     if devices is not None:
@@ -68,14 +74,13 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
     get = cache.get
     hits = []
     append = hits.append
-    for a in assignments:
-        v = a.variable
-        key = (id(a.layout), v.shape, v.dtype)  # the assignments keep each layout alive
+    for (path, shape, dtype), layout, _, _ in assignments:
+        key = (id(layout), shape, dtype)  # the assignments keep each layout alive
         hit = get(key)
         if hit is None:
-            shard = a.layout.shard_shape(v.shape, sizes)
-            hit = cache[key] = (shard, None if shard is None else shard_bytes(shard, v.dtype),
-                                v.nbytes, a.layout.is_replicated)
+            shard = layout.shard_shape(shape, sizes)
+            hit = cache[key] = (shard, None if shard is None else shard_bytes(shard, dtype),
+                                Variable(path, shape, dtype).nbytes, layout.is_replicated)
         append(hit)
     # One pass above, then the four columns at C speed.
     shards, per_device, sizes_of, replicated = (

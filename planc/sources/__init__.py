@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from planc.collector import collector_paused
 from planc.variables import Variable
 from planc.sources._common import SourceError, finish, normalize_dtype, one_line
 from planc.sources.headers import (
@@ -63,9 +64,10 @@ def load_variables(source: Any) -> tuple[Variable, ...]:
     (and only that) when the source cannot be read or understood.
     """
     try:
-        if isinstance(source, (str, os.PathLike)):
-            return _load_named(source)
-        return variables_of_object(source)
+        with collector_paused():  # a Variable and its shape per leaf, none in a cycle
+            if isinstance(source, (str, os.PathLike)):
+                return _load_named(source)
+            return variables_of_object(source)
     except SourceError:
         raise
     except RecursionError:

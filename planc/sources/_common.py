@@ -165,12 +165,15 @@ def _shape_text(dims: tuple) -> str:
     return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
 
 
+_PATH = operator.itemgetter(0)  # a Variable's path, read at C speed
+
+
 def finish(variables: Iterable[Variable], origin: str) -> tuple[Variable, ...]:
     """The variables as a tuple, after the checks every source shares."""
     out = tuple(variables)
     if not out:
         raise SourceError(f"{origin}: no variables found")
-    if len({v.path for v in out}) == len(out):
+    if len(set(map(_PATH, out))) == len(out):
         return out
     seen: set[str] = set()
     for v in out:

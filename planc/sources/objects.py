@@ -200,6 +200,7 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
         raise SourceError(f"{origin}: the pytree contains itself at `{path or ''}`")
     active.add(id(obj))
     append = out.append
+    new_variable = tuple.__new__  # Variable is a named tuple: its fields, checked above
     try:
         for key, child in children:
             child_path = key if path is None else f"{path}/{key}"
@@ -221,7 +222,7 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
                             if type(d) is not int or d < 0:
                                 break
                         else:
-                            append(Variable(child_path, shape, name))
+                            append(new_variable(Variable, (child_path, shape, name)))
                             continue
                 if _is_key_dtype(child.dtype):
                     _walk(child, child_path, out, origin, active)
@@ -238,6 +239,8 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
 
 def _children(obj: Any, path: str | None, origin: str) -> list[tuple[str, Any]]:
     if isinstance(obj, Mapping):
+        if type(obj) is dict and set(map(type, obj)) <= {str}:
+            return obj.items()  # the common case, read as it is
         return [(str(k), v) for k, v in obj.items()]
     if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
         return list(zip(type(obj)._fields, obj))
