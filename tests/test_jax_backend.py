@@ -382,26 +382,68 @@ def test_output_sharding_constrains_an_activation_xla_may_pad():
     np.testing.assert_array_equal(np.asarray(y), np.full((6, 3), 2.0))
 
 
-def test_a_large_model_is_initialised_in_groups_with_the_same_values(monkeypatch):
-    """On the CPU, `init` computes big models a group of outputs at a time; the values
-    are exactly those of one program."""
-    import jax
-    import numpy as np
+SIX = 'mesh(data = 4, model = 2)\nmodel_parallel(batch = data)\nlayout {\n    "w/\\d+" -> (data, model)\n}\n'
 
-    import planc
-    from planc.targets import jax as backend
 
-    plan = planc.loads('mesh(data = 4, model = 2)\nmodel_parallel(batch = data)\n'
-                       'layout {\n    "w/\\d+" -> (data, model)\n}\n')
+def _six(key):
+    return {"w": [jax.random.normal(k, (64, 32)) for k in jax.random.split(key, 6)]}
 
-    def init_fn(key):
-        keys = jax.random.split(key, 6)
-        return {"w": [jax.random.normal(k, (64, 32)) for k in keys]}
 
-    whole = plan.init(init_fn, jax.random.key(0))
-    monkeypatch.setattr(backend, "INIT_GROUP_MIN_BYTES", 64 * 32 * 4 * 2)
-    assert len(backend._init_groups([64 * 32 * 4] * 6)) == 3
-    grouped = plan.init(init_fn, jax.random.key(0))
-    for a, b in zip(whole["w"], grouped["w"]):
-        assert b.sharding.spec == jax.sharding.PartitionSpec("data", "model")
+def _assert_same_as_one_plain_program(params):
+    expected = jax.jit(_six)(jax.random.key(0))
+    for a, b in zip(expected["w"], params["w"]):
+        assert b.sharding.spec == P("data", "model")
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_large_model_on_the_cpu_is_one_memory_scheduled_program_with_the_same_values(
+        monkeypatch):
+    """Past `INIT_GROUP_MIN_BYTES`, `init` on the CPU compiles one program with the
+    memory scheduler (no groups) and gives freed memory back; the values are exactly
+    those of the plain program."""
+    monkeypatch.setattr(backend, "INIT_GROUP_MIN_BYTES", 64 * 32 * 4 * 2)
+    trims = []
+    monkeypatch.setattr(backend, "_return_freed_memory", lambda: trims.append(1))
+
+    def no_groups(sizes):
+        raise AssertionError("grouped although the memory scheduler is available")
+
+    monkeypatch.setattr(backend, "_init_groups", no_groups)
+    _assert_same_as_one_plain_program(planc.loads(SIX).init(_six, jax.random.key(0)))
+    assert trims == [1, 1]  # after compiling, and after running
+
+
+def test_init_compiles_with_the_memory_scheduler_and_it_takes_effect():
+    """The option `init_jit` passes is one the installed XLA both accepts and obeys:
+    jaxlib 0.10 still accepts the old boolean but ignores it, which only the
+    temporaries show."""
+    assert backend._cpu_memory_scheduler() is not None
+    plan = planc.loads(SIX)
+    jitted, out = backend.init_jit(plan.ir, _six, jax.random.key(0))
+    tuned = jitted.lower(jax.random.key(0)).compile().memory_analysis()
+    plain = jax.jit(_six, out_shardings=out).lower(jax.random.key(0)).compile()
+    assert tuned.temp_size_in_bytes < plain.memory_analysis().temp_size_in_bytes
+
+
+def test_the_memory_scheduler_is_none_where_xla_refuses_every_spelling(monkeypatch):
+    monkeypatch.setattr(backend, "_CPU_MEMORY_SCHEDULER", ({"xla_no_such_option": True},))
+    backend._cpu_memory_scheduler.cache_clear()
+    try:
+        assert backend._cpu_memory_scheduler() is None
+    finally:
+        monkeypatch.undo()
+        backend._cpu_memory_scheduler.cache_clear()
+    assert backend._cpu_memory_scheduler() is not None
+
+
+def test_a_large_model_is_initialised_in_groups_where_the_scheduler_is_refused(monkeypatch):
+    """Without the memory scheduler, `init` on the CPU computes big models a group of
+    outputs at a time; the values are exactly those of one program."""
+    monkeypatch.setattr(backend, "_cpu_memory_scheduler", lambda: None)
+    monkeypatch.setattr(backend, "INIT_GROUP_MIN_BYTES", 64 * 32 * 4 * 2)
+    groups = []
+    split = backend._init_groups
+    monkeypatch.setattr(backend, "_init_groups", lambda sizes: groups.append(split(sizes))
+                        or groups[-1])
+    _assert_same_as_one_plain_program(planc.loads(SIX).init(_six, jax.random.key(0)))
+    assert groups == [[[0, 1], [2, 3], [4, 5]]]

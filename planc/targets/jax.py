@@ -37,6 +37,7 @@ Choices a user should know:
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 
@@ -323,21 +324,61 @@ def _init_shardings(mesh, ir: PlanIR, shapes):
 
 def init_jit(ir: PlanIR, fn, *args, mesh=None, **kwargs):
     """`(jitted, out_shardings)`: `fn` compiled to write its outputs straight into the
-    plan's shardings. `init` calls it; it is public so the compiled program can be
-    inspected (`jitted.lower(*args).compile().output_shardings`)."""
+    plan's shardings. `init` runs this program; it is public so the compiled program can
+    be inspected (`jitted.lower(*args).compile().output_shardings`, `.memory_analysis()`).
+    On the CPU it is compiled with XLA's memory-minimising scheduler where the installed
+    XLA takes the option."""
     mesh, ir = _mesh(ir, mesh)
-    shapes = jax.eval_shape(fn, *args, **kwargs)
-    out = _init_shardings(mesh, ir, shapes)
-    return jax.jit(fn, out_shardings=out), out
+    out = _init_shardings(mesh, ir, jax.eval_shape(fn, *args, **kwargs))
+    return _init_program(fn, out, mesh), out
 
 
-# On the CPU, outputs are computed a group at a time once a model is larger than this:
-# XLA:CPU's concurrency-optimised scheduler keeps the temporaries of every output of one
-# program alive together (the random bits of every leaf), which doubles the peak; a group
-# bounds them. Accelerator schedulers account for memory, so there one program runs.
-# Each group is one XLA compilation (most of `init`'s time), so the groups are few; glibc
-# keeps what a group's temporaries freed unless asked (`malloc_trim` after each group),
-# which let 6 groups stay near 1x the model where 16 without it reached 1.2x.
+def _init_program(fn, out, mesh):
+    """`fn` under `jax.jit` with `out` as its output shardings and, on the CPU, the
+    memory-minimising scheduler (None where it is refused: the plain program)."""
+    options = _cpu_memory_scheduler() if _on_cpu(mesh) else None
+    return jax.jit(fn, out_shardings=out, compiler_options=options)
+
+
+def _on_cpu(mesh) -> bool:
+    return mesh.devices.flat[0].platform == "cpu"
+
+
+# XLA:CPU's default scheduler is concurrency-optimised: it runs independent work
+# together and keeps the temporaries of every output of a program alive at once (each
+# leaf's random bits: about 1x the model on top of the model itself). Its
+# memory-minimising scheduler keeps about one leaf's worth (0.19x on the bench's model),
+# and can be chosen for one compilation instead of the whole process (`XLA_FLAGS`).
+# XLA renamed the option: jaxlib 0.7 knows only the boolean, later releases the enum and
+# still accept the boolean but ignore it, so the enum is tried first. Each is tried on a
+# trivial program (a refused key fails before anything is compiled).
+_CPU_MEMORY_SCHEDULER = (
+    {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"},
+    {"xla_cpu_enable_concurrency_optimized_scheduler": False},
+)
+
+
+@functools.cache
+def _cpu_memory_scheduler() -> dict | None:
+    """The `compiler_options` that select XLA:CPU's memory-minimising scheduler, or None
+    when the installed XLA takes none of their spellings. Found once per process."""
+    device = jax.devices("cpu")[0]
+    for options in _CPU_MEMORY_SCHEDULER:
+        probe = jax.jit(lambda: np.float32(0), compiler_options=options,
+                        out_shardings=jax.sharding.SingleDeviceSharding(device))
+        try:
+            probe.lower().compile()
+        except jax.errors.JaxRuntimeError:
+            continue
+        return options
+    return None
+
+
+# Where the memory-minimising scheduler is refused, a model larger than this is
+# computed on the CPU a group of outputs at a time, one program each (XLA drops the
+# other outputs' work), so that only one group's temporaries are alive at once. Each
+# group is one XLA compilation, so the groups are few: 6 groups, with `malloc_trim`
+# after each, stayed near 1x the model where 16 without it reached 1.2x.
 INIT_GROUP_MIN_BYTES = 64 * 2**20
 INIT_GROUPS = 6
 
@@ -360,24 +401,40 @@ def init(ir: PlanIR, fn, *args, mesh=None, **kwargs):
     """Run `fn(*args, **kwargs)` so that its outputs are born sharded.
 
     The output shapes come from `jax.eval_shape`; `fn` then runs under `jax.jit` with
-    those shardings as `out_shardings`, so each device computes only its own shards and
-    no device ever holds a full copy of a sharded variable. On the CPU, a model larger
-    than `INIT_GROUP_MIN_BYTES` is computed in about `INIT_GROUPS` groups of outputs, one
-    program each (XLA drops the other outputs' work), so temporaries stay a fraction of
-    the model. When `fn` returns a plain 2-tuple it is read as `(params, opt_state)`: the
-    state mirrors the parameters. Arguments are traced: pass configuration through
+    those shardings as `out_shardings` (the program of `init_jit`), so each device
+    computes only its own shards and no device ever holds a full copy of a sharded
+    variable. On the CPU, where the devices' memory is the host's, it is one program
+    compiled with XLA's memory-minimising scheduler, so temporaries stay a fraction of
+    the model; where the installed XLA refuses that option, a model larger than
+    `INIT_GROUP_MIN_BYTES` is computed in about `INIT_GROUPS` groups of outputs instead.
+    When `fn` returns a plain 2-tuple it is read as `(params, opt_state)`: the state
+    mirrors the parameters. Arguments are traced: pass configuration through
     `functools.partial`.
     """
     mesh, ir = _mesh(ir, mesh)
     shapes = jax.eval_shape(fn, *args, **kwargs)
     out = _init_shardings(mesh, ir, shapes)
     leaves, treedef = jax.tree_util.tree_flatten(shapes)
+    sizes = [math.prod(l.shape) * l.dtype.itemsize for l in leaves]
+    program = _init_program(fn, out, mesh)
+    if not _on_cpu(mesh) or sum(sizes) <= INIT_GROUP_MIN_BYTES:
+        # Off the CPU, outputs and temporaries live in device memory, whose schedulers
+        # account for it, and nothing is left on the host to give back.
+        return program(*args, **kwargs)
+    if _cpu_memory_scheduler() is not None:
+        compiled = program.lower(*args, **kwargs).compile()
+        # The compiler's working memory is freed by now, but glibc keeps its pages and
+        # the program's large buffers do not reuse them: given back first, they are not
+        # counted again on top of the model (the bench's peak: 1.20x the model without
+        # this, 1.04x with it).
+        _return_freed_memory()
+        values = jax.block_until_ready(compiled(*args, **kwargs))
+        # The program's temporaries, freed as it ends, go back too.
+        _return_freed_memory()
+        return values
     flat_out = treedef.flatten_up_to(out)
-    groups = _init_groups([math.prod(l.shape) * l.dtype.itemsize for l in leaves])
-    if len(groups) == 1 or mesh.devices.flat[0].platform != "cpu":
-        return jax.jit(fn, out_shardings=out)(*args, **kwargs)
     values: list = [None] * len(leaves)
-    for group in groups:
+    for group in _init_groups(sizes):
         def part(*a, _group=tuple(group), **k):
             flat = treedef.flatten_up_to(fn(*a, **k))
             return [flat[i] for i in _group]
