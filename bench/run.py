@@ -85,27 +85,6 @@ LIMITS = {
         "LALR tables. The breakdown rows above are one `python -X importtime` run. Reaching "
         "0.15x (~95 ms) would take an AST without dataclasses and a parser that does not "
         "import lark at start-up (a generated standalone parser), both beyond this round."),
-    "born_sharded": (
-        "memory is met, time is not. The parameters are born sharded (1x in total; the "
-        "busiest device holds 1/8 plus its temporaries, against the whole model for the "
-        "naive path). XLA:CPU's default concurrency-optimised scheduler keeps the "
-        "temporaries of every output of one program alive at once (each leaf's random bits, "
-        "about 1x the model), so on the CPU `plan.init` computes a large model in "
-        "`INIT_GROUPS` = 6 groups of outputs, one program each (XLA drops the other outputs' "
-        "work). After each group it waits for the group and calls glibc's `malloc_trim(0)`: "
-        "glibc otherwise keeps the pages the group's temporaries freed, and that residue, "
-        "not live data, was most of the old 1.2x (16 groups, no trim). Measured in one "
-        "harness, peak / wall: 16 groups untrimmed 1.21x / 17.8 s, 16 trimmed 0.93x / 12.9 s, "
-        "8 trimmed 0.99x / 12.7 s, 6 trimmed 1.03x / 11.7 s, 4 trimmed 1.11x / 6.4-11 s; "
-        "in this bench 5 groups measured 1.07x / 1.94x and 4 groups 1.10x / 1.91x, no faster "
-        "than 6, so 6 keeps the margin under 1.1x. Time: each "
-        "group is a separate trace and XLA compilation of the whole initialiser (pruned to "
-        "its outputs), ~1.5-2 s each on this machine, against one compilation for "
-        "init-then-shard; compiling the groups in parallel threads did not help on 2 shared "
-        "cores. Leaf-by-leaf creation outside XLA would need the initialiser's random "
-        "streams split per leaf, which `plan.init` cannot assume of a user's function. With "
-        "XLA's memory-minimising scheduler (`--xla_cpu_enable_concurrency_optimized_"
-        "scheduler=false`) the temporaries are 0.19x instead of 1.16x."),
     "front_end": (
         "the 'front end, N rules' rows compare `planc.loads` with lark's own parse of the "
         "same text into its parse tree (same grammar and lexer, in the same run). planc's "
