@@ -8,7 +8,7 @@ export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export KERAS_BACKEND := jax
 export JAX_PLATFORMS := cpu
 
-.PHONY: venv demo test test-oldest lint-plans lint-imports fuzz bench clean
+.PHONY: venv parser demo test test-oldest lint-plans lint-imports fuzz bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,13 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --no-deps 'keras-hub>=0.22'
 	touch $(STAMP)
 
-venv: $(STAMP)
+# lark's standalone parser of grammar/planc.lark (gitignored: it is lark's code, see
+# planc/syntax/generate_parser.py). The tool rewrites it only when the grammar or lark's
+# version changed, so it runs on every `make venv`; without it planc parses with lark.
+parser: $(STAMP)
+	$(PY) -m planc.syntax.generate_parser
+
+venv: $(STAMP) parser
 
 demo: venv
 	$(VENV)/bin/planc lint plans/*.kd
@@ -86,4 +92,4 @@ bench: venv
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) build *.egg-info
+	rm -rf $(VENV) $(OLDEST_VENV) build *.egg-info planc/syntax/_lalr_standalone.py

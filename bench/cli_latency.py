@@ -8,7 +8,9 @@ two commands run by run. Wall time is what a user waits; CPU time
 
 `import planc` is timed the same way against `python -c pass` (its CPU time is the
 difference), and one `python -X importtime` run of the lint shows where its start-up
-goes: the heaviest top-level imports, each with the modules it pulled in.
+goes: the heaviest top-level imports, each with the modules it pulled in. One more run
+says which parser engine the lint used (the generated standalone parser, or lark when
+`make venv` has not written it) and whether it loaded lark, `regex` or interegular.
 """
 
 from __future__ import annotations
@@ -42,6 +44,24 @@ def import_breakdown(cmd: list[str]) -> tuple[list, list]:
     def heaviest(rows):
         return sorted(rows, key=lambda t: -t[1])[:SHOWN_IMPORTS]
     return heaviest(tops), heaviest(selfs)
+
+
+# Run in the lint's own interpreter: which engine parsed, and which heavy modules loaded.
+_LOADED = """import sys
+from planc.cli import main
+main(sys.argv[1:])
+from planc.syntax import grammar
+print("LOADED", grammar.ENGINE, *(m for m in ("lark", "regex", "interegular") if m in sys.modules))
+"""
+
+
+def loaded(cmd: list[str]) -> tuple[str, list[str]]:
+    """(the parser engine, the heavy modules loaded) of one `planc lint` run."""
+    proc = subprocess.run([PYTHON, "-c", _LOADED, *cmd[cmd.index("lint"):]], cwd=ROOT,
+                          env=ENV, capture_output=True, text=True)
+    words = next(line.split()[1:] for line in proc.stdout.splitlines()
+                 if line.startswith("LOADED "))
+    return words[0], words[1:]
 
 
 def planc_command() -> list[str]:
@@ -88,6 +108,9 @@ def main():
     results.row("`import planc` CPU time (over `python -c pass`)",
                 f"{import_cpu * 1e3:.1f} ms", f"<= {IMPORT_TARGET_S * 1e3:.0f} ms",
                 status(import_cpu <= IMPORT_TARGET_S), import_cpu_s=import_cpu)
+    engine, heavy = loaded(lint)
+    results.row("`planc lint`: parser engine, and which of lark, regex, interegular it loads",
+                f"{engine}; {', '.join(heavy) or 'none'}", engine=engine, loaded=heavy)
     traced = [PYTHON, "-X", "importtime", *(lint[1:] if lint[0] == PYTHON else lint)]
     tops, selfs = import_breakdown(traced)
     for name, micros in tops:

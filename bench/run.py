@@ -61,6 +61,11 @@ TITLES = {
 
 # What limits a figure when its target is missed: shown under the table of that benchmark.
 LIMITS = {
+    "born_sharded": (
+        "where XLA refuses both spellings of its memory-minimising scheduler, `plan.init` "
+        "falls back to computing the model in groups of outputs, one compilation each: "
+        "memory stays near 1x, time grows with the groups (the 'fallback' row). Under heavy "
+        "load from other work single pairs of runs swing widely; the ratio is their median."),
     "matching_floor": (
         "the C++ set match is ~1 us of a path's cost; planc's hot loop around it (reading "
         "RE2's answer, the fit cache lookup, the per-rule counts and building each frozen "

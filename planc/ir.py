@@ -2,42 +2,64 @@
 
 The checker builds it from the AST; the resolver, the backends and the reports only read
 it. Nothing here imports jax or keras.
+
+IR objects are `planc.frozen.Frozen` records: each lists its fields in `__slots__` and
+its `__new__` takes them in that order. Where a thing stands (its spans) and what only describes the
+plan (its sources, its warnings) are left out of `==` and `hash` (`_not_compared`), so
+two plans that mean the same compare equal.
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import Sequence
 
 from planc.diagnostics import Diagnostic, Span
+from planc.frozen import Frozen
 
-AxisEntry = Union[None, str, tuple]  # None, "model", or ("data", "model")
+_new = object.__new__
+
+AxisEntry = None | str | tuple  # None, "model", or ("data", "model")
 
 
-@dataclass(frozen=True)
-class MeshAxis:
+class MeshAxis(Frozen):
     """A mesh axis: `size` devices per slice (None while `auto`), times `slices` slices."""
 
-    name: str
-    size: int | None
-    span: Span | None = field(default=None, compare=False)
-    slices: int = 1
+    __slots__ = ("name", "size", "span", "slices")
+    _not_compared = ("span",)
+
+    def __new__(cls, name: str, size: int | None, span: Span | None = None,
+                 slices: int = 1):
+        self = _new(cls._open)
+        self.name = name
+        self.size = size
+        self.span = span
+        self.slices = slices
+        self.__class__ = cls
+        return self
 
     @property
     def global_size(self) -> int | None:
         return None if self.size is None else self.size * self.slices
 
 
-@dataclass(frozen=True)
-class Mesh:
-    axes: tuple[MeshAxis, ...]
-    # None: the implied `mesh(batch = auto)` of data_parallel
-    span: Span | None = field(default=None, compare=False)
+class Mesh(Frozen):
+    """The mesh's axes in order; `span` is None for the implied `mesh(batch = auto)` of
+    data_parallel."""
 
-    @functools.cached_property
+    __slots__ = ("axes", "span", "_names")
+    _not_compared = ("span",)
+
+    def __new__(cls, axes: tuple[MeshAxis, ...], span: Span | None = None):
+        self = _new(cls._open)
+        self.axes = axes
+        self.span = span
+        self._names = tuple(a.name for a in axes)
+        self.__class__ = cls
+        return self
+
+    @property
     def names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.axes)
+        return self._names
 
     @property
     def shape(self) -> tuple[int | None, ...]:
@@ -68,13 +90,20 @@ class Mesh:
         raise KeyError(name)
 
 
-@dataclass(frozen=True)
-class Dim:
+class Dim(Frozen):
     """One layout entry: split over `axes` (major to minor) in blocks of `block`; `()` = not split."""
 
-    axes: tuple[str, ...] = ()
-    block: int = 1
-    span: Span | None = field(default=None, compare=False)
+    __slots__ = ("axes", "block", "span")
+    _not_compared = ("span",)
+
+    def __new__(cls, axes: tuple[str, ...] = (), block: int = 1,
+                 span: Span | None = None):
+        self = _new(cls._open)
+        self.axes = axes
+        self.block = block
+        self.span = span
+        self.__class__ = cls
+        return self
 
     @property
     def entry(self) -> AxisEntry:
@@ -95,15 +124,22 @@ class Dim:
 UNSPLIT = Dim()
 
 
-@dataclass(frozen=True)
-class Alternative:
+class Alternative(Frozen):
     """One layout form: `head`, then (if `ellipsis`) any number of `_`, then `tail`."""
 
-    head: tuple[Dim, ...]
-    ellipsis: bool = False
-    tail: tuple[Dim, ...] = ()
-    replicated: bool = False
-    span: Span | None = field(default=None, compare=False)
+    __slots__ = ("head", "ellipsis", "tail", "replicated", "span")
+    _not_compared = ("span",)
+
+    def __new__(cls, head: tuple[Dim, ...], ellipsis: bool = False, tail: tuple[Dim, ...] = (),
+                 replicated: bool = False, span: Span | None = None):
+        self = _new(cls._open)
+        self.head = head
+        self.ellipsis = ellipsis
+        self.tail = tail
+        self.replicated = replicated
+        self.span = span
+        self.__class__ = cls
+        return self
 
     def expand(self, rank: int) -> tuple[Dim, ...] | None:
         """The dims for a variable of `rank`, or None when the rank cannot fit."""
@@ -124,23 +160,44 @@ class Alternative:
         return f"rank >= {fixed}" if self.ellipsis else f"rank {fixed}"
 
 
-@dataclass(frozen=True)
-class Layout:
-    alternatives: tuple[Alternative, ...]
-    text: str  # canonical source form, for messages and reports
-    span: Span | None = field(default=None, compare=False)
+class Layout(Frozen):
+    """A rule's layout: its alternatives, and `text`, their canonical source form (for
+    messages and reports)."""
+
+    __slots__ = ("alternatives", "text", "span")
+    _not_compared = ("span",)
+
+    def __new__(cls, alternatives: tuple[Alternative, ...], text: str,
+                 span: Span | None = None):
+        self = _new(cls._open)
+        self.alternatives = alternatives
+        self.text = text
+        self.span = span
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
-class Rule:
-    """`"pattern" -> layout` (or `default -> layout` when `pattern` is None)."""
+class Rule(Frozen):
+    """`"pattern" -> layout` (or `default -> layout` when `pattern` is None).
 
-    index: int  # position in file order within its block
-    pattern: str | None
-    layout: Layout
-    span: Span | None = field(default=None, compare=False)
-    pattern_span: Span | None = field(default=None, compare=False)
-    raw: str | None = None  # the pattern as written between the quotes
+    `index` is the rule's position in file order within its block; `raw` the pattern as
+    written between the quotes.
+    """
+
+    __slots__ = ("index", "pattern", "layout", "span", "pattern_span", "raw")
+    _not_compared = ("span", "pattern_span")
+
+    def __new__(cls, index: int, pattern: str | None, layout: Layout, span: Span | None = None,
+                 pattern_span: Span | None = None, raw: str | None = None):
+        self = _new(cls._open)
+        self.index = index
+        self.pattern = pattern
+        self.layout = layout
+        self.span = span
+        self.pattern_span = pattern_span
+        self.raw = raw
+        self.__class__ = cls
+        return self
 
     @property
     def is_default(self) -> bool:
@@ -155,8 +212,7 @@ class Rule:
         return "default" if self.pattern is None else f'"{self.raw if self.raw is not None else self.pattern}"'
 
 
-@dataclass(frozen=True)
-class Rename:
+class Rename(Frozen):
     r"""`"pattern" -> "template" [transpose]` of a `rename` block: checkpoint name -> path.
 
     `pattern` fullmatches a checkpoint tensor name; the first rule in file order that
@@ -165,12 +221,20 @@ class Rename:
     transpose (PyTorch `[out, in]` -> JAX `[in, out]`).
     """
 
-    index: int  # position in file order, across every `rename` block
-    pattern: str
-    template: str
-    transpose: bool = False
-    span: Span | None = field(default=None, compare=False)
-    pattern_span: Span | None = field(default=None, compare=False)
+    __slots__ = ("index", "pattern", "template", "transpose", "span", "pattern_span")
+    _not_compared = ("span", "pattern_span")
+
+    def __new__(cls, index: int, pattern: str, template: str, transpose: bool = False,
+                 span: Span | None = None, pattern_span: Span | None = None):
+        self = _new(cls._open)
+        self.index = index  # position in file order, across every `rename` block
+        self.pattern = pattern
+        self.template = template
+        self.transpose = transpose
+        self.span = span
+        self.pattern_span = pattern_span
+        self.__class__ = cls
+        return self
 
     @property
     def where(self) -> str:
@@ -182,31 +246,54 @@ class Rename:
         return f'"{self.pattern}" -> "{self.template}"' + (" transpose" if self.transpose else "")
 
 
-@dataclass(frozen=True)
-class Budget:
-    per_device: int  # bytes
-    state: int = 1
-    span: Span | None = field(default=None, compare=False)
+class Budget(Frozen):
+    """`budget(per_device = SIZE, state = K)`; `per_device` in bytes."""
+
+    __slots__ = ("per_device", "state", "span")
+    _not_compared = ("span",)
+
+    def __new__(cls, per_device: int, state: int = 1, span: Span | None = None):
+        self = _new(cls._open)
+        self.per_device = per_device
+        self.state = state
+        self.span = span
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Frozen):
     """`check expr, "message"`; `expr` is the name-checked expression, encoded as
-    `planc.check.expression` says (nested tuples, no spans: plans compare by meaning)."""
+    `planc.check.expression` says (nested tuples, no spans: plans compare by meaning);
+    `names` are the axis and param names it reads."""
 
-    expr: tuple
-    message: str
-    names: tuple[str, ...]  # axis and param names the expression reads
-    span: Span | None = field(default=None, compare=False)
+    __slots__ = ("expr", "message", "names", "span")
+    _not_compared = ("span",)
+
+    def __new__(cls, expr: tuple, message: str, names: tuple[str, ...],
+                 span: Span | None = None):
+        self = _new(cls._open)
+        self.expr = expr
+        self.message = message
+        self.names = names
+        self.span = span
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(Frozen):
     """A cluster value: a literal, or `env("NAME", default)` read when the cluster starts."""
 
-    value: int | str | None
-    env: str | None = None
-    span: Span | None = field(default=None, compare=False)
+    __slots__ = ("value", "env", "span")
+    _not_compared = ("span",)
+
+    def __new__(cls, value: int | str | None, env: str | None = None,
+                 span: Span | None = None):
+        self = _new(cls._open)
+        self.value = value
+        self.env = env
+        self.span = span
+        self.__class__ = cls
+        return self
 
     def read(self, environ) -> int | str | None:
         if self.env is not None and self.env in environ:
@@ -217,54 +304,89 @@ class Setting:
         return self.value
 
 
-@dataclass(frozen=True)
-class Cluster:
-    coordinator: Setting | None = None
-    processes: Setting | None = None
-    process_id: Setting | None = None
-    span: Span | None = field(default=None, compare=False)
-    # How JAX finds the rest: "auto" (`cluster auto`: every environment JAX knows),
-    # one environment by name ("slurm", "ompi", ...), or "none" (only the values given).
-    detect: str = "auto"
+class Cluster(Frozen):
+    """`cluster { ... }`. `detect` is how JAX finds the rest: "auto" (`cluster auto`: every
+    environment JAX knows), one environment by name ("slurm", "ompi", ...), or "none"
+    (only the values given)."""
+
+    __slots__ = ("coordinator", "processes", "process_id", "span", "detect")
+    _not_compared = ("span",)
+
+    def __new__(cls, coordinator: Setting | None = None, processes: Setting | None = None,
+                 process_id: Setting | None = None, span: Span | None = None,
+                 detect: str = "auto"):
+        self = _new(cls._open)
+        self.coordinator = coordinator
+        self.processes = processes
+        self.process_id = process_id
+        self.span = span
+        self.detect = detect
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
-class PlanIR:
-    """A checked plan. `auto` stays None in the mesh until a device count is known."""
+class PlanIR(Frozen):
+    """A checked plan. `auto` stays None in the mesh until a device count is known.
 
-    name: str
-    file: str
-    params: tuple[tuple[str, int | str], ...]
-    mesh: Mesh
-    distribution: str  # "data_parallel" | "model_parallel"
-    batch_axes: tuple[str, ...]
-    match: str = "full"  # "full" | "search"
-    overlap: str = "error"  # "error" | "first"
-    rules: tuple[Rule, ...] = ()
-    default: Rule | None = None
-    outputs: tuple[Rule, ...] = ()
-    outputs_default: Rule | None = None
-    renames: tuple[Rename, ...] = ()  # the `rename` blocks' rules, file order
-    budget: Budget | None = None
-    checks: tuple[Check, ...] = ()
-    cluster: Cluster | None = None
-    # `axis_types`: "auto" or "explicit" per mesh axis, in mesh order; () when every axis
-    # is `auto` (the default), so plans without the statement keep their fingerprints.
-    axis_types: tuple[str, ...] = ()
-    axis_types_span: Span | None = field(default=None, compare=False)
-    # Where the first `layout` block starts (what an unmatched variable points at).
-    layout_span: Span | None = field(default=None, compare=False)
-    # Where the first `rename` block starts (what a checkpoint problem with no rule points at).
-    rename_span: Span | None = field(default=None, compare=False)
-    # `model "PATH"`: the model source the plan is for, resolved against the directory of
-    # the file that says it; None without the statement. Not part of the layout, so it
-    # leaves the fingerprint alone.
-    model: str | None = field(default=None, compare=False)
-    model_span: Span | None = field(default=None, compare=False)
-    # Source texts by file name, so diagnostics can be rendered later.
-    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
-    # Warnings and notes found while checking (errors raise instead).
-    diagnostics: tuple[Diagnostic, ...] = field(default=(), compare=False, repr=False)
+    `distribution` is "data_parallel" or "model_parallel"; `match` "full" or "search";
+    `overlap` "error" or "first". `renames` are the `rename` blocks' rules in file order.
+    `axis_types` is "auto" or "explicit" per mesh axis, in mesh order, and () when every
+    axis is `auto` (the default), so plans without the statement keep their fingerprints.
+    `layout_span` is where the first `layout` block starts (what an unmatched variable
+    points at); `rename_span` where the first `rename` block starts (what a checkpoint
+    problem with no rule points at). `model` is the model source of `model "PATH"`,
+    resolved against the directory of the file that says it (None without the
+    statement); it is not part of the layout, so it leaves the fingerprint alone.
+    `sources` are the source texts by file name, so diagnostics can be rendered later;
+    `diagnostics` the warnings and notes found while checking (errors raise instead).
+    """
+
+    __slots__ = ("name", "file", "params", "mesh", "distribution", "batch_axes", "match",
+                 "overlap", "rules", "default", "outputs", "outputs_default", "renames",
+                 "budget", "checks", "cluster", "axis_types", "axis_types_span", "layout_span",
+                 "rename_span", "model", "model_span", "sources", "diagnostics")
+    _not_compared = ("axis_types_span", "layout_span", "rename_span", "model", "model_span",
+                     "sources", "diagnostics")
+    _not_shown = ("sources", "diagnostics")
+
+    def __new__(cls, name: str, file: str, params: tuple[tuple[str, int | str], ...],
+                 mesh: Mesh, distribution: str, batch_axes: tuple[str, ...],
+                 match: str = "full", overlap: str = "error", rules: tuple[Rule, ...] = (),
+                 default: Rule | None = None, outputs: tuple[Rule, ...] = (),
+                 outputs_default: Rule | None = None, renames: tuple[Rename, ...] = (),
+                 budget: Budget | None = None, checks: tuple[Check, ...] = (),
+                 cluster: Cluster | None = None, axis_types: tuple[str, ...] = (),
+                 axis_types_span: Span | None = None, layout_span: Span | None = None,
+                 rename_span: Span | None = None, model: str | None = None,
+                 model_span: Span | None = None, sources: tuple[tuple[str, str], ...] = (),
+                 diagnostics: tuple[Diagnostic, ...] = ()):
+        self = _new(cls._open)
+        self.name = name
+        self.file = file
+        self.params = params
+        self.mesh = mesh
+        self.distribution = distribution
+        self.batch_axes = batch_axes
+        self.match = match
+        self.overlap = overlap
+        self.rules = rules
+        self.default = default
+        self.outputs = outputs
+        self.outputs_default = outputs_default
+        self.renames = renames
+        self.budget = budget
+        self.checks = checks
+        self.cluster = cluster
+        self.axis_types = axis_types
+        self.axis_types_span = axis_types_span
+        self.layout_span = layout_span
+        self.rename_span = rename_span
+        self.model = model
+        self.model_span = model_span
+        self.sources = sources
+        self.diagnostics = diagnostics
+        self.__class__ = cls
+        return self
 
     @property
     def param_dict(self) -> dict[str, int | str]:
@@ -302,10 +424,10 @@ def layout_text(layout: Alternative | Sequence[Dim], *, replicated_word: bool = 
     if isinstance(layout, Alternative):
         if layout.replicated:
             return "replicated"
-        parts = [_dim_text(d) for d in layout.head]
+        parts = list(map(_dim_text, layout.head))
         if layout.ellipsis:
             parts.append("...")
-        parts += [_dim_text(d) for d in layout.tail]
+            parts += map(_dim_text, layout.tail)
     else:
         if replicated_word and layout and not any(d.axes for d in layout):
             return "replicated"
@@ -314,7 +436,10 @@ def layout_text(layout: Alternative | Sequence[Dim], *, replicated_word: bool = 
 
 
 def _dim_text(d: Dim) -> str:
-    if not d.axes:
+    axes = d.axes
+    if len(axes) == 1 and d.block == 1:  # most dims
+        return axes[0]
+    if not axes:
         return "_"
-    body = d.axes[0] if len(d.axes) == 1 else "(" + ", ".join(d.axes) + ")"
+    body = axes[0] if len(axes) == 1 else "(" + ", ".join(axes) + ")"
     return body + (f"[{d.block}]" if d.block != 1 else "")

@@ -1,6 +1,8 @@
 r"""Checkpoint tensors renamed by a plan and paired with a model's variables, every problem
 found from the headers alone (`planc.checkpoints.renaming`, `planc.checkpoints.binding`)."""
 
+import dataclasses
+
 import pytest
 
 import planc
@@ -284,7 +286,7 @@ def test_a_hundred_thousand_tensors_bind_to_their_variables():
 
 def test_renames_made_by_hand_work_as_the_checkers():
     ir = ir_of(DP)
-    ir = ir.__class__(**{**ir.__dict__, "renames": (Rename(0, r"a(\d)", r"b\1"),)})
+    ir = dataclasses.replace(ir, renames=(Rename(0, r"a(\d)", r"b\1"),))
     sources, diags = bind_checkpoint(ir, [t("a1")], [v("b1")])
     assert diags == () and sources[0].rule.template == r"b\1"
 

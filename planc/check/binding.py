@@ -6,20 +6,26 @@ lint and the targets all call it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from planc.check.conditions import evaluate_check, sizes_env
 from planc.diagnostics import Diagnostic, PlanError, Span, error
+from planc.frozen import Frozen
 from planc.ir import Mesh, PlanIR
 
+_new = object.__new__
 
-@dataclass(frozen=True)
-class Binding:
+
+class Binding(Frozen):
     """What binding found: the bound IR (None when the mesh cannot take the count), and
     the problems (P201 for the mesh; P118 and P122 for `check`s that fail)."""
 
-    ir: PlanIR | None
-    problems: tuple[Diagnostic, ...] = ()
+    __slots__ = ("ir", "problems")
+
+    def __new__(cls, ir: PlanIR | None, problems: tuple[Diagnostic, ...] = ()):
+        self = _new(cls._open)
+        self.ir = ir
+        self.problems = problems
+        self.__class__ = cls
+        return self
 
 
 def bind(ir: PlanIR, devices: int) -> Binding:
@@ -39,7 +45,7 @@ def bind(ir: PlanIR, devices: int) -> Binding:
         return Binding(None, (mesh,))
     env = sizes_env(ir.param_dict, mesh)
     problems = tuple(p for c in ir.checks if (p := evaluate_check(c, env, devices)))
-    return Binding(replace(ir, mesh=mesh), problems)
+    return Binding(ir._replace(mesh=mesh), problems)
 
 
 def bind_devices(ir: PlanIR, devices: int) -> PlanIR:
@@ -64,7 +70,7 @@ def _mesh_on(ir: PlanIR, devices: int) -> Mesh | Diagnostic:
         return mesh
     if auto is not None and devices % fixed == 0 and devices >= fixed:
         size = devices // fixed
-        return replace(mesh, axes=tuple(replace(a, size=size) if a is auto else a
+        return mesh._replace(axes=tuple(a._replace(size=size) if a is auto else a
                                         for a in mesh.axes))
     if auto is None:
         why = f"the mesh needs exactly {fixed} devices ({_shape_text(mesh)}), not {devices}"

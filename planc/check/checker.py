@@ -57,10 +57,12 @@ def check_statements(collected: Collected, overrides: dict | None = None) -> Pla
 
 
 _CLUSTER_KEYS = ("coordinator", "processes", "process_id", "detect")
+# The two patterns below are compiled by `re` when first used (few plans need them), not
+# on every import.
 # `package.module:attr`, as `planc.sources` reads a model source that imports a module.
-_MODULE_ATTR = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_MODULE_ATTR = r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*"
 # An integer override as the plan writes integers (ASCII digits, `_` between them).
-_OVERRIDE_INT = re.compile(r"-?[0-9]+(?:_[0-9]+)*")
+_OVERRIDE_INT = r"-?[0-9]+(?:_[0-9]+)*"
 
 
 class _Checker:
@@ -82,8 +84,7 @@ class _Checker:
         diags = tuple(sorted(self.diags, key=Diagnostic.sort_key))
         if any(d.is_error for d in diags):
             raise PlanError(diags, dict(sources))
-        return ir.__class__(**{**ir.__dict__, "diagnostics": diags,
-                               "sources": tuple(sorted(sources.items()))})
+        return ir._replace(diagnostics=diags, sources=tuple(sorted(sources.items())))
 
     def err(self, code, message, span, **kw):
         self.diags.append(error(code, message, span, **kw))
@@ -175,7 +176,7 @@ class _Checker:
                      help='write the model source, relative to this file: '
                      '`model "models/gemma_2b.json"`')
             return None, None
-        if _MODULE_ATTR.fullmatch(path):
+        if re.fullmatch(_MODULE_ATTR, path):
             # Linting a plan must not run code the plan names; a project's own
             # configuration (pyproject.toml) or the command line may.
             self.err("P134", f"a plan cannot name the module `{path}` as its model",
@@ -245,7 +246,7 @@ class _Checker:
             text = raw.strip()
             # The plan's own integer syntax (ASCII digits, `_` between them), with a sign:
             # `int()` alone would take `٣` or `𝟒` and raise on `²`.
-            if _OVERRIDE_INT.fullmatch(text) and len(text.lstrip("-").replace("_", "")) <= 30:
+            if re.fullmatch(_OVERRIDE_INT, text) and len(text.lstrip("-").replace("_", "")) <= 30:
                 return int(text)
             self.err("P110", f"`{pname}` is an integer parameter; the override `{raw}` is not "
                      "an integer (ASCII digits, optionally signed, `_` between digits)",
@@ -576,49 +577,59 @@ class _Checker:
                      help=r"a template names the pattern's groups as `\1` or `\g<name>`")
 
     def _layout(self, node: ast.LayoutExpr, mesh: Mesh) -> Layout:
-        alts = tuple(self._alternative(a, mesh) for a in node.alternatives)
+        alternatives = node.alternatives
+        if len(alternatives) == 1:  # most rules: no `|`
+            alt = self._alternative(alternatives[0], mesh)
+            return Layout((alt,), layout_text(alt), node.span)
+        alts = tuple(self._alternative(a, mesh) for a in alternatives)
         return Layout(alts, " | ".join(layout_text(a) for a in alts), node.span)
 
     def _alternative(self, node, mesh: Mesh) -> Alternative:
-        if isinstance(node, ast.Replicated):
+        if node.__class__ is ast.Replicated:
             return Alternative((), replicated=True, span=node.span)
         head: list[Dim] = []
         tail: list[Dim] = []
+        dims = head  # `tail` once `...` is read
         ellipsis: ast.Ellipsis | None = None
         used: dict[str, ast.Name] = {}
+        axes = self._axis_set(mesh)
         for entry in node.entries:
-            if isinstance(entry, ast.Ellipsis):
+            kind = entry.__class__
+            if kind is ast.Unsplit:
+                dims.append(Dim((), 1, entry.span))
+                continue
+            if kind is ast.Ellipsis:
                 if ellipsis is not None:
                     self.err("P105", "`...` appears twice in one layout", entry.span,
                              label="second `...`",
                              secondary=(Label(ellipsis.span, "first `...` here"),),
                              help="`...` stands for as many `_` as needed; use it once")
                 ellipsis = entry
+                dims = tail
                 continue
-            dim = Dim(span=entry.span)
-            if isinstance(entry, ast.Split):
-                names = []
-                for n in entry.axes:
-                    if n.text not in self._axis_set(mesh):
-                        self._unknown_axis(n, mesh)
-                    elif n.text in used:
-                        self.err("P104", f"axis `{n.text}` is used twice in one layout", n.span,
-                                 label="used again",
-                                 secondary=(Label(used[n.text].span, "first used here"),),
-                                 help="a mesh axis can split at most one dimension of a variable")
-                    else:
-                        used[n.text] = n
-                    names.append(n.text)
+            names = []
+            for n in entry.axes:
+                text = n.text
+                if text in axes and text not in used:
+                    used[text] = n
+                elif text not in axes:
+                    self._unknown_axis(n, mesh)
+                else:
+                    self.err("P104", f"axis `{text}` is used twice in one layout", n.span,
+                             label="used again",
+                             secondary=(Label(used[text].span, "first used here"),),
+                             help="a mesh axis can split at most one dimension of a variable")
+                names.append(text)
+            if entry.block is None:  # most splits
+                dims.append(Dim(tuple(names), 1, entry.span))
+                continue
+            block = entry.block.value
+            if block <= 0:
+                self.err("P112", f"block size must be a positive integer, not {block}",
+                         entry.block.span, label="not positive")
                 block = 1
-                if entry.block is not None:
-                    block = entry.block.value
-                    if block <= 0:
-                        self.err("P112", f"block size must be a positive integer, not {block}",
-                                 entry.block.span, label="not positive")
-                        block = 1
-                dim = Dim(tuple(names), block, entry.span)
-            (tail if ellipsis is not None else head).append(dim)
-        return Alternative(tuple(head), ellipsis is not None, tuple(tail), span=node.span)
+            dims.append(Dim(tuple(names), block, entry.span))
+        return Alternative(tuple(head), ellipsis is not None, tuple(tail), False, node.span)
 
     # budget, checks, cluster -------------------------------------------------------------------
 

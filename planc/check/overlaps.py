@@ -7,6 +7,12 @@ overlap, and its shortest string is the witness path. The witness is then matche
 planc's own matcher (RE2), so the warning never rests on a difference between the two
 readers of a pattern; a pattern interegular cannot read is left out of the check.
 
+Most pairs of a real plan differ near an end (`...query.kernel` and `...output.kernel`),
+which Python's parse of the two patterns shows without an automaton: the characters
+each can have at the k-th position from its start or end (`_end_profiles`). Disjoint
+characters at one position, or lengths that cannot agree, prove the pair disjoint, so
+interegular is imported, and automata built, only for the pairs that survive.
+
 Under `overlap first` file order decides, so overlaps are not reported; under `match
 search` almost any two patterns meet in some path (`a` and `b` in `ab`), so the check
 runs under `match full` only. A pattern's own
@@ -23,6 +29,7 @@ from collections import deque
 from planc.diagnostics import Diagnostic, Label, warning
 from planc.ir import Rule
 from planc.matching import Matcher, check_pattern
+from planc.matching.python_re import sre, sre_parse
 from planc.matching.scan import has_top_level_bar
 
 # Pairs are compared one by one: a bound keeps a plan of thousands of rules from taking
@@ -165,6 +172,8 @@ class _SharedAutomata:
 
     def disjoint(self, a: str, b: str, rules) -> bool:
         """True only when the two patterns surely match no path in common."""
+        if _ends_apart(a, b):
+            return True
         if self._comparator is None:
             self._comparator = _comparator([r.pattern for r in rules])
         if self._comparator is False:
@@ -176,6 +185,146 @@ class _SharedAutomata:
             return fa is not None and fb is not None and bool(fa.isdisjoint(fb))
         except Exception:
             return False
+
+
+# How far from each end a pattern's characters are followed, and how many alternative
+# shapes (`(query|key|value)` has three) one end may have before it is not followed.
+PROFILE_LENGTH = 24
+MAX_PROFILES = 32
+_ANY = None  # a position any character may take
+
+
+def _ends_apart(a: str, b: str) -> bool:
+    """Whether no path matches both patterns, as their ends show (False: not known).
+
+    Sound for the language Python's `re` (so RE2, which planc hands the same reading)
+    gives each pattern: every path a pattern matches fits one of its profiles.
+    """
+    for from_end in (False, True):
+        pa, pb = _end_profiles(a, from_end), _end_profiles(b, from_end)
+        if pa is not None and pb is not None and \
+                not any(_can_meet(x, y) for x in pa for y in pb):
+            return True
+    return False
+
+
+def _can_meet(x, y) -> bool:
+    """Whether one path can fit both profiles (each is (positions, closed); see
+    `_end_profiles`)."""
+    (xs, x_closed), (ys, y_closed) = x, y
+    for cx, cy in zip(xs, ys):
+        if cx is not _ANY and cy is not _ANY and not cx & cy:
+            return False
+    if x_closed and y_closed:
+        return len(xs) == len(ys)
+    if x_closed:
+        return len(xs) >= len(ys)
+    if y_closed:
+        return len(ys) >= len(xs)
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _end_profiles(pattern: str, from_end: bool):
+    """The shapes of the paths `pattern` matches, read from its start (or its end), or
+    None where it is not followed (a case-insensitive flag, too many shapes, ...).
+
+    A profile is (positions, closed): the set of characters each of the first
+    `len(positions)` characters can be (`_ANY`: any), and whether the path ends there.
+    An open profile's path has at least that many characters. Each path the pattern
+    matches fits one profile; the converse need not hold (classes, repeats and
+    assertions are widened), which only makes the test prove less.
+    """
+    try:
+        parsed = sre_parse.parse(pattern)
+    except Exception:  # the checker reports what Python cannot read
+        return None
+    if parsed.state.flags & sre.SRE_FLAG_IGNORECASE:
+        return None
+    return _sequence(list(parsed), from_end)
+
+
+def _sequence(items, from_end: bool):
+    profiles = [((), True)]
+    for op, av in reversed(items) if from_end else items:
+        if not any(closed for _, closed in profiles):
+            break  # every profile is already open: what follows cannot narrow it
+        item = _item(op, av, from_end)
+        if item is None:
+            return None
+        profiles = _concatenated(profiles, item)
+        if profiles is None:
+            return None
+    return profiles
+
+
+def _concatenated(first, then):
+    out = {}
+    for positions, closed in first:
+        if not closed:
+            out[positions, closed] = None
+            continue
+        for more, more_closed in then:
+            joined = positions + more
+            if len(joined) > PROFILE_LENGTH:
+                out[joined[:PROFILE_LENGTH], False] = None
+            else:
+                out[joined, more_closed] = None
+    return list(out) if len(out) <= MAX_PROFILES else None
+
+
+def _item(op, av, from_end: bool):
+    """The profiles of one parsed item, or None if it is not followed."""
+    if op is sre.LITERAL:
+        return [((frozenset((chr(av),)),), True)]
+    if op in (sre.ANY, sre.NOT_LITERAL):
+        return [((_ANY,), True)]
+    if op is sre.IN:
+        return [((_class(av),), True)]
+    if op is sre.AT:  # an anchor or word boundary matches no character
+        return [((), True)]
+    if op is sre.SUBPATTERN:
+        _, add_flags, _, sub = av
+        return None if add_flags & sre.SRE_FLAG_IGNORECASE else _sequence(list(sub), from_end)
+    if op is sre.BRANCH:
+        out = {}
+        for branch in av[1]:
+            one = _sequence(list(branch), from_end)
+            if one is None:
+                return None
+            out.update(dict.fromkeys(one))
+        return list(out) if len(out) <= MAX_PROFILES else None
+    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT):  # lazy or greedy: the same paths
+        low, high, sub = av
+        once = _sequence(list(sub), from_end)
+        if once is None:
+            return None
+        profiles = [((), True)]
+        for _ in range(min(low, PROFILE_LENGTH + 1)):
+            profiles = _concatenated(profiles, once)
+            if profiles is None:
+                return None
+        if low > PROFILE_LENGTH + 1:  # copies left out can only lengthen the path
+            profiles = [(p, False) for p, _ in profiles]
+        if high == low + 1:  # `?`: then none or one copy
+            profiles = _concatenated(profiles, [((), True)] + once)
+        elif high > low:  # then none, or one copy and whatever follows
+            profiles = _concatenated(profiles, [((), True)] + [(p, False) for p, _ in once])
+        return profiles
+    return None  # backreferences, lookaround, ...: refused by the checker anyway
+
+
+def _class(items):
+    """The characters of a class (`[a-c_]`), or `_ANY` for a negated, wide or named one."""
+    chars = set()
+    for op, av in items:
+        if op is sre.LITERAL:
+            chars.add(chr(av))
+        elif op is sre.RANGE and av[1] - av[0] < 256:
+            chars.update(map(chr, range(av[0], av[1] + 1)))
+        else:  # NEGATE, CATEGORY (\d, \w), a wide range
+            return _ANY
+    return frozenset(chars)
 
 
 def _comparator(patterns: list[str]):

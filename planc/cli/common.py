@@ -82,13 +82,14 @@ def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, 
     be read; machine formats carry them, text leaves them to the caller's stderr lines.
     `files` are the plans checked (JUnit's test cases).
     """
-    from planc.diagnostics import formats
     from planc.diagnostics.text import render_text
 
     stream = stream or sys.stdout
     fmt = getattr(args, "format", "text")
     output = getattr(args, "output", None) if to_file else None
     diags = sorted(diags, key=Diagnostic.sort_key)
+    if fmt in ("json", "github", "sarif", "junit"):  # text needs none of their imports
+        from planc.diagnostics import formats
     if fmt == "json":
         text = formats.render_json(diags, failures, **extra)
     elif fmt == "github":

@@ -25,10 +25,20 @@ _MODULE_WARNING = ("SRC may be `module:attr`, which imports and runs that module
 
 
 class _Parser(argparse.ArgumentParser):
+    # The parsers `build_parser(documented=False)` made, undocumented until help is shown.
+    _undocumented: list | None = None
+
     def error(self, message):  # argparse's own exit code is 2 too; keep its one-line form
         message += _command_hint(self, message)
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+    def format_help(self):
+        if self._undocumented:
+            from planc.cli.help_texts import document
+
+            document(self._undocumented.pop())
+        return super().format_help()
 
 
 def _common(p: argparse.ArgumentParser, *, formats=("text", "json")) -> None:
@@ -50,11 +60,38 @@ def _command_hint(parser: argparse.ArgumentParser, message: str) -> str:
     return command_hint(wrong.group(1), subs[0].choices) if wrong and subs else ""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, documented: bool = True) -> argparse.ArgumentParser:
+    """The command line's parser; with `only` (one of `COMMANDS`), that command alone.
+
+    argparse hands the words after a command to that command's parser, so a command line
+    that starts with a command is parsed the same by the parser of that command alone;
+    `main` builds just that one (the others cost a few ms of every start-up). Only help
+    shows what `planc.cli.help_texts` adds: `documented=False` leaves it to the first
+    `format_help`.
+    """
     parser = _Parser(prog="planc", description="A compiler for sharding plans.")
     parser.add_argument("-V", "--version", action="version", version=f"planc {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    # The usage line names every command, as when all are built (a command line with
+    # words its command does not take is refused with it).
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                                metavar=None if only is None else "{" + ",".join(COMMANDS) + "}")
 
+    for name, add in _PARSERS.items():
+        if only in (None, name):
+            add(sub)
+
+    if documented:
+        from planc.cli.help_texts import document
+
+        document(parser)
+    else:
+        pending = [parser]
+        for p in (parser, *sub.choices.values()):
+            p._undocumented = pending
+    return parser
+
+
+def _lint_parser(sub) -> None:
     p = sub.add_parser("lint", help="check plans (and validate them against a model)",
                        epilog=_MODULE_WARNING)
     p.add_argument("plans", nargs="+", metavar="PLAN")
@@ -82,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(always, even when an input cannot be read: the report says so)")
     _common(p, formats=("text", "json", "github", "sarif", "junit"))
 
+
+def _diff_parser(sub) -> None:
     p = sub.add_parser("diff", help="what changed between two plans' (or explain "
                        "documents') tables", epilog=_MODULE_WARNING)
     p.add_argument("old", metavar="OLD", help="a plan file or an `explain --format json` "
@@ -94,12 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="write the diff to FILE")
     _common(p)
 
+
+def _fmt_parser(sub) -> None:
     p = sub.add_parser("fmt", help="rewrite plans in canonical form")
     p.add_argument("plans", nargs="+", metavar="PLAN")
     p.add_argument("--check", action="store_true", help="exit 1 if a file would change")
     p.add_argument("--diff", action="store_true", help="print the changes, write nothing")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
+
+def _explain_parser(sub) -> None:
     p = sub.add_parser("explain", help="show the layout of every variable",
                        epilog=_MODULE_WARNING)
     p.add_argument("plan", metavar="PLAN")
@@ -110,7 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "document to FILE (a golden for `planc lint --golden`)")
     _common(p)
 
-    p = sub.add_parser("compile", help="emit an executable sharding plan", epilog=_MODULE_WARNING)
+
+def _compile_parser(sub) -> None:
+    p = sub.add_parser("compile", help="emit an executable sharding plan",
+                       epilog=_MODULE_WARNING)
     p.add_argument("plan", metavar="PLAN")
     p.add_argument("--model", metavar="SRC")
     p.add_argument("--devices", metavar="N")
@@ -118,11 +164,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE")
     _common(p)
 
+
+def _inspect_parser(sub) -> None:
     p = sub.add_parser("inspect", help="write the variables of a model as a manifest",
                        epilog=_MODULE_WARNING)
     p.add_argument("source", metavar="SRC")
     p.add_argument("-o", "--output", metavar="FILE")
 
+
+def _suggest_parser(sub) -> None:
     p = sub.add_parser("suggest", help="write a plan for a model, validated before it is "
                        "written", epilog=_MODULE_WARNING)
     p.add_argument("--model", metavar="SRC", required=True,
@@ -137,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="PLAN.kd", help="write the plan here (atomically)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
+
+def _import_plan_parser(sub) -> None:
     p = sub.add_parser("import", help="a plan from a Keras LayoutMap, a keras-hub "
                        "get_layout_map, a Hugging Face tp plan or a rule list",
                        epilog=_MODULE_WARNING)
@@ -154,23 +206,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", metavar="N", help="the device count (sizes an `auto` axis)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
+
+def _cluster_parser(sub) -> None:
     p = sub.add_parser("cluster", help="what plan.initialize() would do here: the launcher "
                        "found, coordinator, processes, devices, mesh; preflight checks")
     p.add_argument("plan", nargs="?", metavar="PLAN", help="the plan (its cluster block, mesh)")
     _common(p)
 
+
+def _launch_parser(sub) -> None:
     p = sub.add_parser("launch", help="run N local processes as one JAX cluster")
     p.add_argument("-n", "--processes", type=int, required=True)
     p.add_argument("--devices-per-process", type=int, default=1, metavar="K")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
 
+
+def _lsp_parser(sub) -> None:
     sub.add_parser("lsp", help="serve plans to an editor: the language server, over stdio "
                    "(needs planc[lsp])",
                    description="The Language Server for *.kd files, over stdio: diagnostics "
                    "as `planc lint` finds them, formatting, hover, definition, completion "
                    "and quick fixes. An editor starts it; see the README's Editors section.")
 
+
+def _reshard_parser(sub) -> None:
     p = sub.add_parser("reshard", help="rewrite a checkpoint as an Orbax checkpoint in a "
                                        "plan's layout")
     p.add_argument("source", metavar="SRC",
@@ -182,13 +242,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulated CPU devices (default: the plan's fixed device count)")
     _common(p)
 
+
+def _rule_parser(sub) -> None:
     p = sub.add_parser("rule", help="what a diagnostic code means: why, an example, the fix")
     p.add_argument("code", metavar="CODE", nargs="?")
 
-    from planc.cli.help_texts import document
 
-    document(parser)
-    return parser
+# What each command takes, in the order `planc --help` lists them.
+_PARSERS = {
+    "lint": _lint_parser,
+    "diff": _diff_parser,
+    "fmt": _fmt_parser,
+    "explain": _explain_parser,
+    "compile": _compile_parser,
+    "inspect": _inspect_parser,
+    "suggest": _suggest_parser,
+    "import": _import_plan_parser,
+    "cluster": _cluster_parser,
+    "launch": _launch_parser,
+    "lsp": _lsp_parser,
+    "reshard": _reshard_parser,
+    "rule": _rule_parser,
+}
+COMMANDS = tuple(_PARSERS)
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -212,8 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         # From here on Ctrl-C is KeyboardInterrupt, caught below (see planc/__init__.py).
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    words = sys.argv[1:] if argv is None else argv
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(words[0] if words and words[0] in COMMANDS else None,
+                            documented=False).parse_args(words)
     except KeyboardInterrupt:  # while the parser is built: nothing has run yet
         print("planc: interrupted", file=sys.stderr)
         return 130

@@ -8,8 +8,6 @@ what matters is how much of the path is shared.
 
 from __future__ import annotations
 
-import difflib
-
 
 def distance(a: str, b: str) -> int:
     """Edit distance counting an adjacent swap as one edit (`pt` -> `tp` is 1)."""
@@ -57,4 +55,6 @@ def similar(path: str, choices, n: int = 3) -> list[str]:
     >>> similar("dense/kernal", ["dense/kernel", "dense/bias", "head/kernel"])
     ['dense/kernel', 'dense/bias', 'head/kernel']
     """
+    import difflib  # only when a path is unknown: a clean run never loads it
+
     return difflib.get_close_matches(path, list(choices), n=n, cutoff=0.6)

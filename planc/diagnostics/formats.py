@@ -15,10 +15,8 @@ True
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import xml.etree.ElementTree as ET
 from urllib.parse import quote
 
 from planc._version import __version__
@@ -230,6 +228,8 @@ def _fingerprint(d: Diagnostic, base: str) -> str:
     line (an edit above the rule moves it)."""
     parts = [d.code, _artifact(d.where, base)["uri"], d.variable or "", d.rule or "",
              d.message, d.devices_text]
+    import hashlib  # SARIF's alone: loaded only when that format is written
+
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
@@ -243,6 +243,8 @@ def render_junit(diags, failures=(), files=(), *, strict: bool = False) -> str:
     >>> "failures=\\"0\\"" in render_junit([], files=["a.kd"])
     True
     """
+    import xml.etree.ElementTree as ET  # JUnit's alone: loaded only when it is written
+
     unread = {f.where for f in failures}
     by_file: dict[str, list[Diagnostic]] = {f: [] for f in files if f not in unread}
     for d in diags:

@@ -14,16 +14,17 @@ holds at every count checked, with the counts it holds at otherwise
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-
-from planc.checkpoints.binding import bind_checkpoint
-from planc.checkpoints.tensors import CheckpointError, Tensor, open_checkpoint
+from typing import TYPE_CHECKING
 
 from planc.check.binding import bind
 from planc.check.checker import check_file
 from planc.diagnostics import Diagnostic, PlanError, error, note, unique
 from planc.fileio import os_error_text
-from planc.ir import PlanIR
 from planc.sources.project import project_for
+
+if TYPE_CHECKING:
+    from planc.checkpoints.tensors import Tensor
+    from planc.ir import PlanIR
 
 
 @dataclass
@@ -66,6 +67,10 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
     out = LintResult()
     tensors = None
     if checkpoint is not None:
+        # The checkpoint readers (and what they import) load only for a checkpoint.
+        from planc.checkpoints.binding import bind_checkpoint
+        from planc.checkpoints.tensors import CheckpointError
+
         try:
             tensors = checkpoint_tensors(checkpoint)
         except CheckpointError as exc:
@@ -171,6 +176,8 @@ def merge_device_counts(diags, counts) -> list[Diagnostic]:
 def checkpoint_tensors(path) -> tuple[Tensor, ...]:
     """The tensors of the checkpoint at `path`, from its headers; `CheckpointError` when it
     cannot be opened."""
+    from planc.checkpoints.tensors import open_checkpoint
+
     ckpt = open_checkpoint(path)
     try:
         return tuple(ckpt.tensors)

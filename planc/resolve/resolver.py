@@ -525,8 +525,7 @@ class Resolver:
         assignment_of = tuple.__new__
         for var in variables:
             path = var.path
-            # A line break is not printable: one scan of the path for the common case.
-            if not path.isprintable() and ("\n" in path or "\r" in path):
+            if "\n" in path or "\r" in path:
                 assignment, found = self.resolve(var)  # refused there, with P125
                 append(assignment)
                 problems += found

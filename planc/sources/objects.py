@@ -201,9 +201,10 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
     active.add(id(obj))
     append = out.append
     new_variable = tuple.__new__  # Variable is a named tuple: its fields, checked above
+    prefix = None if path is None else path + "/"
     try:
         for key, child in children:
-            child_path = key if path is None else f"{path}/{key}"
+            child_path = key if prefix is None else prefix + key
             if type(child) in _LEAF_TYPES:
                 # The common leaf, taken here without a call per leaf (a large model
                 # has a hundred thousand of them): a dtype already named (never a key

@@ -2,264 +2,467 @@
 
 The tree is what the text says, nothing more: names are not resolved and sizes are not
 checked. `planc.check` turns it into the plan's IR (`planc.ir.PlanIR`).
+
+Nodes are `planc.frozen.Frozen` records: each lists its fields in `__slots__`, after the
+`span` of `Node`, and its `__new__` takes them in that order; they compare and hash by
+every field.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Union
-
 from planc.diagnostics import Span
+from planc.frozen import Frozen
+
+_new = object.__new__
 
 
-@dataclass(frozen=True)
-class Node:
-    span: Span
+class Node(Frozen):
+    __slots__ = ("span",)
+
+    def __new__(cls, span: Span):
+        self = _new(cls._open)
+        self.span = span
+        self.__class__ = cls
+        return self
 
 
 # -- atoms ----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
 class Name(Node):
-    text: str
+    __slots__ = ("text",)
+
+    def __new__(cls, span: Span, text: str):
+        self = _new(cls._open)
+        self.span = span
+        self.text = text
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class IntLit(Node):
-    value: int
+    __slots__ = ("value",)
+
+    def __new__(cls, span: Span, value: int):
+        self = _new(cls._open)
+        self.span = span
+        self.value = value
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class SizeLit(Node):
     """A byte size such as `16 GiB`; `value` is in bytes."""
 
-    value: int
-    text: str
+    __slots__ = ("value", "text")
+
+    def __new__(cls, span: Span, value: int, text: str):
+        self = _new(cls._open)
+        self.span = span
+        self.value = value
+        self.text = text
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class StrLit(Node):
-    """A raw string: `value` has `\\"` unescaped and every other backslash kept."""
+    """A raw string: `value` has `\\"` unescaped and every other backslash kept; `raw`
+    is the characters between the quotes, exactly as written."""
 
-    value: str
-    raw: str  # the characters between the quotes, exactly as written
+    __slots__ = ("value", "raw")
+
+    def __new__(cls, span: Span, value: str, raw: str):
+        self = _new(cls._open)
+        self.span = span
+        self.value = value
+        self.raw = raw
+        self.__class__ = cls
+        return self
 
     @property
     def value_offset(self) -> int:
         return 1  # the opening quote
 
 
-@dataclass(frozen=True)
 class Auto(Node):
-    pass
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
 class EnvCall(Node):
     """`env("NAME", default)`: read at start-up, not at compile time."""
 
-    var: StrLit
-    default: "Value | None"
+    __slots__ = ("var", "default")
+
+    def __new__(cls, span: Span, var: StrLit, default: Value | None):
+        self = _new(cls._open)
+        self.span = span
+        self.var = var
+        self.default = default
+        self.__class__ = cls
+        return self
 
 
-Value = Union[IntLit, SizeLit, StrLit, Name, EnvCall]
+Value = IntLit | SizeLit | StrLit | Name | EnvCall
 
 
 # -- layouts --------------------------------------------------------------------------
 
-@dataclass(frozen=True)
 class Unsplit(Node):
-    pass
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
 class Ellipsis(Node):
-    pass
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
 class Split(Node):
-    """A dimension split over one or more axes (major to minor), optionally in blocks."""
+    """A dimension split over one or more axes (major to minor), optionally in blocks;
+    `grouped` when written as `(a, b)`."""
 
-    axes: tuple[Name, ...]
-    block: IntLit | None = None
-    grouped: bool = False  # written as `(a, b)`
+    __slots__ = ("axes", "block", "grouped")
+
+    def __new__(cls, span: Span, axes: tuple[Name, ...], block: IntLit | None = None,
+                 grouped: bool = False):
+        self = _new(cls._open)
+        self.span = span
+        self.axes = axes
+        self.block = block
+        self.grouped = grouped
+        self.__class__ = cls
+        return self
 
 
-Entry = Union[Unsplit, Ellipsis, Split]
+Entry = Unsplit | Ellipsis | Split
 
 
-@dataclass(frozen=True)
 class TupleLayout(Node):
-    entries: tuple[Entry, ...]
+    __slots__ = ("entries",)
+
+    def __new__(cls, span: Span, entries: tuple[Entry, ...]):
+        self = _new(cls._open)
+        self.span = span
+        self.entries = entries
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class Replicated(Node):
-    pass
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
 class LayoutExpr(Node):
-    alternatives: tuple[Union[TupleLayout, Replicated], ...]
+    __slots__ = ("alternatives",)
+
+    def __new__(cls, span: Span,
+                 alternatives: tuple[TupleLayout | Replicated, ...]):
+        self = _new(cls._open)
+        self.span = span
+        self.alternatives = alternatives
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class PatternRule(Node):
-    pattern: StrLit
-    layout: LayoutExpr
+    __slots__ = ("pattern", "layout")
+
+    def __new__(cls, span: Span, pattern: StrLit, layout: LayoutExpr):
+        self = _new(cls._open)
+        self.span = span
+        self.pattern = pattern
+        self.layout = layout
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class DefaultRule(Node):
-    keyword: Span
-    layout: LayoutExpr
+    __slots__ = ("keyword", "layout")
+
+    def __new__(cls, span: Span, keyword: Span, layout: LayoutExpr):
+        self = _new(cls._open)
+        self.span = span
+        self.keyword = keyword
+        self.layout = layout
+        self.__class__ = cls
+        return self
 
 
-Rule = Union[PatternRule, DefaultRule]
+Rule = PatternRule | DefaultRule
 
 
 # -- expressions (for `check`) ----------------------------------------------------------
 
-@dataclass(frozen=True)
 class BinOp(Node):
-    op: str  # + - * // % == != < <= > >= and or
-    left: "Expr"
-    right: "Expr"
+    """`op` is one of + - * // % == != < <= > >= and or."""
+
+    __slots__ = ("op", "left", "right")
+
+    def __new__(cls, span: Span, op: str, left: Expr, right: Expr):
+        self = _new(cls._open)
+        self.span = span
+        self.op = op
+        self.left = left
+        self.right = right
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class UnaryOp(Node):
-    op: str  # - not
-    operand: "Expr"
+    """`op` is - or not."""
+
+    __slots__ = ("op", "operand")
+
+    def __new__(cls, span: Span, op: str, operand: Expr):
+        self = _new(cls._open)
+        self.span = span
+        self.op = op
+        self.operand = operand
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class Paren(Node):
     """Kept so the formatter can print the parentheses the author wrote."""
 
-    inner: "Expr"
+    __slots__ = ("inner",)
+
+    def __new__(cls, span: Span, inner: Expr):
+        self = _new(cls._open)
+        self.span = span
+        self.inner = inner
+        self.__class__ = cls
+        return self
 
 
-Expr = Union[IntLit, Name, BinOp, UnaryOp, Paren]
+Expr = IntLit | Name | BinOp | UnaryOp | Paren
 
 
 # -- statements -----------------------------------------------------------------------
 
-@dataclass(frozen=True)
 class KwArg(Node):
-    name: Name
-    value: Value
+    __slots__ = ("name", "value")
+
+    def __new__(cls, span: Span, name: Name, value: Value):
+        self = _new(cls._open)
+        self.span = span
+        self.name = name
+        self.value = value
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class PlanStmt(Node):
-    name: Name
+    __slots__ = ("name",)
+
+    def __new__(cls, span: Span, name: Name):
+        self = _new(cls._open)
+        self.span = span
+        self.name = name
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class ParamStmt(Node):
-    name: Name
-    value: Value
+    __slots__ = ("name", "value")
+
+    def __new__(cls, span: Span, name: Name, value: Value):
+        self = _new(cls._open)
+        self.span = span
+        self.name = name
+        self.value = value
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class AxisDecl(Node):
-    name: Name
-    size: Union[IntLit, Name, Auto]
+    __slots__ = ("name", "size")
+
+    def __new__(cls, span: Span, name: Name, size: IntLit | Name | Auto):
+        self = _new(cls._open)
+        self.span = span
+        self.name = name
+        self.size = size
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class MeshStmt(Node):
-    axes: tuple[AxisDecl, ...]
+    __slots__ = ("axes",)
+
+    def __new__(cls, span: Span, axes: tuple[AxisDecl, ...]):
+        self = _new(cls._open)
+        self.span = span
+        self.axes = axes
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class SlicesStmt(Node):
-    items: tuple[KwArg, ...]
+    __slots__ = ("items",)
+
+    def __new__(cls, span: Span, items: tuple[KwArg, ...]):
+        self = _new(cls._open)
+        self.span = span
+        self.items = items
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class AxisTypeDecl(Node):
-    name: Name
-    type: Union[Name, Auto]
+    __slots__ = ("name", "type")
+
+    def __new__(cls, span: Span, name: Name, type: Name | Auto):
+        self = _new(cls._open)
+        self.span = span
+        self.name = name
+        self.type = type
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class AxisTypesStmt(Node):
     """`axis_types TYPE` (`every` is the type of every axis) or `axis_types(AXIS = TYPE,
     ...)` (`every` is None; axes not named are `auto`)."""
 
-    every: Union[Name, Auto, None]
-    axes: tuple[AxisTypeDecl, ...] = ()
+    __slots__ = ("every", "axes")
+
+    def __new__(cls, span: Span, every: Name | Auto | None,
+                 axes: tuple[AxisTypeDecl, ...] = ()):
+        self = _new(cls._open)
+        self.span = span
+        self.every = every
+        self.axes = axes
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class DataParallelStmt(Node):
-    pass
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
 class ModelParallelStmt(Node):
-    key: Name | None  # must be `batch`
-    axes: tuple[Name, ...]  # empty: Keras's default, the first mesh axis
-    grouped: bool = False
+    """`key` must be `batch`; no `axes` is Keras's default, the first mesh axis."""
+
+    __slots__ = ("key", "axes", "grouped")
+
+    def __new__(cls, span: Span, key: Name | None, axes: tuple[Name, ...],
+                 grouped: bool = False):
+        self = _new(cls._open)
+        self.span = span
+        self.key = key
+        self.axes = axes
+        self.grouped = grouped
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class MatchStmt(Node):
-    mode: Name
+    __slots__ = ("mode",)
+
+    def __new__(cls, span: Span, mode: Name):
+        self = _new(cls._open)
+        self.span = span
+        self.mode = mode
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class OverlapStmt(Node):
-    mode: Name
+    __slots__ = ("mode",)
+
+    def __new__(cls, span: Span, mode: Name):
+        self = _new(cls._open)
+        self.span = span
+        self.mode = mode
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class LayoutSection(Node):
     """`layout { RULES }`: how variables are laid out."""
 
-    rules: tuple[Rule, ...]
+    __slots__ = ("rules",)
+
+    def __new__(cls, span: Span, rules: tuple[Rule, ...]):
+        self = _new(cls._open)
+        self.span = span
+        self.rules = rules
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class OutputsSection(Node):
     """`outputs { RULES }`: how layer outputs are laid out."""
 
-    rules: tuple[Rule, ...]
+    __slots__ = ("rules",)
+
+    def __new__(cls, span: Span, rules: tuple[Rule, ...]):
+        self = _new(cls._open)
+        self.span = span
+        self.rules = rules
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class BudgetStmt(Node):
-    args: tuple[KwArg, ...]
+    __slots__ = ("args",)
+
+    def __new__(cls, span: Span, args: tuple[KwArg, ...]):
+        self = _new(cls._open)
+        self.span = span
+        self.args = args
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class CheckStmt(Node):
-    expr: Expr
-    message: StrLit
+    __slots__ = ("expr", "message")
+
+    def __new__(cls, span: Span, expr: Expr, message: StrLit):
+        self = _new(cls._open)
+        self.span = span
+        self.expr = expr
+        self.message = message
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class IncludeStmt(Node):
-    path: StrLit
+    __slots__ = ("path",)
+
+    def __new__(cls, span: Span, path: StrLit):
+        self = _new(cls._open)
+        self.span = span
+        self.path = path
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class ModelStmt(Node):
     """`model "PATH"`: the model source the plan is for, relative to the plan's file."""
 
-    path: StrLit
+    __slots__ = ("path",)
+
+    def __new__(cls, span: Span, path: StrLit):
+        self = _new(cls._open)
+        self.span = span
+        self.path = path
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class ClusterStmt(Node):
-    args: tuple[KwArg, ...]
-    auto: bool = False  # `cluster auto`, which has no block
+    """`auto` for `cluster auto`, which has no block."""
+
+    __slots__ = ("args", "auto")
+
+    def __new__(cls, span: Span, args: tuple[KwArg, ...], auto: bool = False):
+        self = _new(cls._open)
+        self.span = span
+        self.args = args
+        self.auto = auto
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class RenameRule(Node):
     """`"REGEX" -> "TEMPLATE" OPTION...`: a checkpoint name pattern and the path it becomes.
 
@@ -267,34 +470,63 @@ class RenameRule(Node):
     which it knows.
     """
 
-    pattern: StrLit
-    template: StrLit
-    options: tuple[Name, ...] = ()
+    __slots__ = ("pattern", "template", "options")
+
+    def __new__(cls, span: Span, pattern: StrLit, template: StrLit,
+                 options: tuple[Name, ...] = ()):
+        self = _new(cls._open)
+        self.span = span
+        self.pattern = pattern
+        self.template = template
+        self.options = options
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class RenameSection(Node):
     """`rename { RULES }`: checkpoint tensor names -> model variable paths."""
 
-    rules: tuple[RenameRule, ...]
+    __slots__ = ("rules",)
+
+    def __new__(cls, span: Span, rules: tuple[RenameRule, ...]):
+        self = _new(cls._open)
+        self.span = span
+        self.rules = rules
+        self.__class__ = cls
+        return self
 
 
-Statement = Union[
-    PlanStmt, ParamStmt, MeshStmt, SlicesStmt, AxisTypesStmt, DataParallelStmt, ModelParallelStmt,
-    MatchStmt, OverlapStmt, LayoutSection, OutputsSection, BudgetStmt, CheckStmt,
-    IncludeStmt, ClusterStmt, RenameSection, ModelStmt,
-]
+Statement = (
+    PlanStmt | ParamStmt | MeshStmt | SlicesStmt | AxisTypesStmt | DataParallelStmt
+    | ModelParallelStmt | MatchStmt | OverlapStmt | LayoutSection | OutputsSection | BudgetStmt
+    | CheckStmt | IncludeStmt | ClusterStmt | RenameSection | ModelStmt
+)
 
 
-@dataclass(frozen=True)
 class Comment(Node):
-    text: str  # including the leading `#`
+    """`text` includes the leading `#`."""
+
+    __slots__ = ("text",)
+
+    def __new__(cls, span: Span, text: str):
+        self = _new(cls._open)
+        self.span = span
+        self.text = text
+        self.__class__ = cls
+        return self
 
 
-@dataclass(frozen=True)
 class Module(Node):
     """One parsed file."""
 
-    file: str
-    statements: tuple[Statement, ...]
-    comments: tuple[Comment, ...] = ()
+    __slots__ = ("file", "statements", "comments")
+
+    def __new__(cls, span: Span, file: str, statements: tuple[Statement, ...],
+                 comments: tuple[Comment, ...] = ()):
+        self = _new(cls._open)
+        self.span = span
+        self.file = file
+        self.statements = statements
+        self.comments = comments
+        self.__class__ = cls
+        return self

@@ -7,12 +7,10 @@ where the lexer met a character that is not planc syntax.
 
 from __future__ import annotations
 
-from lark import Token
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-
 from planc.diagnostics import Diagnostic, Label, Span, error
 from planc.diagnostics.did_you_mean import closest
-from planc.syntax.grammar import positioned_parser
+from planc.syntax.grammar import (Token, UnexpectedCharacters, UnexpectedInput, UnexpectedToken,
+                                   positioned_parser)
 from planc.syntax.spans import line_col, token_span
 
 # How each terminal reads in an error message.

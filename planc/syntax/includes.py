@@ -9,7 +9,6 @@ a diagnostic, and the statements of the other files are still collected.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from planc import limits
@@ -19,35 +18,56 @@ from planc.syntax.files import one_line_ending, read_plan_text
 from planc.syntax.parser import parse
 
 
-@dataclass
+_KINDS = ("plan", "params", "mesh", "slices", "axis_types", "distribution", "match", "overlap",
+          "layout", "outputs", "budget", "checks", "cluster", "rename", "model")
+
+
 class Statements:
-    """Statements of a file and its includes, in file order, grouped by kind."""
+    """Statements of a file and its includes, in file order, grouped by kind: one list
+    per kind (`plan`, `params`, `mesh`, ..., `model`)."""
 
-    plan: list = field(default_factory=list)
-    params: list = field(default_factory=list)
-    mesh: list = field(default_factory=list)
-    slices: list = field(default_factory=list)
-    axis_types: list = field(default_factory=list)
-    distribution: list = field(default_factory=list)
-    match: list = field(default_factory=list)
-    overlap: list = field(default_factory=list)
-    layout: list = field(default_factory=list)
-    outputs: list = field(default_factory=list)
-    budget: list = field(default_factory=list)
-    checks: list = field(default_factory=list)
-    cluster: list = field(default_factory=list)
-    rename: list = field(default_factory=list)
-    model: list = field(default_factory=list)
+    __slots__ = _KINDS
+
+    def __init__(self) -> None:
+        for kind in _KINDS:
+            setattr(self, kind, [])
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in _KINDS)
+
+    __hash__ = None  # mutable lists
+
+    def __repr__(self) -> str:
+        return "Statements(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in _KINDS) + ")"
 
 
-@dataclass
 class Collected:
-    """A plan file and the files it includes, read and parsed."""
+    """A plan file and the files it includes, read and parsed: `sources` holds every
+    file read, by name (diagnostics quote them); `diagnostics` what went wrong
+    including files."""
 
-    file: str
-    statements: Statements
-    sources: dict[str, str]  # every file read, by name: diagnostics quote them
-    diagnostics: list[Diagnostic]  # what went wrong including files
+    __slots__ = ("file", "statements", "sources", "diagnostics")
+
+    def __init__(self, file: str, statements: Statements, sources: dict[str, str],
+                 diagnostics: list[Diagnostic]) -> None:
+        self.file = file
+        self.statements = statements
+        self.sources = sources
+        self.diagnostics = diagnostics
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return ((self.file, self.statements, self.sources, self.diagnostics)
+                == (other.file, other.statements, other.sources, other.diagnostics))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return (f"Collected(file={self.file!r}, statements={self.statements!r}, "
+                f"sources={self.sources!r}, diagnostics={self.diagnostics!r})")
 
 
 _KIND = {
@@ -105,7 +125,9 @@ class _Includer:
         except PlanError as exc:
             raise PlanError(exc.diagnostics, self.sources) from None
         statements = Statements()
-        self._collect(module, statements, chain=(_key(self.file),), depth=0)
+        # The chain of files being included starts at this one; its key (a resolved path,
+        # system calls) is found at the first include, as most plans have none.
+        self._collect(module, statements, chain=(), depth=0)
         return Collected(self.file, statements, self.sources, self.diags)
 
     def err(self, code, message, span, **kw):
@@ -123,6 +145,7 @@ class _Includer:
 
     def _include(self, stmt: ast.IncludeStmt, from_file: str, statements: Statements,
                  chain: tuple, depth: int):
+        chain = chain or (_key(self.file),)
         base = Path(from_file).parent if from_file not in ("<string>", "") else Path.cwd()
         if "\0" in stmt.path.value:  # no file system takes it; os calls raise ValueError
             self.err("P117", f"cannot include `{stmt.path.value}`: the path contains a NUL "

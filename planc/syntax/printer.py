@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
 
 from planc.syntax import ast
 
@@ -32,7 +31,7 @@ _ORDER = (
 _RANK = {cls: rank for rank, group in enumerate(_ORDER) for cls in group}
 # Statements printed as a braced section of one line per rule or setting.
 _SECTIONS = (ast.LayoutSection, ast.OutputsSection, ast.ClusterStmt, ast.RenameSection)
-_SIZE = re.compile(r"([0-9_]+)[ \t]*([A-Za-z]+)")
+_SIZE = r"([0-9_]+)[ \t]*([A-Za-z]+)"  # compiled by `re` when a size is first printed
 
 
 def canonical_text(module: ast.Module, text: str, order) -> str:
@@ -76,13 +75,17 @@ def _end(node) -> tuple[int, int]:
     return (node.span.end_line, node.span.end_column)
 
 
-@dataclass
 class _Unit:
     """One printed line (a statement, a rule, a setting) with the comments that travel with it."""
 
-    leading: list = field(default_factory=list)  # [(blank line before it, text)]
-    blank: bool = False  # a blank line just before the line itself (after `leading`)
-    trailing: list = field(default_factory=list)  # comments inside it or at its line's end
+    __slots__ = ("leading", "blank", "trailing")
+
+    def __init__(self, leading: list | None = None, blank: bool = False,
+                 trailing: list | None = None) -> None:
+        self.leading = [] if leading is None else leading  # [(blank line before it, text)]
+        self.blank = blank  # a blank line just before the line itself (after `leading`)
+        # Comments inside it or at its line's end.
+        self.trailing = [] if trailing is None else trailing
 
     def pre_lines(self):
         """Own-line comments before the line: its leading comments, then all but the last
@@ -101,12 +104,14 @@ class _Unit:
         return self.trailing[-1] if self.trailing else None
 
 
-@dataclass
 class _Region:
-    units: list  # one _Unit per item, in source order
-    head: list  # [(blank, comment)] before the first item
-    head_gap: bool  # a blank line between `head` and the first item
-    tail: list  # [(blank, text)] after the last item, on their own lines
+    __slots__ = ("units", "head", "head_gap", "tail")
+
+    def __init__(self, units: list, head: list, head_gap: bool, tail: list) -> None:
+        self.units = units  # one _Unit per item, in source order
+        self.head = head  # [(blank, comment)] before the first item
+        self.head_gap = head_gap  # a blank line between `head` and the first item
+        self.tail = tail  # [(blank, text)] after the last item, on their own lines
 
 
 def _distribute(items, comments, prev_line: int, blanks: "_BlankLines") -> _Region:
@@ -356,7 +361,7 @@ class _Printer:
         if isinstance(v, ast.IntLit):
             return self.source(v)  # as written, `_` separators included
         if isinstance(v, ast.SizeLit):
-            digits, unit = _SIZE.fullmatch(v.text).groups()
+            digits, unit = re.fullmatch(_SIZE, v.text).groups()
             return f"{digits} {unit}"
         if isinstance(v, ast.StrLit):
             return self.string(v)
