@@ -135,3 +135,52 @@ def test_linting_gemma_settles_every_pair_without_interegular():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
     assert proc.stdout.split() == ["0", "False"], proc.stderr
+
+
+def test_the_pairs_left_to_compare_are_those_literal_ends_do_not_keep_apart():
+    import random
+
+    from planc.check.overlaps import _apart, _candidate_pairs
+
+    rng = random.Random(3)
+    for _ in range(300):
+        ends = [("".join(rng.choice("ab") for _ in range(rng.randrange(0, 4))),
+                 "".join(rng.choice("ab") for _ in range(rng.randrange(0, 4))))
+                for _ in range(rng.randrange(0, 30))]
+        every = [(i, j) for i in range(len(ends)) for j in range(i + 1, len(ends))
+                 if not _apart(ends[i], ends[j])]
+        assert _candidate_pairs(ends) == every
+
+
+def test_a_bar_counts_only_outside_every_group_and_class():
+    import random
+
+    from planc.matching.scan import has_top_level_bar
+
+    def by_hand(pattern):  # one character at a time
+        depth, i, in_class = 0, 0, False
+        while i < len(pattern):
+            c = pattern[i]
+            if c == "\\":
+                i += 2
+                continue
+            if in_class:
+                in_class = c != "]"
+            elif c == "[":
+                in_class = True
+                if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
+                    i += 2 if pattern[i + 1] == "]" else 3
+                    continue
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+            elif c == "|" and depth == 0:
+                return True
+            i += 1
+        return False
+
+    rng = random.Random(4)
+    for _ in range(20_000):
+        text = "".join(rng.choice("ab|()[]^\\") for _ in range(rng.randrange(0, 12)))
+        assert has_top_level_bar(text) == by_hand(text), text

@@ -48,7 +48,9 @@ MAX_WEIGHT = 12
 WEIGHT_BUDGET = 2**16
 # Pairs whose literal ends already keep them apart cost nothing.
 
-_META = set("\\.^$*+?{}[]()|")
+# The longest run of characters that are not regex syntax at the start of a text (read
+# backwards too, for the end of a pattern).
+_LITERAL_RUN = re.compile(r"[^\\.^$*+?{}\[\]()|]*")
 
 
 def _literal_ends(pattern: str) -> tuple[str, str]:
@@ -56,16 +58,12 @@ def _literal_ends(pattern: str) -> tuple[str, str]:
     unsure: a top-level `|`, an escape, a quantifier on the last character)."""
     if "(?" in pattern or has_top_level_bar(pattern):  # flags such as (?i) change what a
         return "", ""                                # literal matches
-    i = 0
-    while i < len(pattern) and pattern[i] not in _META:
-        i += 1
-    head = pattern[:i]
+    head = _LITERAL_RUN.match(pattern).group()
+    i = len(head)
     if i < len(pattern) and pattern[i] in "*?{":
         head = head[:-1]
-    j = len(pattern)
-    while j > 0 and pattern[j - 1] not in _META:
-        j -= 1
-    tail = pattern[j:]
+    tail = _LITERAL_RUN.match(pattern[::-1]).group()[::-1]
+    j = len(pattern) - len(tail)
     if j > 0 and pattern[j - 1] == "\\":
         tail = tail[1:]
     return head, tail
@@ -85,6 +83,43 @@ def _apart(a: tuple[str, str], b: tuple[str, str]) -> bool:
         not (ta.endswith(tb) or tb.endswith(ta))
 
 
+def _prefix_pairs(texts: list[str], limit: int | None = None) -> list[tuple[int, int]] | None:
+    """Every pair (i, j), i < j, where one of `texts[i]`, `texts[j]` starts the other;
+    None once there are more than `limit` of them.
+
+    Sorted, a text's extensions follow it in one run, so each text is compared with its
+    run only: n log n plus the pairs found, not every pair of n.
+    """
+    order = sorted(range(len(texts)), key=texts.__getitem__)
+    out = []
+    for k, i in enumerate(order):
+        text = texts[i]
+        for j in order[k + 1:]:
+            if not texts[j].startswith(text):
+                break
+            out.append((i, j) if i < j else (j, i))
+        if limit is not None and len(out) > limit:
+            return None
+    return out
+
+
+def _candidate_pairs(ends: list[tuple[str, str]]) -> list[tuple[int, int]]:
+    """The pairs (i, j), i < j, in file order, that literal ends do not keep `_apart`.
+
+    The pairs whose heads are compatible (one starts the other), or else those whose
+    tails are, are found by sorting and filtered by the other end: a plan whose patterns
+    differ at one end costs no comparison per pair. Rule sets usually share one end (a
+    `.*` start, a `/kernel` end), so the first set tried that stays small is taken.
+    """
+    limit = 4 * len(ends)
+    few = _prefix_pairs([head for head, _ in ends], limit)
+    if few is None:
+        few = _prefix_pairs([tail[::-1] for _, tail in ends], limit)
+    if few is None:
+        few = _prefix_pairs([head for head, _ in ends])
+    return sorted(pair for pair in few if not _apart(ends[pair[0]], ends[pair[1]]))
+
+
 def overlap_findings(rules: tuple[Rule, ...], mode: str, overlap: str) -> list[Diagnostic]:
     """P336 for each pair of `rules` that can match one path, with a shortest witness."""
     if overlap == "first" or mode != "full" or not 2 <= len(rules) <= MAX_RULES:
@@ -92,24 +127,22 @@ def overlap_findings(rules: tuple[Rule, ...], mode: str, overlap: str) -> list[D
     # A pattern the checker refused (P106, P107) has its own error; it is no witness.
     rules = [r for r in rules if r.pattern is not None and check_pattern(r.pattern) is None
              and len(r.pattern) <= MAX_PATTERN_LENGTH and _weight(r.pattern) <= MAX_WEIGHT]
-    ends = {r.index: _literal_ends(r.pattern) for r in rules}
+    ends = [_literal_ends(r.pattern) for r in rules]
     out = []
     budget = WEIGHT_BUDGET
     shared = _SharedAutomata()
-    for i, a in enumerate(rules):
-        for b in rules[i + 1:]:
-            if _apart(ends[a.index], ends[b.index]):
-                continue
-            # Counted whether or not the answer is cached, so the output never depends
-            # on what was checked before.
-            budget -= 2 ** _weight(a.pattern) + 2 ** _weight(b.pattern)
-            if budget < 0:
-                return out
-            if _disjoint(a.pattern, b.pattern, shared, rules):
-                continue
-            witness = _pair_witness(a.pattern, b.pattern)
-            if witness is not None:
-                out.append(_finding(a, b, witness))
+    for i, j in _candidate_pairs(ends):
+        a, b = rules[i], rules[j]
+        # Counted whether or not the answer is cached, so the output never depends
+        # on what was checked before.
+        budget -= 2 ** _weight(a.pattern) + 2 ** _weight(b.pattern)
+        if budget < 0:
+            return out
+        if _disjoint(a.pattern, b.pattern, shared, rules):
+            continue
+        witness = _pair_witness(a.pattern, b.pattern)
+        if witness is not None:
+            out.append(_finding(a, b, witness))
     return out
 
 

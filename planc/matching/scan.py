@@ -169,24 +169,26 @@ def has_top_level_bar(pattern: str) -> bool:
     >>> has_top_level_bar("a|b"), has_top_level_bar("(a|b)c"), has_top_level_bar("[|]")
     (True, False, False)
     """
-    depth, i, in_class = 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
+    if "|" not in pattern:
+        return False
+    depth, in_class, body = 0, False, 0
+    # Only escapes, brackets, parentheses and bars matter: the scan jumps between them.
+    for m in _STRUCTURE.finditer(pattern):
+        c, at = m.group()[0], m.start()
         if c == "\\":
-            i += 2
             continue
         if in_class:
-            in_class = c != "]"
+            in_class = c != "]" or at == body  # a `]` first in a class is literal
         elif c == "[":
             in_class = True
-            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
-                i += 2 if pattern[i + 1] == "]" else 3
-                continue
+            body = at + 2 if pattern.startswith("^", at + 1) else at + 1
         elif c == "(":
             depth += 1
         elif c == ")":
             depth -= 1
         elif c == "|" and depth == 0:
             return True
-        i += 1
     return False
+
+
+_STRUCTURE = re.compile(r"\\.|[\[\]()|]", re.DOTALL)
