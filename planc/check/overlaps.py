@@ -126,19 +126,26 @@ def overlap_findings(rules: tuple[Rule, ...], mode: str, overlap: str) -> list[D
         return []
     # A pattern the checker refused (P106, P107) has its own error; it is no witness.
     rules = [r for r in rules if r.pattern is not None and check_pattern(r.pattern) is None
-             and len(r.pattern) <= MAX_PATTERN_LENGTH and _weight(r.pattern) <= MAX_WEIGHT]
-    ends = [_literal_ends(r.pattern) for r in rules]
+             and len(r.pattern) <= MAX_PATTERN_LENGTH]
+    pairs = _candidate_pairs([_literal_ends(r.pattern) for r in rules])
+    if not pairs:
+        return []
+    # Weighed only now: most plans have no pair to compare. Leaving out a pattern too
+    # heavy to compare leaves out its pairs, the same pairs as leaving it out first.
+    light = [_weight(r.pattern) <= MAX_WEIGHT for r in rules]
+    pairs = [(i, j) for i, j in pairs if light[i] and light[j]]
+    rules_compared = [r for r, ok in zip(rules, light) if ok]
     out = []
     budget = WEIGHT_BUDGET
     shared = _SharedAutomata()
-    for i, j in _candidate_pairs(ends):
+    for i, j in pairs:
         a, b = rules[i], rules[j]
         # Counted whether or not the answer is cached, so the output never depends
         # on what was checked before.
         budget -= 2 ** _weight(a.pattern) + 2 ** _weight(b.pattern)
         if budget < 0:
             return out
-        if _disjoint(a.pattern, b.pattern, shared, rules):
+        if _disjoint(a.pattern, b.pattern, shared, rules_compared):
             continue
         witness = _pair_witness(a.pattern, b.pattern)
         if witness is not None:
