@@ -286,3 +286,24 @@ def test_the_largest_contributors_are_the_largest_with_ties_in_model_order():
         wanted = sorted((i for i, b in enumerate(values) if b), key=lambda i: -values[i])[:5]
         found = _largest([types.SimpleNamespace(variable=a[0]) for a in assignments], values)
         assert found == tuple((f"v{i}", values[i]) for i in wanted), values
+
+
+@pytest.mark.parametrize("tree,path", [
+    ({"ok": np.zeros(2), "a\nb": np.zeros(2)}, "a\nb"),
+    ({"ok": np.zeros(2), "a\r": {"b": np.zeros(2)}}, "a\r/b"),
+    ([np.zeros(2), {"x\n": jax.ShapeDtypeStruct((3,), np.float32)}], "1/x\n"),
+])
+def test_a_line_break_anywhere_in_a_pytree_path_is_refused(tree, path):
+    from planc.sources import SourceError, load_variables
+
+    with pytest.raises(SourceError, match="holds a line break") as refused:
+        load_variables(tree)
+    assert repr(path) in str(refused.value)
+
+
+@pytest.mark.parametrize("kind", [list, tuple, iter])
+def test_resolve_all_refuses_a_line_break_in_any_kind_of_sequence(kind):
+    ir = mixed("first", "").ir
+    variables = [Variable("dense_2/kernel", (8, 4)), Variable("dense_2/kernel\r", (8, 4))]
+    codes = [d.code for d in Resolver(ir).resolve_all(kind(variables)).diagnostics]
+    assert codes.count("P125") == 1

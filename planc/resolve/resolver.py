@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import re
+from operator import attrgetter
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -507,6 +508,14 @@ class Resolver:
             return self._resolve_all(variables)
 
     def _resolve_all(self, variables) -> Resolution:
+        # Paths with a line break are refused (P125). For a list or tuple one scan of
+        # every path finds whether any has one, so the loop asks each path only then
+        # (an iterator, such as a progress bar's, is asked path by path).
+        if isinstance(variables, (list, tuple)):
+            joined = "\0".join(map(_PATH_OF, variables))
+            breaks = "\n" in joined or "\r" in joined
+        else:
+            breaks = True
         assignments = []
         append = assignments.append
         problems: list[Diagnostic] = []
@@ -525,7 +534,7 @@ class Resolver:
         assignment_of = tuple.__new__
         for var in variables:
             path = var.path
-            if "\n" in path or "\r" in path:
+            if breaks and ("\n" in path or "\r" in path):
                 assignment, found = self.resolve(var)  # refused there, with P125
                 append(assignment)
                 problems += found
@@ -660,6 +669,7 @@ class Resolver:
 
 
 _DIGITS = re.compile(r"\d+")
+_PATH_OF = attrgetter("path")
 
 # Matchers already compiled, by patterns and mode: a plan resolved again (each
 # `plan.resolve` or `validate` call builds a Resolver) does not compile its RE2 sets

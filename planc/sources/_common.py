@@ -130,10 +130,7 @@ def _checked_variable(path: Any, shape: Any, dtype: Any) -> Variable:
         raise ValueError(f"variable path `{shown}` is not valid Unicode text: a lone "
                          f"surrogate U+{ord(path[e.start]):04X} at index {e.start}") from None
     if "\n" in path or "\r" in path:
-        # Python's `$` matches before a final newline, RE2's does not, and no framework
-        # names a variable across lines: refused rather than answered two ways.
-        raise ValueError(f"variable path {path!r} holds a line break, which no rule can "
-                         "match the same way in every target")
+        raise ValueError(_LINE_BREAK.format(path=path))
     try:
         dims = tuple(shape)
     except TypeError:
@@ -166,6 +163,10 @@ def _shape_text(dims: tuple) -> str:
 
 
 _PATH = operator.itemgetter(0)  # a Variable's path, read at C speed
+# Python's `$` matches before a final newline, RE2's does not, and no framework names a
+# variable across lines: refused rather than answered two ways.
+_LINE_BREAK = ("variable path {path!r} holds a line break, which no rule can match the "
+               "same way in every target")
 
 
 def finish(variables: Iterable[Variable], origin: str) -> tuple[Variable, ...]:
@@ -173,6 +174,13 @@ def finish(variables: Iterable[Variable], origin: str) -> tuple[Variable, ...]:
     out = tuple(variables)
     if not out:
         raise SourceError(f"{origin}: no variables found")
+    # A line break refused for every source in one scan of all the paths: the pytree
+    # reader's fast path leaves this check to here.
+    joined = "\0".join(map(_PATH, out))
+    if "\n" in joined or "\r" in joined:
+        for v in out:
+            if "\n" in v.path or "\r" in v.path:
+                raise SourceError(f"{origin}: {_LINE_BREAK.format(path=v.path)}")
     if len(set(map(_PATH, out))) == len(out):
         return out
     seen: set[str] = set()

@@ -208,15 +208,14 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
             if type(child) in _LEAF_TYPES:
                 # The common leaf, taken here without a call per leaf (a large model
                 # has a hundred thousand of them): a dtype already named (never a key
-                # dtype, which has no name), a tuple of ints, a plain one-line path;
-                # what `make_variable` checks first, inlined.
+                # dtype, which has no name), a tuple of ints, an ASCII path; what
+                # `make_variable` checks first, inlined. A line break in a path is
+                # refused by `finish`, in one scan of every path.
                 try:
                     name = _NAMED.get(child.dtype)
                 except TypeError:
                     name = None
-                if name is not None and child_path and child_path.isascii() \
-                        and "\n" not in child_path \
-                        and "\r" not in child_path:
+                if name is not None and child_path and child_path.isascii():
                     shape = child.shape
                     if type(shape) is tuple:
                         for d in shape:
