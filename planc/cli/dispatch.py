@@ -281,6 +281,33 @@ def _command(name: str):
     return importlib.import_module(f"planc.cli.{_MODULES.get(name, name)}").run
 
 
+# Commands that read their inputs, report and end within a second or so.
+_ONE_SHOT = frozenset({"lint", "fmt", "explain", "diff", "rule"})
+
+
+def _run(args, process_entry: bool) -> int:
+    """Run `args.command`. When it is the whole life of this process (`main` called with
+    no argv, as the console script and `python -m planc` do) and a one-shot command,
+    the cyclic collector is paused while it imports and runs, then what it built is
+    frozen: a `planc lint` leaves ~26,000 objects for the collector to track, nearly all
+    built by its imports and alive to the end, and its passes over them, during the run
+    and while the interpreter exits, were ~15-20 ms of its ~125 ms. Reference counting still frees all that is not in a
+    cycle; any cycle waits for the process's end, a second or so away. Called from a
+    program (argv given), or for a long command, the collector runs as usual.
+    """
+    if not (process_entry and args.command in _ONE_SHOT):
+        return _command(args.command)(args)
+    import gc
+
+    from planc.collector import collector_paused
+
+    try:
+        with collector_paused():
+            return _command(args.command)(args)
+    finally:
+        gc.freeze()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `planc` console script and of `python -m planc`."""
     import signal
@@ -296,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         print("planc: interrupted", file=sys.stderr)
         return 130
     try:
-        return _command(args.command)(args)
+        return _run(args, process_entry=argv is None)
     except UsageError as exc:
         say(str(exc))
         return EXIT_USAGE
