@@ -25,7 +25,6 @@ import json
 import os
 import re
 import struct
-import zipfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -352,6 +351,8 @@ def read_npz(path: str | os.PathLike) -> tuple[Variable, ...]:
 
 def read_npz_members(path: str | os.PathLike) -> tuple[NpzMember, ...]:
     """Every member of an ``.npz`` archive, from the zip directory and ``.npy`` headers."""
+    import zipfile  # only an .npz source needs it, not every start-up
+
     origin = os.fspath(path)
     out = []
     try:
@@ -387,7 +388,7 @@ def read_npz_members(path: str | os.PathLike) -> tuple[NpzMember, ...]:
     return tuple(out)
 
 
-def _stored_data_offset(raw, info: zipfile.ZipInfo, where: str) -> int:
+def _stored_data_offset(raw, info, where: str) -> int:
     """Where an uncompressed member's bytes begin: after its local file header, whose
     name and extra field lengths may differ from the central directory's."""
     raw.seek(info.header_offset)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -89,6 +88,8 @@ def _has_table(path: str) -> bool:
 
 def _table(path: str):
     """The `[tool.planc]` table of `path`, or a P321 diagnostic saying why not."""
+    import tomllib  # only a pyproject.toml that names `tool.planc` is parsed
+
     text = _read(path)
     try:
         doc = tomllib.loads(text or "")
