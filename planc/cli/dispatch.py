@@ -27,6 +27,23 @@ _MODULE_WARNING = ("SRC may be `module:attr`, which imports and runs that module
 class _Parser(argparse.ArgumentParser):
     # The parsers `build_parser(documented=False)` made, undocumented until help is shown.
     _undocumented: list | None = None
+    _adding = False
+
+    def add_argument(self, *args, **kwargs):
+        # argparse makes a help formatter in each `add_argument` only to check the
+        # argument's metavar, and the default one measures the terminal for it, which
+        # imports shutil (~2 ms of every start-up). That check needs no width: help and
+        # usage are still formatted at the terminal's.
+        self._adding = True
+        try:
+            return super().add_argument(*args, **kwargs)
+        finally:
+            self._adding = False
+
+    def _get_formatter(self):
+        if self._adding:
+            return self.formatter_class(prog=self.prog, width=80)
+        return super()._get_formatter()
 
     def error(self, message):  # argparse's own exit code is 2 too; keep its one-line form
         message += _command_hint(self, message)
@@ -73,7 +90,10 @@ def build_parser(only: str | None = None, documented: bool = True) -> argparse.A
     parser.add_argument("-V", "--version", action="version", version=f"planc {__version__}")
     # The usage line names every command, as when all are built (a command line with
     # words its command does not take is refused with it).
+    # `prog` given: argparse would format it with a help formatter (see `_Parser`) from a
+    # usage line that holds no positional yet, which reads the parser's own prog.
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                                prog=parser.prog,
                                 metavar=None if only is None else "{" + ",".join(COMMANDS) + "}")
 
     for name, add in _PARSERS.items():
