@@ -15,7 +15,6 @@ import errno
 import io
 import os
 import stat
-import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -65,6 +64,8 @@ def atomic_write(path: PathLike, data: Union[bytes, bytearray, memoryview, str])
         return
     mode = kind if isinstance(kind, int) else _default_mode()
     directory = os.path.dirname(target) or "."
+    import tempfile  # only writers pay for it (~4 ms of every start-up otherwise)
+
     # A short temporary name: the target's own name may already be at the length limit.
     fd, tmp = tempfile.mkstemp(prefix=".planc-", suffix=".tmp", dir=directory)
     try:

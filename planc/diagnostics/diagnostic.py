@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from planc.diagnostics.span import Span
+from planc.frozen import Frozen
+
+_new = object.__new__
 
 
 class Severity(str, Enum):
@@ -20,10 +23,15 @@ class Severity(str, Enum):
     NOTE = "note"
 
 
-@dataclass(frozen=True, slots=True)
-class Label:
-    span: Span
-    message: str = ""
+class Label(Frozen):
+    __slots__ = ("span", "message")
+
+    def __new__(cls, span: Span, message: str = ""):
+        self = _new(cls._open)
+        self.span = span
+        self.message = message
+        self.__class__ = cls
+        return self
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass
 
+from planc.frozen import Frozen
 from planc.matching.python_re import sre_parse
+
+_new = object.__new__
 
 __all__ = ["Groups", "TemplateProblem", "compile_template", "expand", "pattern_groups"]
 
@@ -41,13 +43,18 @@ class TemplateProblem(Exception):
         self.message, self.offset, self.length = message, offset, length
 
 
-@dataclass(frozen=True)
-class Groups:
+class Groups(Frozen):
     """What a template may name in a pattern: `groups` (how many) and `groupindex` (named
     groups -> numbers), as a compiled `re.Pattern` has them."""
 
-    groups: int
-    groupindex: dict
+    __slots__ = ("groups", "groupindex")
+
+    def __new__(cls, groups: int, groupindex: dict):
+        self = _new(cls._open)
+        self.groups = groups
+        self.groupindex = groupindex
+        self.__class__ = cls
+        return self
 
 
 def pattern_groups(pattern: str) -> Groups:

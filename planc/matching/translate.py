@@ -17,21 +17,22 @@ from __future__ import annotations
 import functools
 import re
 import warnings
-from dataclasses import dataclass
 
 import re2
 
 from planc import limits
+from planc.frozen import Frozen
 from planc.matching.python_re import sre, sre_parse
 from planc.matching.re2_text import _ASCII_LITERAL_TRANSLATION, _emit, _Unsupported
 from planc.matching.scan import _locate
 from planc.matching.simple_reader import _ASCII_RUN, _emit_simple, _simple_tree
 
+_new = object.__new__
+
 __all__ = ["PatternProblem", "check_pattern"]
 
 
-@dataclass(frozen=True)
-class PatternProblem:
+class PatternProblem(Frozen):
     """Why a pattern cannot be used.
 
     ``kind`` is "invalid" (Python's ``re`` rejects it: a syntax error) or "unsupported"
@@ -39,9 +40,15 @@ class PatternProblem:
     index into the pattern string where the problem is.
     """
 
-    kind: str
-    offset: int
-    message: str
+    __slots__ = ("kind", "offset", "message")
+
+    def __new__(cls, kind: str, offset: int, message: str):
+        self = _new(cls._open)
+        self.kind = kind
+        self.offset = offset
+        self.message = message
+        self.__class__ = cls
+        return self
 
 
 def check_pattern(pattern: str) -> PatternProblem | None:

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from dataclasses import dataclass, field
+
+from planc.frozen import Frozen
+
+_new = object.__new__
 
 # The names `cluster { detect = "..." }` takes: JAX's `cluster_detection_method` names,
 # "k8s" (JAX's Kubernetes support has no name of its own), "auto" and "none".
@@ -56,8 +59,7 @@ class LauncherVariableError(ValueError):
             code, variable, value, problem, fix)
 
 
-@dataclass(frozen=True)
-class Environment:
+class Environment(Frozen):
     """What a launcher says about this process (None where it says nothing).
 
     `hosts` is how many machines the job spans, when the launcher tells; `read` the
@@ -65,14 +67,23 @@ class Environment:
     that names it to JAX (None: JAX's own search finds it).
     """
 
-    name: str
-    coordinator: str | None = None
-    processes: int | None = None
-    process_id: int | None = None
-    hosts: int | None = None
-    read: tuple[str, ...] = ()
-    jax_method: str | None = None
-    warnings: tuple[str, ...] = field(default=())
+    __slots__ = ("name", "coordinator", "processes", "process_id", "hosts", "read", "jax_method", "warnings")
+
+    def __new__(cls, name: str, coordinator: str | None = None, processes: int | None = None,
+                process_id: int | None = None, hosts: int | None = None,
+                read: tuple[str, ...] = (), jax_method: str | None = None,
+                warnings: tuple[str, ...] = ()):
+        self = _new(cls._open)
+        self.name = name
+        self.coordinator = coordinator
+        self.processes = processes
+        self.process_id = process_id
+        self.hosts = hosts
+        self.read = read
+        self.jax_method = jax_method
+        self.warnings = warnings
+        self.__class__ = cls
+        return self
 
     @property
     def title(self) -> str:

@@ -15,7 +15,9 @@ path: a small distance is a near miss, and the stretch is "the differing part".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from planc.frozen import Frozen
+
+_new = object.__new__
 
 _OPERATORS = set(".^$*+?{}[]()|")
 # Work is counted in cells of the distance table (each a few hundred nanoseconds of
@@ -26,11 +28,18 @@ CELL_BUDGET = 2_000_000
 MAX_TEXT = 512
 
 
-@dataclass(frozen=True)
-class NearMiss:
-    distance: int
-    pattern_part: str  # the literal part of the pattern that differs
-    path_part: str  # the stretch of the path it nearly matches
+class NearMiss(Frozen):
+    # `pattern_part`: the literal part of the pattern that differs; `path_part`: the
+    # stretch of the path it nearly matches.
+    __slots__ = ("distance", "pattern_part", "path_part")
+
+    def __new__(cls, distance: int, pattern_part: str, path_part: str):
+        self = _new(cls._open)
+        self.distance = distance
+        self.pattern_part = pattern_part
+        self.path_part = path_part
+        self.__class__ = cls
+        return self
 
     def sentence(self) -> str:
         return (f"the pattern has `{self.pattern_part}` where the path has "

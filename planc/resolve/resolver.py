@@ -16,21 +16,22 @@ from __future__ import annotations
 import enum
 import re
 from operator import attrgetter
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from planc import limits
 from planc.collector import collector_paused
 from planc.diagnostics import Diagnostic, Label, error, note, warning
+from planc.frozen import Frozen
 from planc.ir import UNSPLIT, Alternative, AxisEntry, Dim, PlanIR, Rule, layout_text
 from planc.matching import Matcher
 from planc.resolve.causes import Budget, NearMiss, near_miss
 from planc.resolve.grouping import grouped
 from planc.variables import Variable
 
+_new = object.__new__
 
-@dataclass(frozen=True)
-class ResolvedLayout:
+
+class ResolvedLayout(Frozen):
     """The layout one variable gets.
 
     `axes` has one entry per dimension, as Keras's `TensorLayout.axes`: None (not split),
@@ -40,8 +41,14 @@ class ResolvedLayout:
     '(_, model)'
     """
 
-    axes: tuple[AxisEntry, ...]
-    blocks: tuple[int, ...]
+    __slots__ = ("axes", "blocks")
+
+    def __new__(cls, axes: tuple[AxisEntry, ...], blocks: tuple[int, ...]):
+        self = _new(cls._open)
+        self.axes = axes
+        self.blocks = blocks
+        self.__class__ = cls
+        return self
 
     @property
     def dims(self) -> tuple[Dim, ...]:
@@ -113,13 +120,21 @@ class Assignment(NamedTuple):
         return self.rule.where if self.rule else "-"
 
 
-@dataclass(frozen=True)
-class Resolution:
-    assignments: tuple[Assignment, ...]
-    diagnostics: tuple[Diagnostic, ...]
-    matched: tuple[int, ...]  # per rule: variables whose path it matched
-    won: tuple[int, ...]  # per rule: variables it laid out
-    unchecked: tuple[str, ...] = ()  # auto axes whose unknown size skipped divisibility checks
+class Resolution(Frozen):
+    # `matched`, per rule: variables whose path it matched; `won`, per rule: variables it
+    # laid out; `unchecked`: auto axes whose unknown size skipped divisibility checks.
+    __slots__ = ("assignments", "diagnostics", "matched", "won", "unchecked")
+
+    def __new__(cls, assignments: tuple[Assignment, ...], diagnostics: tuple[Diagnostic, ...],
+                matched: tuple[int, ...], won: tuple[int, ...], unchecked: tuple[str, ...] = ()):
+        self = _new(cls._open)
+        self.assignments = assignments
+        self.diagnostics = diagnostics
+        self.matched = matched
+        self.won = won
+        self.unchecked = unchecked
+        self.__class__ = cls
+        return self
 
 
 class Reason(enum.Enum):

@@ -25,13 +25,14 @@ import json
 import os
 import re
 import struct
-import zipfile
-from dataclasses import dataclass
 from typing import Any
 
 from planc.fileio import open_counted, os_error_text
+from planc.frozen import Frozen
 from planc.variables import Variable, itemsize
 from planc.sources._common import SAFETENSORS_DTYPES, SourceError, make_variable, one_line
+
+_new = object.__new__
 
 # A header this large is not a checkpoint header: the largest real ones (tens of
 # thousands of tensors) are a few MB. Refusing early stops a garbage length from
@@ -98,16 +99,24 @@ class MissingShard(SourceError):
     """An index's ``weight_map`` names a shard file that does not exist."""
 
 
-@dataclass(frozen=True)
-class SafetensorsEntry:
+class SafetensorsEntry(Frozen):
     """One tensor of a safetensors header, checked: where its bytes lie in the file."""
 
-    name: str
-    dtype: str       # numpy-style name ("bfloat16")
-    code: str        # the header's own code ("BF16")
-    shape: tuple[int, ...]
-    begin: int       # absolute file offsets of the tensor's bytes
-    end: int
+    # `dtype`: numpy-style name ("bfloat16"); `code`: the header's own ("BF16"); `begin`,
+    # `end`: absolute file offsets of the tensor's bytes.
+    __slots__ = ("name", "dtype", "code", "shape", "begin", "end")
+
+    def __new__(cls, name: str, dtype: str, code: str, shape: tuple[int, ...], begin: int,
+                end: int):
+        self = _new(cls._open)
+        self.name = name
+        self.dtype = dtype
+        self.code = code
+        self.shape = shape
+        self.begin = begin
+        self.end = end
+        self.__class__ = cls
+        return self
 
 
 def shown(text: str, limit: int = 120) -> str:
@@ -332,17 +341,25 @@ def read_json_file(path: str | os.PathLike) -> Any:
     return parse_json(raw, origin)
 
 
-@dataclass(frozen=True)
-class NpzMember:
+class NpzMember(Frozen):
     """One array of an ``.npz`` archive, from its zip entry and ``.npy`` header."""
 
-    name: str               # member name without ".npy"
-    member: str             # the zip member's name
-    variable: Variable
-    fortran_order: bool
-    descr: str              # the .npy dtype text, byte order included ("<f4")
-    data_offset: int | None  # absolute file offset of the array bytes (stored members);
-                             # None when the member is compressed
+    # `name`: the member's name without ".npy"; `member`: the zip member's name;
+    # `descr`: the .npy dtype text, byte order included ("<f4"); `data_offset`: the
+    # absolute file offset of the array bytes (stored members), None when compressed.
+    __slots__ = ("name", "member", "variable", "fortran_order", "descr", "data_offset")
+
+    def __new__(cls, name: str, member: str, variable: Variable, fortran_order: bool,
+                descr: str, data_offset: int | None):
+        self = _new(cls._open)
+        self.name = name
+        self.member = member
+        self.variable = variable
+        self.fortran_order = fortran_order
+        self.descr = descr
+        self.data_offset = data_offset
+        self.__class__ = cls
+        return self
 
 
 def read_npz(path: str | os.PathLike) -> tuple[Variable, ...]:
@@ -352,6 +369,8 @@ def read_npz(path: str | os.PathLike) -> tuple[Variable, ...]:
 
 def read_npz_members(path: str | os.PathLike) -> tuple[NpzMember, ...]:
     """Every member of an ``.npz`` archive, from the zip directory and ``.npy`` headers."""
+    import zipfile  # only an .npz source needs it, not every start-up
+
     origin = os.fspath(path)
     out = []
     try:
@@ -387,7 +406,7 @@ def read_npz_members(path: str | os.PathLike) -> tuple[NpzMember, ...]:
     return tuple(out)
 
 
-def _stored_data_offset(raw, info: zipfile.ZipInfo, where: str) -> int:
+def _stored_data_offset(raw, info, where: str) -> int:
     """Where an uncompressed member's bytes begin: after its local file header, whose
     name and extra field lengths may differ from the central directory's."""
     raw.seek(info.header_offset)

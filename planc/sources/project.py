@@ -28,23 +28,30 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import tomllib
-from dataclasses import dataclass
 from functools import lru_cache
 
 from planc.diagnostics import Diagnostic, Span, error
+from planc.frozen import Frozen
+
+_new = object.__new__
 
 
-@dataclass(frozen=True)
-class ProjectEntry:
+class ProjectEntry(Frozen):
     """What the project says about one plan: `model` (a path made absolute, or a
     `module:attr` as written) or None, `devices` (() for none), where the model was named
     (`span`, for a model that cannot be read), and what was wrong with the table."""
 
-    model: str | None
-    devices: tuple[int, ...]
-    span: Span | None
-    problems: tuple[Diagnostic, ...]
+    __slots__ = ("model", "devices", "span", "problems")
+
+    def __new__(cls, model: str | None, devices: tuple[int, ...], span: Span | None,
+                problems: tuple[Diagnostic, ...]):
+        self = _new(cls._open)
+        self.model = model
+        self.devices = devices
+        self.span = span
+        self.problems = problems
+        self.__class__ = cls
+        return self
 
 
 _NONE = ProjectEntry(None, (), None, ())
@@ -89,6 +96,8 @@ def _has_table(path: str) -> bool:
 
 def _table(path: str):
     """The `[tool.planc]` table of `path`, or a P321 diagnostic saying why not."""
+    import tomllib  # only a pyproject.toml that names `tool.planc` is parsed
+
     text = _read(path)
     try:
         doc = tomllib.loads(text or "")

@@ -38,6 +38,34 @@ _EDITS = (
     # import would name a `planc.syntax.lexer` that does not exist (which the import
     # contracts read as an import of `planc`).
     ("no relative import", "        from .lexer import Token\n", ""),
+    # `logging` (~4 ms of start-up with what it imports) only for lark's "lark" logger,
+    # which a parse of planc's grammar never writes to: it is made, as lark makes it, the
+    # first time lark logs.
+    ("`logging` when lark logs", "import logging\n", ""),
+    ("`logging` when lark logs", "logger.setLevel(logging.CRITICAL)\n", ""),
+    ("`logging` when lark logs",
+     'logger: logging.Logger = logging.getLogger("lark")\n'
+     "logger.addHandler(logging.StreamHandler())\n",
+     "class _FirstLog:\n"
+     "    def __getattr__(self, name):\n"
+     "        global logger\n"
+     "        import logging\n"
+     '        logger = logging.getLogger("lark")\n'
+     "        logger.addHandler(logging.StreamHandler())\n"
+     "        logger.setLevel(logging.CRITICAL)\n"
+     "        return getattr(logger, name)\n\n\n"
+     "logger = _FirstLog()\n"),
+    # `pickle` (and `zlib`, `base64`) serve lark's cache files and `Lark.save`/`load`,
+    # which the generated parser never uses: imported by their first use.
+    ("`pickle` when used", "import pickle, zlib, base64\n",
+     "class _OnUse:\n"
+     "    def __init__(self, name):\n"
+     "        self._name = name\n\n"
+     "    def __getattr__(self, attr):\n"
+     "        import importlib\n"
+     "        module = globals()[self._name] = importlib.import_module(self._name)\n"
+     "        return getattr(module, attr)\n\n\n"
+     'pickle, zlib, base64 = _OnUse("pickle"), _OnUse("zlib"), _OnUse("base64")\n'),
 )
 
 
