@@ -311,9 +311,10 @@ def _run(args, process_entry: bool) -> int:
     the cyclic collector is paused while it imports and runs, then what it built is
     frozen: a `planc lint` leaves ~26,000 objects for the collector to track, nearly all
     built by its imports and alive to the end, and its passes over them, during the run
-    and while the interpreter exits, were ~15-20 ms of its ~125 ms. Reference counting still frees all that is not in a
-    cycle; any cycle waits for the process's end, a second or so away. Called from a
-    program (argv given), or for a long command, the collector runs as usual.
+    and while the interpreter exits, were ~15-20 ms of its ~125 ms. Reference counting
+    still frees all that is not in a cycle; any cycle waits for the process's end.
+    Called from a program (argv given), or for a long command, the collector runs as
+    usual.
     """
     if not (process_entry and args.command in _ONE_SHOT):
         return _command(args.command)(args)
