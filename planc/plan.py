@@ -149,9 +149,9 @@ class Plan:
 
     def resolve(self, model, devices: int | None = None):
         """`{path: Layout}` for every variable of `model`; raises `PlanError` on errors."""
-        report = self.validate(model, devices)
-        report.raise_for_errors()
-        assignments = report.assignments
+        from planc.resolve import resolved
+
+        assignments = resolved(self._ir, model, devices)
         return dict(zip(map(_PATH, map(_VARIABLE, assignments)), map(_LAYOUT, assignments)))
 
     # -- JAX (planc.targets.jax) ----------------------------------------------------------

@@ -307,3 +307,32 @@ def test_resolve_all_refuses_a_line_break_in_any_kind_of_sequence(kind):
     variables = [Variable("dense_2/kernel", (8, 4)), Variable("dense_2/kernel\r", (8, 4))]
     codes = [d.code for d in Resolver(ir).resolve_all(kind(variables)).diagnostics]
     assert codes.count("P125") == 1
+
+
+RESOLVED_PLAN = """
+mesh(data = 4, model = 2)
+model_parallel(batch = data)
+{budget}
+layout {{
+    ".*kernel" -> (data, model)
+    ".*bias"   -> replicated
+}}
+"""
+
+
+@pytest.mark.parametrize("budget", ["", "budget(per_device = 1 KiB)", "budget(per_device = 1 GiB)"])
+@pytest.mark.parametrize("tree", [
+    {"d": {"kernel": np.zeros((8, 4)), "bias": np.zeros((4,))}},  # fits
+    {"d": {"kernel": np.zeros((8, 4)), "bias": np.zeros((4,)), "w": np.zeros((8, 8))}},  # P301
+    {"d": {"kernel": np.zeros((6, 4))}},  # P303
+])
+@pytest.mark.parametrize("devices", [None, 8])
+def test_plan_resolve_answers_and_refuses_as_the_full_report_does(budget, tree, devices):
+    plan = planc.loads(RESOLVED_PLAN.format(budget=budget))
+    report = plan.validate(tree, devices)
+    if report.ok:
+        assert plan.resolve(tree, devices) == report.layouts
+    else:
+        with pytest.raises(planc.PlanError) as refused:
+            plan.resolve(tree, devices)
+        assert refused.value.diagnostics == report.diagnostics

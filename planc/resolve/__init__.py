@@ -4,7 +4,8 @@
   a path (`decide`, with its `Reason`) and how its layout fits (`fit`);
 - `grouping`: one diagnostic for many variables with the same fault;
 - `validation`: `validate(ir, model, devices) -> Report`, resolution plus what needs the
-  whole model: `memory` (the memory model) and `findings` (P309, P310, P202);
+  whole model: `memory` (the memory model) and `findings` (P309, P310, P202); and
+  `resolved`, the assignments alone, raising on errors (`plan.resolve`);
 - `report`: `Report` and its JSON form, `planc.report/1`;
 - `tracing`: how one variable is resolved, step by step (`planc explain --var`).
 """
@@ -15,10 +16,10 @@ from planc.resolve.report import Report, axes_json, variable_dict
 from planc.resolve.resolver import (Assignment, Misfit, Reason, Resolution, ResolvedLayout,
                                     Resolver, replicated)
 from planc.resolve.tracing import trace, trace_in_report
-from planc.resolve.validation import validate
+from planc.resolve.validation import resolved, validate
 
 __all__ = [
     "Assignment", "LARGE_REPLICATED_BYTES", "MemorySummary", "Misfit", "Reason", "Report",
     "Resolution", "ResolvedLayout", "Resolver", "axes_json", "human_bytes", "replicated",
-    "shard_bytes", "trace", "trace_in_report", "validate", "variable_dict",
+    "resolved", "shard_bytes", "trace", "trace_in_report", "validate", "variable_dict",
 ]

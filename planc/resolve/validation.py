@@ -51,6 +51,26 @@ def _validate(ir: PlanIR, model, devices: int | None, progress: bool) -> Report:
     return _finish(ir, resolution.assignments, found, devices, resolver, variables)
 
 
+def resolved(ir: PlanIR, model, devices: int | None = None) -> tuple:
+    """The assignments `validate(ir, model, devices)` reports, in model order; raises
+    `PlanError`, with every diagnostic of that report, when it has an error.
+
+    Of what only the whole model shows, just the `budget`'s finding (P309) can be an
+    error. So without a budget and a device count, the model is read and resolved and no
+    more: the memory figures are worked out only to report an error found on the way.
+    """
+    with collector_paused():
+        variables = _variables(model)
+        if ir.budget is None and devices is None:
+            resolution = Resolver(ir).resolve_all(variables)
+            if not any(d.is_error for d in resolution.diagnostics):
+                return resolution.assignments
+        # The variables already read are validated: a `module:attr` runs once.
+        report = _validate(ir, variables, devices, False)
+    report.raise_for_errors()
+    return report.assignments
+
+
 def _variables(model) -> tuple[Variable, ...]:
     # A tuple of Variables with distinct paths is what load_variables returns: taken as
     # it is, so lint's several device counts do not re-check a large model each time.
