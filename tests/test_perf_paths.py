@@ -325,6 +325,7 @@ layout {{
     {"d": {"kernel": np.zeros((8, 4)), "bias": np.zeros((4,))}},  # fits
     {"d": {"kernel": np.zeros((8, 4)), "bias": np.zeros((4,)), "w": np.zeros((8, 8))}},  # P301
     {"d": {"kernel": np.zeros((6, 4))}},  # P303
+    {"d": {"kernel": np.zeros((64, 64))}},  # 4 KiB a device: P309 under a 1 KiB budget
 ])
 @pytest.mark.parametrize("devices", [None, 8])
 def test_plan_resolve_answers_and_refuses_as_the_full_report_does(budget, tree, devices):
