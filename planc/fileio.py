@@ -17,7 +17,6 @@ import os
 import stat
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Iterator, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -132,12 +131,12 @@ def _fsync_dir(directory: str) -> None:
         os.close(dfd)
 
 
-@dataclass
 class ReadLog:
     """What was read through `open_counted` while a `track_reads()` block was open."""
 
-    bytes_read: int = 0
-    files: list[str] = field(default_factory=list)
+    def __init__(self):
+        self.bytes_read = 0
+        self.files: list[str] = []
 
 
 _active_logs: list[ReadLog] = []

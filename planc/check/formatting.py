@@ -10,7 +10,6 @@ cannot be verified), statements keep their side of every include.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections import Counter
 
@@ -76,7 +75,9 @@ def without_spans(obj):
         return None
     if isinstance(obj, ast.SizeLit):
         return ("SizeLit", obj.value, re.sub(r"[ \t]", "", obj.text))
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
+        import dataclasses  # the records' own `fields` view; loaded on first use
+
         return (type(obj).__name__,) + tuple(
             (f.name, without_spans(getattr(obj, f.name)))
             for f in dataclasses.fields(obj) if f.compare and f.name != "span")

@@ -35,7 +35,7 @@ def run(args) -> int:
         except UsageError as exc:
             failures.append(failure(str(exc), args.model))
     if failures:
-        result = LintResult(plans=0)
+        result = LintResult()
     else:
         result = lint_plans(
             plans, defines, counts, variables,

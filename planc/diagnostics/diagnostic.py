@@ -8,7 +8,6 @@ diagnostics; nothing stops at the first problem.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from planc.diagnostics.span import Span
@@ -34,8 +33,7 @@ class Label(Frozen):
         return self
 
 
-@dataclass(frozen=True)
-class Diagnostic:
+class Diagnostic(Frozen):
     """One problem: `code`, `severity`, `message`, where it is, and how to fix it.
 
     `variable` and `rule` are set when the problem concerns a model variable or a rule,
@@ -49,20 +47,31 @@ class Diagnostic:
     ((64, 512), '64, 512')
     """
 
-    code: str
-    severity: Severity
-    message: str
-    span: Span | None = None
-    label: str = ""
-    secondary: tuple[Label, ...] = ()
-    help: tuple[str, ...] = ()
-    variable: str | None = None
-    rule: str | None = None
-    devices: int | tuple[int, ...] | None = None
-    file: str | None = None
-    # Every variable a diagnostic grouped over many stands for (`variable` is the first):
-    # `explain` marks each one's row.
-    variables: tuple[str, ...] = ()
+    # `variables`: every variable a diagnostic grouped over many stands for (`variable`
+    # is the first): `explain` marks each one's row.
+    __slots__ = ("code", "severity", "message", "span", "label", "secondary", "help",
+                 "variable", "rule", "devices", "file", "variables")
+
+    def __new__(cls, code: str, severity: Severity, message: str, span: Span | None = None,
+                label: str = "", secondary: tuple[Label, ...] = (), help: tuple[str, ...] = (),
+                variable: str | None = None, rule: str | None = None,
+                devices: int | tuple[int, ...] | None = None, file: str | None = None,
+                variables: tuple[str, ...] = ()):
+        self = _new(cls._open)
+        self.code = code
+        self.severity = severity
+        self.message = message
+        self.span = span
+        self.label = label
+        self.secondary = secondary
+        self.help = help
+        self.variable = variable
+        self.rule = rule
+        self.devices = devices
+        self.file = file
+        self.variables = variables
+        self.__class__ = cls
+        return self
 
     @property
     def is_error(self) -> bool:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from planc.diagnostics.diagnostic import Diagnostic
 from planc.diagnostics.text import render_text
 
 
-@dataclass
 class PlanError(ValueError):
     """Raised by `load_plan`, `loads` and validation when a plan has errors.
 
@@ -26,8 +24,20 @@ class PlanError(ValueError):
     P114
     """
 
-    diagnostics: tuple[Diagnostic, ...]
-    sources: dict[str, str] = field(default_factory=dict)
+    def __init__(self, diagnostics: tuple[Diagnostic, ...],
+                 sources: dict[str, str] | None = None):
+        self.diagnostics = diagnostics
+        self.sources = {} if sources is None else sources
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return (self.diagnostics, self.sources) == (other.diagnostics, other.sources)
+        return NotImplemented
+
+    __hash__ = None  # as the dataclass it was: equal by value, so not hashable
+
+    def __repr__(self) -> str:
+        return f"PlanError(diagnostics={self.diagnostics!r}, sources={self.sources!r})"
 
     def __str__(self) -> str:
         return render_text(self.diagnostics, self.sources, color=False)

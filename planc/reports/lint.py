@@ -13,7 +13,6 @@ holds at every count checked, with the counts it holds at otherwise
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from planc.check.binding import bind
@@ -27,20 +26,20 @@ if TYPE_CHECKING:
     from planc.ir import PlanIR
 
 
-@dataclass
 class LintResult:
     """What `lint_plans` found: the diagnostics, the sources they quote, the inputs that
     could not be read (P325 diagnostics; the others are still linted), and what was
-    checked, for the one-line summary."""
+    checked, for the one-line summary. Filled in as the plans are linted."""
 
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    sources: dict[str, str] = field(default_factory=dict)
-    failures: list[Diagnostic] = field(default_factory=list)
-    plans: int = 0
-    validated: int = 0  # plans validated against a model
-    models: set = field(default_factory=set)  # the model sources used
-    variables: int = 0  # variables validated, summed over plans
-    counts: set = field(default_factory=set)  # device counts checked
+    def __init__(self):
+        self.diagnostics: list[Diagnostic] = []
+        self.sources: dict[str, str] = {}
+        self.failures: list[Diagnostic] = []
+        self.plans = 0
+        self.validated = 0  # plans validated against a model
+        self.models: set = set()  # the model sources used
+        self.variables = 0  # variables validated, summed over plans
+        self.counts: set = set()  # device counts checked
 
 
 def failure(message: str, file: str | None = None) -> Diagnostic:
@@ -87,7 +86,7 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
             continue
         out.plans += 1
         out.sources.update(srcs)
-        found = [d if d.span or d.file else replace(d, file=path) for d in found]
+        found = [d if d.span or d.file else d._replace(file=path) for d in found]
         if ir is None:
             diags += found
             continue
@@ -157,7 +156,7 @@ def merge_device_counts(diags, counts) -> list[Diagnostic]:
     every = set(counts)
     seen: dict[Diagnostic, set | None] = {}
     for d in diags:
-        key = replace(d, devices=None)
+        key = d._replace(devices=None)
         at = seen.setdefault(key, set())
         if at is None or d.devices is None:
             seen[key] = None
@@ -169,7 +168,7 @@ def merge_device_counts(diags, counts) -> list[Diagnostic]:
             out.append(key)
         else:
             ordered = tuple(sorted(at))
-            out.append(replace(key, devices=ordered[0] if len(ordered) == 1 else ordered))
+            out.append(key._replace(devices=ordered[0] if len(ordered) == 1 else ordered))
     return out
 
 

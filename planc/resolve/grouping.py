@@ -7,7 +7,6 @@ A model repeats its layers: 80 decoder blocks that one rule misfits would otherw
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from planc.diagnostics import Diagnostic
 
@@ -43,7 +42,7 @@ def grouped(problems: list[Diagnostic]) -> list[Diagnostic]:
             continue
         others = [d.variable for d in ds[1:]]
         shown = ", ".join(f"`{v}`" for v in others[:3]) + (" ..." if len(others) > 3 else "")
-        out.append(replace(first, message=f"{first.message} (and {len(others)} more: {shown})",
+        out.append(first._replace(message=f"{first.message} (and {len(others)} more: {shown})",
                            variables=(first.variable, *others)))
     return out
 

@@ -8,7 +8,6 @@ and why the earlier ones failed. The trace reads the resolver's own decision
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from planc.diagnostics import Diagnostic
 from planc.ir import Rule, layout_text
@@ -35,7 +34,7 @@ def trace_in_report(report: Report, var: Variable, devices: int | None
     resolver = Resolver(report.ir)
     _, problems = resolver.resolve(var)
     if devices is not None:
-        problems = [replace(d, devices=devices) for d in problems]
+        problems = [d._replace(devices=devices) for d in problems]
     return binding + problems, trace(resolver, var)
 
 

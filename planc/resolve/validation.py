@@ -7,7 +7,6 @@ the whole model shows added (`planc.resolve.findings`).
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from planc.check.binding import bind
 from planc.collector import collector_paused
@@ -114,7 +113,7 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
         if count is None:
             found += skipped_findings(ir, assignments, memory)
     if _is_count(devices):
-        found = [d if d.devices is not None else replace(d, devices=devices) for d in found]
+        found = [d if d.devices is not None else d._replace(devices=devices) for d in found]
     diags = tuple(sorted(unique(found), key=Diagnostic.sort_key))
     mesh = {a.name: a.global_size for a in ir.mesh.axes}
     shown = devices if _is_count(devices) else count

@@ -28,10 +28,8 @@ and ``.dtype``) gives each variable's ``path``, e.g. ``dense/kernel``.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
-import inspect
 import os
 import re
 import sys
@@ -48,6 +46,8 @@ MODULE_ATTR = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.
 def _is_function(obj: Any) -> bool:
     # Plain functions, methods, partials, and jax.jit-wrapped functions (which are C
     # objects, not routines, but carry .lower and .trace).
+    import inspect  # (here, not at start-up: ~3.5 ms that a manifest's lint never needs)
+
     return (inspect.isroutine(obj) or isinstance(obj, functools.partial)
             or (callable(obj) and not isinstance(obj, type)
                 and hasattr(obj, "lower") and hasattr(obj, "trace")))
@@ -94,9 +94,11 @@ def _checked_variables(variables, origin: str) -> list[Variable]:
 def _is_keras_like(obj: Any) -> bool:
     if isinstance(obj, (type, Mapping, list, tuple, str, bytes)) or _is_leaf(obj):
         return False
-    if dataclasses.is_dataclass(obj):
+    if _is_dataclass(obj):
         return False
     # Static lookup: detection must not run a property that builds or computes.
+    import inspect
+
     return inspect.getattr_static(obj, "variables", None) is not None
 
 
@@ -176,7 +178,7 @@ def _is_static(obj: Any) -> bool:
     # Functions of every kind (plain, ufunc, jitted, partial) are static; a callable
     # that may hold variables (a Keras model, an equinox module) must not vanish.
     return (callable(obj) and not isinstance(obj, (Mapping, list, tuple))
-            and not dataclasses.is_dataclass(obj) and not _is_keras_like(obj))
+            and not _is_dataclass(obj) and not _is_keras_like(obj))
 
 
 def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
@@ -237,6 +239,13 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
         active.discard(id(obj))
 
 
+def _is_dataclass(obj: Any) -> bool:
+    # What `dataclasses.is_dataclass` tests, without importing `dataclasses` at start-up:
+    # a dataclass instance's module has imported it, for `_children` to read its fields.
+    cls = obj if isinstance(obj, type) else type(obj)
+    return hasattr(cls, "__dataclass_fields__")
+
+
 def _children(obj: Any, path: str | None, origin: str) -> list[tuple[str, Any]]:
     if isinstance(obj, Mapping):
         if type(obj) is dict and set(map(type, obj)) <= {str}:
@@ -246,7 +255,9 @@ def _children(obj: Any, path: str | None, origin: str) -> list[tuple[str, Any]]:
         return list(zip(type(obj)._fields, obj))
     if isinstance(obj, (list, tuple)):
         return [(str(i), v) for i, v in enumerate(obj)]
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if _is_dataclass(obj) and not isinstance(obj, type):
+        import dataclasses
+
         return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)
                 if f.metadata.get("pytree_node", True) and not f.metadata.get("static", False)]
     if "jax" in sys.modules:
@@ -357,10 +368,12 @@ def _readable(obj: Any) -> bool:
     if isinstance(obj, type):
         return False
     return (isinstance(obj, (Mapping, list, tuple)) or _is_leaf(obj) or _is_keras_like(obj)
-            or (dataclasses.is_dataclass(obj)))
+            or (_is_dataclass(obj)))
 
 
 def _call_abstractly(fn: Callable[[], Any], spec: str) -> tuple[Variable, ...]:
+    import inspect
+
     try:
         inspect.signature(fn).bind()
     except TypeError:
