@@ -79,16 +79,14 @@ LIMITS = {
         "`Assignment`. Keras's loop costs ~1 us per rule per path, so with 10 rules the two "
         "are within a small factor; planc's lead grows with R because its cost does not."),
     "cli_latency": (
-        "`planc lint` is ~90 ms against ~600 ms for `import jax`, and the ratio moves with "
-        "`import jax` itself from run to run (0.136-0.139x in runs where it took ~660 ms, "
-        "0.155x where it took ~600 ms). What is left: ~25 ms of interpreter and site (the "
+        "`planc lint` is ~82 ms against ~580-660 ms for `import jax`, whose own time moves "
+        "the ratio from run to run. What is left: ~25 ms of interpreter and site (the "
         "editable install's finder imports pathlib), the generated parser (~6 ms to load "
-        "lark's runtime and tables), `dataclasses` with `inspect` (~8 ms; imported for "
-        "`Diagnostic` and for lark's own `TextSlice` in the generated module), `tomllib` "
-        "(~4 ms: this repository's pyproject.toml has a `[tool.planc]` table, which gives "
-        "gemma.kd its device counts), and the run itself (~17 ms: parse and check, "
-        "validation at two device counts). A one-shot command runs with the cyclic "
-        "collector paused and freezes what it built (~20 ms of collector passes saved)."),
+        "lark's runtime and tables), `tomllib` (~4 ms: this repository's pyproject.toml "
+        "has a `[tool.planc]` table, which gives gemma.kd its device counts), `typing`, "
+        "`re2` and `argparse`, and the run itself (~17 ms: parse and check, validation at "
+        "two device counts). A one-shot command runs with the cyclic collector paused and "
+        "freezes what it built; neither `dataclasses` nor `inspect` is imported."),
     "front_end": (
         "the 'front end, N rules' rows compare `planc.loads` with lark's own parse of the "
         "same text into its parse tree (same grammar and lexer, in the same run). planc's "
