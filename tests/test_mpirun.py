@@ -3,13 +3,14 @@ Open MPI detection, and the two processes train as one 8-device mesh."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 
 import numpy as np
 import pytest
 
-from multihost.auto import (AUTO_WORKER, assert_one_cluster, auto_results, free_port,
+from multihost.auto import (AUTO_WORKER, assert_one_cluster, free_port,
                             single_process_losses, worker_env)
 from multihost.procs import run
 
@@ -27,12 +28,13 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none
           "-np", "2"]
 
 
-def test_mpirun_forms_one_mesh_and_trains_as_one_process_does():
-    env = worker_env(4, JAX_COORDINATOR_PORT=str(free_port()))
+def test_mpirun_forms_one_mesh_and_trains_as_one_process_does(tmp_path):
+    env = worker_env(4, JAX_COORDINATOR_PORT=str(free_port()), AUTO_RESULT_DIR=str(tmp_path))
     done = run(MPIRUN + ["-x", "XLA_FLAGS", "-x", "JAX_PLATFORMS", "-x", "JAX_COORDINATOR_PORT",
-                         sys.executable, AUTO_WORKER, "60"], env=env)
+                         "-x", "AUTO_RESULT_DIR", sys.executable, AUTO_WORKER, "60"], env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    results = auto_results(done.stdout)
+    # Each rank's own file: mpirun merges the ranks' stdout and may cut one's line.
+    results = [json.loads(f.read_text()) for f in sorted(tmp_path.glob("result-*.json"))]
     assert_one_cluster(results, "ompi")
     assert "planc: cluster: Open MPI (OMPI_COMM_WORLD_SIZE=2, OMPI_COMM_WORLD_RANK=0)" \
         in done.stderr
