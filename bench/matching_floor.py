@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Results, args, median_time, status  # noqa: E402
-from models import model_for, rule_set  # noqa: E402
+from models import model_for, resolution_cell, rule_set  # noqa: E402
 
 FULL = {"cells": ((100_000, 500), (100_000, 10))}
 TINY = {"cells": ((300, 40), (300, 10))}
@@ -96,16 +96,10 @@ def run_cell(V: int, R: int, results: Results, tiny: bool):
     import jax
     import numpy as np
 
-    import planc
     from planc.resolve import Resolver
-    from planc.variables import Variable
 
-    model = model_for(V)
-    rules = rule_set(model, R)
-    plan = planc.loads(rules.plan_text())
+    model, rules, plan, variables, paths = resolution_cell(V, R)
     ir = plan.ir
-    variables = [Variable(p, s, model.dtype) for p, s in model.paths()]
-    paths = [v.path for v in variables]
     patterns = [r.pattern for r in ir.rules]
     default = ir.default.index if ir.default is not None else None
     mode = ir.match

@@ -397,3 +397,16 @@ def llama3_405b() -> list[tuple[str, tuple[int, ...]]]:
         ]
     out += [("model.norm.weight", (d,)), ("lm_head.weight", (vocab, d))]
     return out
+
+
+def resolution_cell(V: int, R: int):
+    """The model of about `V` variables, its `R` rules, the plan they make, and the
+    model's `planc.Variable`s and paths: what the resolution benchmarks time over."""
+    import planc
+    from planc.variables import Variable
+
+    model = model_for(V)
+    rules = rule_set(model, R)
+    plan = planc.loads(rules.plan_text())
+    variables = [Variable(p, s, model.dtype) for p, s in model.paths()]
+    return model, rules, plan, variables, [v.path for v in variables]

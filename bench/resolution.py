@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Results, args, median_time, status  # noqa: E402
-from models import model_for, rule_set  # noqa: E402
+from models import model_for, resolution_cell  # noqa: E402
 
 FULL = {"sizes": (1_000, 10_000, 100_000), "rules": (10, 100, 500)}
 TINY = {"sizes": (300,), "rules": (10, 40)}
@@ -49,16 +49,10 @@ def keras_layout_map(rules, mesh):
 
 
 def run_cell(V: int, R: int, mesh, results: Results, keras_budget: float):
-    import planc
     from planc.resolve import Resolver
-    from planc.variables import Variable
 
-    model = model_for(V)
-    rules = rule_set(model, R)
-    plan = planc.loads(rules.plan_text())
+    model, rules, plan, variables, paths = resolution_cell(V, R)
     ir = plan.ir
-    variables = [Variable(p, s, model.dtype) for p, s in model.paths()]
-    paths = [v.path for v in variables]
     lm = keras_layout_map(rules, mesh)
 
     # Same answers first, on every path (this is also the warm-up of both sides).

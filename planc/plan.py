@@ -14,10 +14,11 @@ from operator import itemgetter
 from planc.check.binding import bind_devices
 from planc.check.checker import check, check_file
 from planc.ir import PlanIR
+from planc.variables import path_of
 
-# Fields of an assignment (a named tuple: variable, layout, ...) and of its variable
-# (path, ...), read at C speed when a large model's layouts are collected.
-_VARIABLE, _LAYOUT, _PATH = itemgetter(0), itemgetter(1), itemgetter(0)
+# Fields of an assignment (a named tuple: variable, layout, ...), read at C speed when a
+# large model's layouts are collected.
+_VARIABLE, _LAYOUT = itemgetter(0), itemgetter(1)
 
 
 class Plan:
@@ -152,7 +153,7 @@ class Plan:
         from planc.resolve import resolved
 
         assignments = resolved(self._ir, model, devices)
-        return dict(zip(map(_PATH, map(_VARIABLE, assignments)), map(_LAYOUT, assignments)))
+        return dict(zip(map(path_of, map(_VARIABLE, assignments)), map(_LAYOUT, assignments)))
 
     # -- JAX (planc.targets.jax) ----------------------------------------------------------
 

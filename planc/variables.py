@@ -7,6 +7,7 @@ keras.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import NamedTuple
 
 # Bytes per element of the dtypes planc meets in checkpoints and pytrees. Sub-byte types
@@ -20,6 +21,19 @@ _ITEMSIZE = {
     "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
     "complex64": 8, "complex128": 16,
 }
+
+
+path_of = attrgetter("path")  # a variable's path, read at C speed over many
+
+
+def any_line_break(paths) -> bool:
+    """Whether any of `paths` holds a line break: one scan of them all, not two a path.
+
+    >>> any_line_break(["a/kernel", "b/bias"]), any_line_break(["a", "b\\n"])
+    (False, True)
+    """
+    joined = "\0".join(paths)
+    return "\n" in joined or "\r" in joined
 
 
 def itemsize(dtype: str) -> float:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import enum
 import re
-from operator import attrgetter
 from typing import NamedTuple
 
 from planc import limits
@@ -26,7 +25,7 @@ from planc.ir import UNSPLIT, Alternative, AxisEntry, Dim, PlanIR, Rule, layout_
 from planc.matching import Matcher
 from planc.resolve.causes import Budget, NearMiss, near_miss
 from planc.resolve.grouping import grouped
-from planc.variables import Variable
+from planc.variables import Variable, any_line_break, path_of
 
 _new = object.__new__
 
@@ -527,8 +526,7 @@ class Resolver:
         # every path finds whether any has one, so the loop asks each path only then
         # (an iterator, such as a progress bar's, is asked path by path).
         if isinstance(variables, (list, tuple)):
-            joined = "\0".join(map(_PATH_OF, variables))
-            breaks = "\n" in joined or "\r" in joined
+            breaks = any_line_break(map(path_of, variables))
         else:
             breaks = True
         assignments = []
@@ -684,7 +682,6 @@ class Resolver:
 
 
 _DIGITS = re.compile(r"\d+")
-_PATH_OF = attrgetter("path")
 
 # Matchers already compiled, by patterns and mode: a plan resolved again (each
 # `plan.resolve` or `validate` call builds a Resolver) does not compile its RE2 sets

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Iterable
 
-from planc.variables import _ITEMSIZE, Variable
+from planc.variables import _ITEMSIZE, Variable, any_line_break, path_of
 
 
 class SourceError(Exception):
@@ -162,7 +162,6 @@ def _shape_text(dims: tuple) -> str:
     return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
 
 
-_PATH = operator.itemgetter(0)  # a Variable's path, read at C speed
 # Python's `$` matches before a final newline, RE2's does not, and no framework names a
 # variable across lines: refused rather than answered two ways.
 _LINE_BREAK = ("variable path {path!r} holds a line break, which no rule can match the "
@@ -176,12 +175,11 @@ def finish(variables: Iterable[Variable], origin: str) -> tuple[Variable, ...]:
         raise SourceError(f"{origin}: no variables found")
     # A line break refused for every source in one scan of all the paths: the pytree
     # reader's fast path leaves this check to here.
-    joined = "\0".join(map(_PATH, out))
-    if "\n" in joined or "\r" in joined:
+    if any_line_break(map(path_of, out)):
         for v in out:
             if "\n" in v.path or "\r" in v.path:
                 raise SourceError(f"{origin}: {_LINE_BREAK.format(path=v.path)}")
-    if len(set(map(_PATH, out))) == len(out):
+    if len(set(map(path_of, out))) == len(out):
         return out
     seen: set[str] = set()
     for v in out:
