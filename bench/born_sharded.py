@@ -98,7 +98,7 @@ def child(mode: str, size: str) -> None:
     if len(jax.devices()) != 8:
         raise SystemExit(f"needs 8 devices, found {len(jax.devices())}")
     plan = planc.loads(PLAN)
-    from planc.targets import jax as backend
+    from planc.targets.jax import sharding as backend
 
     if mode == "born_groups":
         # What `plan.init` does where XLA refuses the memory scheduler's option.

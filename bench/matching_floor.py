@@ -198,7 +198,7 @@ def emitted_module(ir):
     """The module `planc compile --target jax` writes for `ir`, imported."""
     import types
 
-    from planc.targets.jax_module import module_text
+    from planc.targets.emit.jax_module import module_text
 
     module = types.ModuleType("bench_emitted")
     exec(compile(module_text(ir), "bench_emitted", "exec"), module.__dict__)

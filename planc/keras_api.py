@@ -16,7 +16,7 @@ __all__ = ["set_distribution", "distribution", "list_devices", "distribute_tenso
 
 
 def _keras():
-    from planc.targets.keras_env import keras_module
+    from planc.targets.keras.env import keras_module
 
     return keras_module()
 
@@ -32,7 +32,7 @@ def set_distribution(plan, devices=None):
 
     keras = _keras()
     if isinstance(plan, Plan):
-        from planc.targets.keras import to_keras
+        from planc.targets.keras.distribution import to_keras
 
         value = to_keras(plan.ir, devices, plan_of=Plan)
     elif plan is None or _is_distribution(keras, plan):
@@ -90,7 +90,7 @@ def distribute_tensor(x, layout):
 
 def _layout_from_axes(kd, layout):
     from planc.resolve import ResolvedLayout
-    from planc.targets.keras_classes import tensor_layout
+    from planc.targets.keras.classes import tensor_layout
 
     axes = layout.axes if isinstance(layout, ResolvedLayout) else layout
     if isinstance(axes, str) or not isinstance(axes, (tuple, list)):

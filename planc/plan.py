@@ -1,9 +1,9 @@
 """`Plan`: the public face of a checked plan.
 
 A `Plan` wraps the frozen `PlanIR` and routes each request to the stage that answers it:
-the resolver for validation, `planc.targets.jax` for JAX shardings,
-`planc.targets.keras` for Keras distribution objects. Those are imported on first use,
-so `import planc` stays free of jax and keras.
+the resolver for validation, `planc.targets.jax.sharding` for JAX shardings,
+`planc.targets.keras.distribution` for Keras distribution objects. Those are imported on
+first use, so `import planc` stays free of jax and keras.
 """
 
 from __future__ import annotations
@@ -155,10 +155,10 @@ class Plan:
         assignments = resolved(self._ir, model, devices)
         return dict(zip(map(path_of, map(_VARIABLE, assignments)), map(_LAYOUT, assignments)))
 
-    # -- JAX (planc.targets.jax) ----------------------------------------------------------
+    # -- JAX (planc.targets.jax.sharding) -----------------------------------------------------
 
     def _jax(self):
-        from planc.targets import jax as backend
+        from planc.targets.jax import sharding as backend
 
         return backend
 
@@ -187,7 +187,7 @@ class Plan:
     def output_sharding(self, path: str, rank: int, mesh=None):
         return self._jax().output_sharding(self._ir, path, rank, mesh=mesh)
 
-    # -- explicit sharding and activations (planc.targets.jax_activations) ---------------
+    # -- explicit sharding and activations (planc.targets.jax.activations) --------------------
 
     @property
     def axis_types(self) -> dict[str, str]:
@@ -201,7 +201,7 @@ class Plan:
         return dict(zip(self.axis_names, self._ir.mesh_axis_types))
 
     def _activations(self):
-        from planc.targets import jax_activations
+        from planc.targets.jax import activations as jax_activations
         return jax_activations
 
     def use(self, mesh=None, *, devices=None):
@@ -225,10 +225,10 @@ class Plan:
         return self._activations().shard_map(self._ir, f, in_specs=in_specs,
                                              out_specs=out_specs, mesh=mesh, **kwargs)
 
-    # -- Keras (planc.targets.keras) ------------------------------------------------------
+    # -- Keras (planc.targets.keras.distribution) ---------------------------------------------
 
     def _keras_backend(self):
-        from planc.targets import keras as backend
+        from planc.targets.keras import distribution as backend
 
         return backend
 
@@ -257,7 +257,7 @@ class Plan:
         """The Keras distribution scope: `with plan.activate(): model = build()`."""
         return self._keras_backend().activate(self._ir, plan_of=Plan)
 
-    # -- loading (planc.targets.loading) ----------------------------------------------------
+    # -- loading (planc.checkpoints.sharded.load) ---------------------------------------------
 
     def load(self, source, like=None, *, dtype=None, strict: bool = False):
         """Put the checkpoint `source` on this plan's mesh, each device reading its shard.
@@ -286,11 +286,11 @@ class Plan:
         >>> kernel.shape, tuple(kernel.sharding.spec)
         ((8, 4), (None, 'model'))
         """
-        from planc.targets.loading import load
+        from planc.checkpoints.sharded.load import load
 
         return load(self._ir, source, like, dtype=dtype, strict=strict)
 
-    # -- saving (planc.targets.orbax_io) -----------------------------------------------------
+    # -- saving (planc.checkpoints.sharded.orbax_save_restore) --------------------------------
 
     def save(self, tree, directory) -> None:
         """Write `tree` (sharded `jax.Array`s) as an Orbax checkpoint at `directory`, with
@@ -300,7 +300,7 @@ class Plan:
         an existing `directory` raises `FileExistsError`. `plan.load(directory)` under
         another plan reshards it and says so in a note (P417).
         """
-        from planc.targets.orbax_io import save
+        from planc.checkpoints.sharded.orbax_save_restore import save
 
         save(self._ir, tree, directory)
 

@@ -15,8 +15,8 @@ import pytest
 
 import planc
 from planc.resolve import Resolver
-from planc.targets.jax_module import module_text as jax_module_text
-from planc.targets.keras_module import module_text as keras_module_text
+from planc.targets.emit.jax_module import module_text as jax_module_text
+from planc.targets.emit.keras_module import module_text as keras_module_text
 from planc.variables import Variable
 
 MESH = "mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\n"

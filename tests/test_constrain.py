@@ -13,7 +13,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import planc
-from planc.targets.jax_activations import ConstraintNote
+from planc.targets.jax.activations import ConstraintNote
 
 PLAN = """mesh(data = 2, model = 4)
 model_parallel(batch = data)

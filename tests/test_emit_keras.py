@@ -13,7 +13,7 @@ import pytest
 import planc
 from planc.cli import main as planc_main
 from planc.resolve import Resolver
-from planc.targets.keras_module import module_text
+from planc.targets.emit.keras_module import module_text
 from planc.variables import Variable
 
 MESH = "mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\n"
@@ -221,7 +221,7 @@ def test_emitted_module_imports_only_keras_at_top_level():
 
 
 def test_emitted_module_is_the_same_bytes_under_any_hash_seed():
-    code = ("import planc; from planc.targets.keras_module import module_text; "
+    code = ("import planc; from planc.targets.emit.keras_module import module_text; "
             "import sys; sys.stdout.write(module_text(planc.loads(sys.argv[1], "
             "file='t.kd').ir))")
     text = MESH + PLANS["full, first, literals and default"]

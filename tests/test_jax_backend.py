@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import planc  # noqa: E402
-from planc.targets import jax as backend  # noqa: E402
+from planc.targets.jax import sharding as backend  # noqa: E402
 from planc.targets.devices import _device_grid  # noqa: E402
 
 import models_jax  # noqa: E402

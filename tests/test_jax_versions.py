@@ -11,7 +11,7 @@ import pytest
 
 import planc
 from conftest import ROOT
-from planc.targets.jax_compat import FEATURES, MIN_JAX, axis_type, require
+from planc.targets.jax.compat import FEATURES, MIN_JAX, axis_type, require
 
 
 def version(text):
@@ -76,7 +76,7 @@ def test_an_axis_type_the_installed_jax_does_not_know_is_p316_at_axis_types():
 
 
 def test_the_emitted_module_names_the_oldest_jax_when_a_feature_is_missing():
-    from planc.targets.jax_module import module_text
+    from planc.targets.emit.jax_module import module_text
     text = module_text(planc.loads("mesh(batch = auto)\ndata_parallel").ir)
     assert "jax.set_mesh" in text and "jax.sharding.reshard" in text
     assert text.count(f"this module needs jax>={MIN_JAX}") == 3

@@ -15,8 +15,8 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import planc  # noqa: E402
 from planc import keras_api  # noqa: E402
-from planc.targets import keras as backend  # noqa: E402
-from planc.targets.keras_env import INSTALL_HINT  # noqa: E402
+from planc.targets.keras import distribution as backend  # noqa: E402
+from planc.targets.keras.env import INSTALL_HINT  # noqa: E402
 from planc.resolve import Resolver  # noqa: E402
 from planc.variables import Variable  # noqa: E402
 

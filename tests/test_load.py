@@ -15,7 +15,7 @@ import safetensors.numpy
 
 import planc
 from planc.checkpoints.tensors import open_checkpoint
-from planc.targets.loading import CheckpointWarning
+from planc.checkpoints.sharded.load import CheckpointWarning
 
 PLAN = r'''
 mesh(batch = auto, model = 4)

@@ -14,11 +14,11 @@ import pytest
 
 import planc
 from planc.checkpoints.binding import bind_checkpoint
-from planc.checkpoints.orbax import OrbaxCheckpoint, saved_plan
+from planc.checkpoints.orbax_dir import OrbaxCheckpoint, saved_plan
 from planc.checkpoints.tensors import CheckpointError, open_checkpoint
-from planc.targets import orbax_io
-from planc.targets.compiled_json import fingerprint
-from planc.targets.loading import CheckpointWarning
+from planc.checkpoints.sharded import orbax_save_restore
+from planc.targets.emit.compiled_json import fingerprint
+from planc.checkpoints.sharded.load import CheckpointWarning
 
 PLAN_A = """\
 mesh(data = 4, model = 2)
@@ -74,7 +74,7 @@ def restore_under(plan, directory):
     abstract = {s.variable.path: jax.ShapeDtypeStruct(s.variable.shape, s.variable.dtype)
                 for s in sources}
     shardings = plan.shardings(abstract)
-    return orbax_io.restore(plan.ir, checkpoint, sources, shardings), shardings
+    return orbax_save_restore.restore(plan.ir, checkpoint, sources, shardings), shardings
 
 
 # -- save -----------------------------------------------------------------------------
@@ -132,7 +132,7 @@ def test_a_checkpoint_saved_under_plan_a_restores_equal_under_plan_b(plans, save
 
 def test_restoring_under_another_plan_is_one_note_naming_the_saving_plan(plans, saved):
     a, b = plans
-    note = orbax_io.reshard_note(b.ir, open_checkpoint(saved))
+    note = orbax_save_restore.reshard_note(b.ir, open_checkpoint(saved))
     assert note.code == "P417" and note.severity.value == "note"
     assert "plan `a`" in note.message and fingerprint(a.ir) in note.message
     assert "plan `b`" in note.message
@@ -141,8 +141,8 @@ def test_restoring_under_another_plan_is_one_note_naming_the_saving_plan(plans, 
 def test_restoring_under_the_saving_plan_gives_no_note_bound_or_not(plans, saved):
     a, _ = plans
     checkpoint = open_checkpoint(saved)
-    assert orbax_io.reshard_note(a.ir, checkpoint) is None
-    assert orbax_io.reshard_note(a.with_devices(8).ir, checkpoint) is None
+    assert orbax_save_restore.reshard_note(a.ir, checkpoint) is None
+    assert orbax_save_restore.reshard_note(a.with_devices(8).ir, checkpoint) is None
 
 
 def test_a_plain_orbax_checkpoint_restores_without_a_note(plans, tmp_path):
@@ -152,7 +152,7 @@ def test_a_plain_orbax_checkpoint_restores_without_a_note(plans, tmp_path):
         checkpointer.save(directory, a.shard(model()))
     checkpoint = open_checkpoint(directory)
     assert saved_plan(checkpoint) is None
-    assert orbax_io.reshard_note(b.ir, checkpoint) is None
+    assert orbax_save_restore.reshard_note(b.ir, checkpoint) is None
     arrays, _ = restore_under(b, directory)
     np.testing.assert_array_equal(np.asarray(arrays["dense/kernel"]),
                                   np.asarray(model()["dense"]["kernel"]))
@@ -177,7 +177,7 @@ def test_restore_casts_only_to_the_dtype_asked_for(plans, saved):
     assert not problems
     shardings = b.shardings({s.variable.path: jax.ShapeDtypeStruct(s.variable.shape, "bfloat16")
                              for s in sources})
-    arrays = orbax_io.restore(b.ir, checkpoint, sources, shardings, dtype="bfloat16")
+    arrays = orbax_save_restore.restore(b.ir, checkpoint, sources, shardings, dtype="bfloat16")
     assert {str(a.dtype) for a in arrays.values()} == {"bfloat16"}
     np.testing.assert_array_equal(np.asarray(arrays["dense/bias"], dtype=np.float32),
                                   np.arange(8) * 0.5)
@@ -189,7 +189,7 @@ def test_restoring_some_tensors_reads_only_theirs(plans, saved):
     sources, _ = bind_checkpoint(b.ir, checkpoint.tensors)
     bias = [s for s in sources if s.variable.path == "dense/bias"]
     sharding = b.shardings({"dense/bias": jax.ShapeDtypeStruct((8,), "float32")})
-    arrays = orbax_io.restore(b.ir, checkpoint, bias, sharding)
+    arrays = orbax_save_restore.restore(b.ir, checkpoint, bias, sharding)
     assert list(arrays) == ["dense/bias"]
     assert checkpoint.bytes_read == 8 * 4  # replicated: one copy counted, the others skipped
 
@@ -313,7 +313,7 @@ def test_a_failed_save_in_parts_leaves_nothing_behind(plans, tmp_path):
         raise CheckpointError("P413 src.safetensors: tensor `x` is truncated")
 
     with pytest.raises(CheckpointError):
-        orbax_io.save_parts(a.ir, parts(), directory)
+        orbax_save_restore.save_parts(a.ir, parts(), directory)
     assert os.listdir(tmp_path / "dst") == []
 
 
@@ -322,7 +322,7 @@ def test_saving_in_parts_gives_one_checkpoint_with_every_part(plans, tmp_path):
     sharded = flat(a.shard(model()))
     (tmp_path / "dst").mkdir()
     directory = tmp_path / "dst" / "out"
-    orbax_io.save_parts(a.ir, ({k: v} for k, v in sharded.items()), directory)
+    orbax_save_restore.save_parts(a.ir, ({k: v} for k, v in sharded.items()), directory)
     assert os.listdir(tmp_path / "dst") == ["out"]
     arrays, _ = restore_under(b, directory)
     for path, array in arrays.items():

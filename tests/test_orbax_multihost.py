@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from multihost.procs import HERE, clean_env, launch_cmd, results, run
-from planc.checkpoints.orbax import saved_plan
+from planc.checkpoints.orbax_dir import saved_plan
 from planc.checkpoints.tensors import open_checkpoint
 
 pytestmark = pytest.mark.multihost

@@ -21,7 +21,7 @@ import planc
 from planc.resolve import Resolver
 from planc.sources import variables_of_object
 from planc.sources._common import make_variable
-from planc.targets.jax_module import module_text
+from planc.targets.emit.jax_module import module_text
 from planc.variables import Variable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))

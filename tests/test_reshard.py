@@ -221,8 +221,8 @@ def test_a_source_that_fails_mid_write_leaves_no_partial_destination(src, plan_f
     import planc
     from planc.checkpoints.binding import bind_checkpoint
     from planc.checkpoints.tensors import CheckpointError
-    from planc.targets.orbax_io import save_parts
-    from planc.targets.reshard import parts
+    from planc.checkpoints.sharded.orbax_save_restore import save_parts
+    from planc.checkpoints.sharded.reshard import parts
 
     plan = planc.load_plan(plan_file(TORCH_PLAN))
     checkpoint = open_checkpoint(src)

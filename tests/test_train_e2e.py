@@ -165,7 +165,7 @@ def _expected_shard_shape(shape, spec, mesh):
 
 
 def _paths(tree):
-    from planc.targets.jax import tree_paths
+    from planc.targets.jax.sharding import tree_paths
 
     return tree_paths(tree)[0]
 

@@ -149,7 +149,7 @@ def test_the_plan_trains_as_the_unsharded_run_does(types, reference):
     seen = []
     with plan.use():
         params = plan.shard(init_params())
-        for path, leaf in planc.targets.jax.tree_paths(params)[0]:
+        for path, leaf in planc.targets.jax.sharding.tree_paths(params)[0]:
             assert type_spec(leaf, explicit) == plan.partition_spec(path, leaf.shape), path
         params, losses = train(params, batches(), checking(plan.constrain, explicit, seen),
                                plan.shard_batch)
@@ -160,7 +160,7 @@ def test_the_plan_trains_as_the_unsharded_run_does(types, reference):
             assert spec == EXPECTED_OUTPUTS[name], name
     if explicit:  # the layout is part of the type, so the step keeps it
         mesh = plan.mesh()
-        for path, leaf in planc.targets.jax.tree_paths(params)[0]:
+        for path, leaf in planc.targets.jax.sharding.tree_paths(params)[0]:
             wanted = NamedSharding(mesh, plan.partition_spec(path, leaf.shape))
             assert leaf.sharding.is_equivalent_to(wanted, leaf.ndim), path
 
@@ -186,7 +186,7 @@ def test_the_emitted_module_trains_as_the_plan_does(types, reference, tmp_path):
     with module.use():
         mesh = module.make_mesh()
         params = module.shard(init_params(), mesh)
-        for path, leaf in planc.targets.jax.tree_paths(params)[0]:
+        for path, leaf in planc.targets.jax.sharding.tree_paths(params)[0]:
             assert type_spec(leaf, explicit) == module.partition_spec(path, leaf.shape), path
         _, losses = train(params, batches(),
                           checking(lambda x, name: module.constrain(x, name, mesh), explicit,

@@ -13,7 +13,7 @@ path                                   reader
 ``.json`` with a ``weight_map``)       the index, never outside its directory)
 ``x.npz``                              `planc.checkpoints.npz_file`
 ``x.h5`` / ``x.weights.h5``            `planc.checkpoints.h5_file` (HDF5 datasets)
-a directory Orbax wrote                `planc.checkpoints.orbax` (Orbax's own API)
+a directory Orbax wrote                `planc.checkpoints.orbax_dir` (Orbax's own API)
 a directory with ``model.safetensors.  that file, as `planc.sources` reads it
 index.json`` or ``model.safetensors``
 =====================================  ==============================================

@@ -4,10 +4,10 @@
                   [--target jax|keras|json] [-o FILE]
 
 - `--target jax` (default) writes a Python module that needs only `jax`, `numpy` and
-  `re` (`planc.targets.jax_module`).
-- `--target keras` writes a module that needs only `keras` (`planc.targets.keras_module`).
+  `re` (`planc.targets.emit.jax_module`).
+- `--target keras` writes a module that needs only `keras` (`planc.targets.emit.keras_module`).
 - `--target json` writes the resolved plan as JSON, schema `planc.compiled/1`
-  (`planc.targets.compiled_json`).
+  (`planc.targets.emit.compiled_json`).
 
 With `--model`, the plan is resolved against the model's variables first: any error
 (an unmatched matrix, an ambiguous match, a rank or divisibility misfit) refuses the
@@ -83,15 +83,15 @@ def _refusal(ir: PlanIR, errors: int, model: str) -> Diagnostic:
 def _render(target: str, ir: PlanIR, resolution) -> str:
     """The text `target` writes for `ir` (and the model resolved against it)."""
     if target == "json":
-        from planc.targets.compiled_json import compiled_json
+        from planc.targets.emit.compiled_json import compiled_json
 
         return compiled_json(ir, resolution)
     if target == "keras":
         try:
-            from planc.targets.keras_module import module_text
+            from planc.targets.emit.keras_module import module_text
         except ImportError as exc:
             raise UsageError(f"keras target not available: {exc}") from None
     else:
-        from planc.targets.jax_module import module_text
+        from planc.targets.emit.jax_module import module_text
     return module_text(ir, resolution)
 

@@ -10,10 +10,10 @@ the shards written are the ones the plan places. Names are renamed by the plan's
 block; every tensor is bound, checked and resolved to its layout before a byte of data is
 read (exit 1 on any error, nothing written).
 
-Memory: tensors are read a part at a time (`planc.targets.reshard.PART_BYTES` device bytes,
-or one tensor when it is larger) and each part is written as an Orbax partial save, so
-peak memory is about one part, not the model. DST appears only when Orbax finalizes it:
-an existing DST is refused, and on any failure nothing is left at DST.
+Memory: tensors are read a part at a time (`planc.checkpoints.sharded.reshard.PART_BYTES`
+device bytes, or one tensor when it is larger) and each part is written as an Orbax partial
+save, so peak memory is about one part, not the model. DST appears only when Orbax
+finalizes it: an existing DST is refused, and on any failure nothing is left at DST.
 
 Exit codes: 0 written; 1 the plan, the checkpoint or the binding has errors; 2 a usage
 error, an unreadable SRC, an existing DST, or a DST that cannot be written.
@@ -98,7 +98,7 @@ def run(args) -> int:
 def _reshard(args, plan, n, dst, diags, plan_sources) -> int:
     from planc.checkpoints.binding import bind_checkpoint
     from planc.checkpoints.tensors import CheckpointError, open_checkpoint
-    from planc.targets.loading import narrowed_by_jax
+    from planc.checkpoints.sharded.load import narrowed_by_jax
 
     def report(found):
         if found:
@@ -146,14 +146,14 @@ def _shardings(plan, bound, n) -> dict:
 def _note(ir, checkpoint) -> list:
     if checkpoint.kind != "orbax":
         return []
-    from planc.targets.orbax_io import reshard_note
+    from planc.checkpoints.sharded.orbax_save_restore import reshard_note
 
     note = reshard_note(ir, checkpoint)
     return [note] if note is not None else []
 
 
 def _tree_clash(bound, dst):
-    from planc.targets.orbax_io import nest
+    from planc.checkpoints.sharded.orbax_save_restore import nest
 
     try:
         nest({s.variable.path: None for s in bound})
@@ -166,8 +166,8 @@ def _tree_clash(bound, dst):
 def _write(ir, checkpoint, bound, shardings, dst, n):
     """None when DST was written, else the P419 diagnostic (nothing left at DST)."""
     from planc.checkpoints.tensors import CheckpointError
-    from planc.targets.orbax_io import save_parts
-    from planc.targets.reshard import parts
+    from planc.checkpoints.sharded.orbax_save_restore import save_parts
+    from planc.checkpoints.sharded.reshard import parts
 
     try:
         save_parts(ir, parts(ir, checkpoint, bound, shardings, progress=True), dst, devices=n)

@@ -19,7 +19,7 @@ Choices a user should know:
   the plan's spec in their type. Inside a traced function, placement (`shard` on
   tracers, `constrain`) uses `jax.sharding.reshard` for the explicit axes of a spec and
   `jax.lax.with_sharding_constraint` for its auto axes; outside one, `jax.device_put`.
-  The activation helpers are in `planc.targets.jax_activations`.
+  The activation helpers are in `planc.targets.jax.activations`.
 - **Blocks.** JAX has no block sharding: `model[128]` is a divisibility constraint
   (the dimension must divide by 128 x size(model), checked by the resolver) and the
   `PartitionSpec` entry is the plain axis `"model"`. Contiguous equal shards of a
@@ -52,7 +52,7 @@ from planc.resolve import ResolvedLayout, Resolver
 from planc.sources.objects import key_text
 from planc.targets.devices import _device_grid, _device_list
 from planc.targets.expressible import indivisible_batch, scalar_batch
-from planc.targets.jax_compat import axis_type, require
+from planc.targets.jax.compat import axis_type, require
 from planc.variables import Variable
 
 __all__ = [

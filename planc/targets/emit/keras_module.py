@@ -15,7 +15,7 @@ How planc's semantics become Keras keys, so that the module answers as planc doe
 under Keras <= 3.13 (`re.search`) and >= 3.14 (`re.fullmatch`) alike:
 
 - **Keys.** Anchored, with planc's precedence written in as negative lookaheads: see
-  `planc.targets.keras_keys`.
+  `planc.targets.emit.keras_keys`.
 - **Two namespaces.** Output rules are looked up only for layer outputs and variable
   rules only for variables (`PlanModelParallel` overrides `get_tensor_layout`), and
   scalars (optimizer step, metric totals) are always replicated.
@@ -32,11 +32,11 @@ under Keras <= 3.13 (`re.search`) and >= 3.14 (`re.fullmatch`) alike:
   shape or whose pattern has an end anchor (`$`, `\\Z`: in Keras the layer path is
   followed by `/output`).
 
-Its runtime is planc's own code, copied (see `planc.targets.codegen`): the binding of
-`planc.targets.runtime_binding` with planc's `check` evaluator; the device order of
+Its runtime is planc's own code, copied (see `planc.targets.emit.codegen`): the binding of
+`planc.targets.emit.runtime_binding` with planc's `check` evaluator; the device order of
 `planc.targets.devices`, so that on the JAX backend `device_mesh()` arranges
 `jax.devices()` as `plan.mesh()` and the JAX module do (on other backends it reshapes
-`list_devices()` row-major); and `planc.targets.runtime_keras`.
+`list_devices()` row-major); and `planc.targets.emit.runtime_keras`.
 """
 
 from __future__ import annotations
@@ -48,15 +48,15 @@ from planc.check.expression import _eval
 from planc.diagnostics import Diagnostic, PlanError
 from planc.ir import PlanIR, Rule
 from planc.matching.scan import has_end_anchor
-from planc.targets.codegen import (check_constants, docstring_name, literal, mesh_constants,
-                                   refuse_backtracking, refuse_errors, runtime_source,
-                                   section_source)
+from planc.targets.emit.codegen import (check_constants, docstring_name, literal,
+                                        mesh_constants, refuse_backtracking, refuse_errors,
+                                        runtime_source, section_source)
 from planc.targets.expressible import (WITH_THE_MODEL, batch_over_several_axes,
                                        end_anchored_output, explicit_axes_for_keras, multi_axis_dimension,
                                        shape_dependent_output, shape_dependent_rule,
                                        shape_free_axes, splits_over_several_axes)
-from planc.targets.keras_keys import SectionKeys, anchored_key
-from planc.targets.runtime_binding import _bind, _run_checks
+from planc.targets.emit.keras_keys import SectionKeys, anchored_key
+from planc.targets.emit.runtime_binding import _bind, _run_checks
 
 __all__ = ["module_text"]
 
@@ -98,7 +98,7 @@ def module_text(ir: PlanIR, resolution=None) -> str:
 def _runtime() -> str:
     return runtime_source(_bind, _eval, _run_checks,
                           section_source("planc.targets.devices", "device order"),
-                          section_source("planc.targets.runtime_keras", "runtime"))
+                          section_source("planc.targets.emit.runtime_keras", "runtime"))
 
 
 # -- what each rule becomes ----------------------------------------------------------------

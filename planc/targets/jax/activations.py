@@ -10,7 +10,7 @@ the `outputs` rules as a layer path is (`decoder/block_0/attention`).
   pointing at the rule's line, where JAX would pad silently under `auto` axes and fail
   only when the value is printed (jax-ml/jax#15788). No rule for the name: the value is
   returned unchanged, with a P318 note as a `ConstraintNote` warning.
-- The primitive follows the axis types: see `planc.targets.jax.place`.
+- The primitive follows the axis types: see `planc.targets.jax.sharding.place`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from planc.diagnostics import Diagnostic, PlanError, error, note
 from planc.diagnostics.text import render_text
 from planc.ir import PlanIR
-from planc.targets import jax as target
-from planc.targets.jax_compat import require
+from planc.targets.jax import sharding as target
+from planc.targets.jax.compat import require
 from planc.variables import Variable
 
 __all__ = ["use", "constrain", "activation_spec", "shard_map", "ConstraintNote"]

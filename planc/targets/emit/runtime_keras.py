@@ -1,13 +1,13 @@
 """The runtime of the module `planc compile --target keras` writes: its public functions.
 
 The emitted module carries a verbatim copy of the section below its marker line (after
-the binding of `planc.targets.runtime_binding` and the device order of
+the binding of `planc.targets.emit.runtime_binding` and the device order of
 `planc.targets.devices`), and runs where planc is not installed. So the code there uses
 only Keras (and jax, on the JAX backend, for the device order), the names imported
 here (which the emitted module imports or carries too) and the emitted module's
 constants, which stand here for a plan of one `auto` axis and no rules.
 
-Writing a module reads this file without running it (`planc.targets.codegen`), so
+Writing a module reads this file without running it (`planc.targets.emit.codegen`), so
 `planc compile --target keras` works where Keras is not installed.
 """
 
@@ -17,7 +17,7 @@ import keras
 from keras import distribution as kd
 
 from planc.targets.devices import _device_grid
-from planc.targets.runtime_binding import _bind
+from planc.targets.emit.runtime_binding import _bind
 
 MESH_AXES: tuple = ("batch",)
 SLICES: tuple = (1,)

@@ -20,7 +20,7 @@ from planc.resolve import Resolver
 from planc.targets.expressible import (WITH_THE_SHAPE, indivisible_batch, is_multi_axis,
                                        shape_dependent_output, shape_dependent_rule,
                                        shape_free_axes)
-from planc.targets.keras_env import keras_module
+from planc.targets.keras.env import keras_module
 from planc.variables import Variable
 
 __all__ = ["OUTPUT_SUFFIX", "classes", "tensor_layout"]

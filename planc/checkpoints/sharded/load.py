@@ -15,7 +15,7 @@ The order of work is the guarantee:
    process reads only the bytes its own devices hold, and a slice several devices
    share is read once. The file is closed after each variable, so host memory holds
    the devices' shards plus at most one variable in flight. Orbax checkpoints are
-   restored by Orbax itself into the same shardings (`planc.targets.orbax_io`).
+   restored by Orbax itself into the same shardings (`orbax_save_restore`).
 4. A Keras model is assigned only once every array exists: a load fills every variable
    or changes none. Its optimizer state is not touched.
 
@@ -40,7 +40,7 @@ from planc.diagnostics.text import render_text
 from planc.ir import PlanIR
 from planc.sources._common import normalize_dtype
 from planc.sources.objects import describe
-from planc.targets import jax as jax_target
+from planc.targets.jax import sharding as jax_target
 from planc.variables import Variable
 
 __all__ = ["load", "CheckpointWarning"]
@@ -84,7 +84,7 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
         owners = list(keras_model.variables)
         variables = [_variable(v.path, v.shape, v.dtype, "Keras variable") for v in owners]
         if checkpoint.kind == "h5":
-            from planc.targets.keras_weights import KerasView
+            from planc.checkpoints.sharded.keras_weights import KerasView
 
             checkpoint = KerasView(checkpoint, keras_model)
     elif like is not None:
@@ -114,7 +114,7 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
                                         diags), stacklevel=4)
 
     if checkpoint.kind == "orbax":
-        from planc.targets.orbax_io import restore
+        from planc.checkpoints.sharded.orbax_save_restore import restore
 
         arrays = restore(ir, checkpoint, sources, shardings, dtype=dtype)
     else:
@@ -164,7 +164,7 @@ def narrowed_by_jax(ir: PlanIR, sources) -> tuple:
 def _reshard_note(ir: PlanIR, checkpoint) -> tuple:
     if checkpoint.kind != "orbax":
         return ()
-    from planc.targets.orbax_io import reshard_note
+    from planc.checkpoints.sharded.orbax_save_restore import reshard_note
 
     found = reshard_note(ir, checkpoint)
     return () if found is None else (found,)

@@ -178,8 +178,9 @@ class OrbaxCheckpoint(Checkpoint):
     """An Orbax checkpoint directory: `.tensors` from its metadata, no array data read.
 
     `.custom_metadata` is what the saver recorded (`plan.save` records the plan there;
-    see `saved_plan`). Loading goes through `planc.targets.orbax_io.restore`, which
-    restores each device's shard straight into the plan's shardings.
+    see `saved_plan`). Loading goes through
+    `planc.checkpoints.sharded.orbax_save_restore.restore`, which restores each device's
+    shard straight into the plan's shardings.
 
     >>> OrbaxCheckpoint("no/such/dir")
     Traceback (most recent call last):
@@ -240,8 +241,9 @@ class OrbaxCheckpoint(Checkpoint):
         """`name[index]` as a numpy array.
 
         Orbax restores whole arrays or whole shards, so this restores the tensor onto one
-        device and slices it there: `planc.targets.orbax_io.restore` (what `plan.load`
-        uses) restores straight into a sharding instead, each device reading its shard.
+        device and slices it there: `planc.checkpoints.sharded.orbax_save_restore.restore`
+        (what `plan.load` uses) restores straight into a sharding instead, each device
+        reading its shard.
         """
         import jax
         import numpy as np
@@ -255,9 +257,9 @@ class OrbaxCheckpoint(Checkpoint):
 def saved_plan(checkpoint) -> dict | None:
     """The plan `checkpoint` was saved under, as `plan.save` recorded it, or None.
 
-    The record (`planc.targets.orbax_io.plan_record`) holds `schema`, `plan` (the name),
-    `fingerprint`, `fingerprint_bound`, `devices`, `file`, `text` (the plan verbatim) and
-    `planc_version`. A checkpoint Orbax wrote without planc (or whose record is not one
+    The record (`planc.checkpoints.sharded.orbax_save_restore.plan_record`) holds
+    `schema`, `plan` (the name), `fingerprint`, `fingerprint_bound`, `devices`, `file`,
+    `text` (the plan verbatim) and `planc_version`. A checkpoint Orbax wrote without planc (or whose record is not one
     planc wrote) has none.
 
     >>> class Saved: custom_metadata = {"planc": {"plan": "a", "fingerprint": "ab", "text": ""}}

@@ -5,9 +5,10 @@ a byte of data is read (the caller does that: `bind_checkpoint`, then `shardings
 `parts` builds the arrays in checkpoint order, each device's shard read straight from the
 source (`Checkpoint.read` for safetensors and index files, Orbax's own restore for Orbax
 directories), and hands them over in parts of at most `PART_BYTES` device bytes (a
-larger tensor is a part alone); `orbax_io.save_parts` writes each part as an Orbax partial
-save and frees it before the next is read. Peak memory is therefore a small multiple of
-one part (or of the largest tensor's device bytes, replicas included), not the model.
+larger tensor is a part alone); `orbax_save_restore.save_parts` writes each part as an
+Orbax partial save and frees it before the next is read. Peak memory is therefore a small
+multiple of one part (or of the largest tensor's device bytes, replicas included), not
+the model.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 from collections.abc import Iterator
 
 from planc.progress import with_progress
-from planc.targets.loading import build_array
+from planc.checkpoints.sharded.load import build_array
 from planc.variables import itemsize
 
 __all__ = ["PART_BYTES", "device_bytes", "parts"]
@@ -36,7 +37,7 @@ def device_bytes(shape, dtype: str, sharding) -> int:
 
 def _build(ir, checkpoint, batch) -> dict:
     if getattr(checkpoint, "kind", None) == "orbax":
-        from planc.targets.orbax_io import restore
+        from planc.checkpoints.sharded.orbax_save_restore import restore
 
         return restore(ir, checkpoint, [s for s, _ in batch], [h for _, h in batch])
     arrays = {}

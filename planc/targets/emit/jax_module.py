@@ -16,10 +16,10 @@ divisibility). Its API mirrors `planc.Plan`:
     use(mesh=None) -> jax.set_mesh over the plan's mesh (a setter and a context manager)
     constrain(x, name, mesh=None) -> x laid out by the `outputs` rule for `name`
 
-Its runtime is planc's own code, copied (see `planc.targets.codegen`): the device order
+Its runtime is planc's own code, copied (see `planc.targets.emit.codegen`): the device order
 of `planc.targets.devices`, so the module and `plan.mesh()` place devices identically;
-the binding of `planc.targets.runtime_binding` with planc's `check` evaluator; and
-`planc.targets.runtime_jax`.
+the binding of `planc.targets.emit.runtime_binding` with planc's `check` evaluator; and
+`planc.targets.emit.runtime_jax`.
 
 Where `re2` is importable the module matches with planc's own engine: planc's RE2
 translation of every pattern is carried as data (`RE2_RULES`) and matched in one pass,
@@ -39,11 +39,11 @@ from planc import limits
 from planc.check.expression import _eval
 from planc.ir import Alternative, Dim, PlanIR, Rule
 from planc.matching.translate import _MAX_MEM, _translate
-from planc.targets.codegen import (check_constants, docstring_name, literal, mesh_constants,
-                                   refuse_backtracking, refuse_errors, runtime_source,
-                                   section_source)
-from planc.targets.compiled_json import fingerprint
-from planc.targets.runtime_binding import _bind, _run_checks
+from planc.targets.emit.codegen import (check_constants, docstring_name, literal,
+                                        mesh_constants, refuse_backtracking, refuse_errors,
+                                        runtime_source, section_source)
+from planc.targets.emit.compiled_json import fingerprint
+from planc.targets.emit.runtime_binding import _bind, _run_checks
 
 __all__ = ["module_text"]
 
@@ -142,7 +142,7 @@ def _runtime() -> str:
     devices = "planc.targets.devices"
     return runtime_source(section_source(devices, "device order"), _bind, _eval, _run_checks,
                           section_source(devices, "device list"),
-                          section_source("planc.targets.runtime_jax", "runtime"))
+                          section_source("planc.targets.emit.runtime_jax", "runtime"))
 
 
 _HEADER = '''\

@@ -47,7 +47,7 @@ import json
 from planc._version import __version__
 from planc.diagnostics import Span
 from planc.ir import Alternative, Check, PlanIR, Rule
-from planc.targets.codegen import refuse_errors
+from planc.targets.emit.codegen import refuse_errors
 
 __all__ = ["fingerprint", "compiled_json"]
 

@@ -46,8 +46,8 @@ import math
 from planc.check.binding import bind_devices
 from planc.ir import PlanIR
 from planc.targets.expressible import check_expressible
-from planc.targets.keras_classes import classes
-from planc.targets.keras_env import backend_name, keras_module, require_distribution_support
+from planc.targets.keras.classes import classes
+from planc.targets.keras.env import backend_name, keras_module, require_distribution_support
 
 __all__ = ["device_mesh", "layout_map", "to_keras", "activate"]
 
@@ -57,7 +57,7 @@ def _mesh_and_ir(ir: PlanIR, devices=None):
     the JAX target's mesh, in its order."""
     kd = keras_module().distribution
     if backend_name() == "jax":
-        from planc.targets.jax import make_mesh
+        from planc.targets.jax.sharding import make_mesh
 
         jax_mesh = make_mesh(ir, devices)
         grid = jax_mesh.devices

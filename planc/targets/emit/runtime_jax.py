@@ -2,11 +2,11 @@
 
 The emitted module carries a verbatim copy of the section below its marker line (after
 the device order of `planc.targets.devices` and the binding of
-`planc.targets.runtime_binding`), and runs where planc is not installed. So the code
+`planc.targets.emit.runtime_binding`), and runs where planc is not installed. So the code
 there uses only `re`, jax and numpy, the names imported here (which the emitted module
 imports or carries too) and the emitted module's constants, which stand here for a
 plan of one `auto` axis, no rules and no default: every variable is replicated.
-Writing a module reads this file without running it (`planc.targets.codegen`).
+Writing a module reads this file without running it (`planc.targets.emit.codegen`).
 
 It is a small resolver with planc's semantics (`planc.resolve.Resolver`): match mode,
 overlap, literal precedence, default, `...`, alternatives fitted by rank and
@@ -24,7 +24,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from planc.limits import MAX_PATH_LENGTH
 from planc.targets.devices import _device_grid, _device_list
-from planc.targets.runtime_binding import _bind
+from planc.targets.emit.runtime_binding import _bind
 
 PLAN_NAME = "runtime"
 MESH_AXES: tuple = ("batch",)

@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping
 
 from planc._version import __version__
 from planc.check.binding import bind_devices
-from planc.checkpoints.orbax import PLAN_KEY, saved_plan
+from planc.checkpoints.orbax_dir import PLAN_KEY, saved_plan
 from planc.diagnostics import Diagnostic, PlanError, Span, note
 from planc.ir import PlanIR
-from planc.targets.compiled_json import fingerprint
+from planc.targets.emit.compiled_json import fingerprint
 
 __all__ = ["restore", "save", "save_parts", "plan_record", "reshard_note", "nest"]
 
