@@ -1,5 +1,5 @@
 """A real editor's side of `planc lsp`: pygls's own client driving the server as a
-subprocess over stdio, as VS Code or Neovim would. Used by tests/test_lsp*.py and
+subprocess over stdio, as VS Code or Neovim would. Used by tests/lsp/ and
 bench/lsp_latency.py."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 
 from planc.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLANS = ROOT / "plans"
 MODEL = PLANS / "models" / "gemma_2b.json"
 

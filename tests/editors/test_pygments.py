@@ -16,7 +16,7 @@ from pygments.token import Comment, Error, Keyword, Name, Number, String  # noqa
 
 from planc.highlight import PlancLexer, keywords  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Every plan file of the repository (the zoo, and the documentation's examples).
 PLANS = sorted(ROOT.glob("plans/**/*.kd")) + sorted(ROOT.glob("examples/**/*.kd"))
 CONSTANT_WORDS = {"default", "replicated", "auto", "_"}

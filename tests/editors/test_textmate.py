@@ -16,7 +16,7 @@ import pytest
 
 from planc.highlight import keywords
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VSCODE = ROOT / "editors" / "vscode"
 GRAMMAR = json.loads((VSCODE / "syntaxes" / "planc.tmLanguage.json").read_text())
 PLANS = sorted(ROOT.glob("plans/**/*.kd")) + sorted(ROOT.glob("examples/**/*.kd"))

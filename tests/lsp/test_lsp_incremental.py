@@ -14,7 +14,7 @@ from planc.lsp.analysis import analyse
 from planc.lsp.incremental import reparse
 from planc.syntax import parse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLANS = sorted(ROOT.glob("plans/*.kd"))
 ALPHABET = 'abmodel_0123456789 ()[],.|"#\\->*{}'
 

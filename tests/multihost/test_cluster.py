@@ -1,7 +1,7 @@
 """Where a process sits in the cluster, and the errors of a cluster that cannot start.
 
 These run inside the test process and never start a JAX runtime (one process can start
-only one, ever). tests/test_multihost.py starts real clusters in subprocesses.
+only one, ever). tests/multihost/test_jax_clusters.py starts real clusters in subprocesses.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`cluster auto`: the launcher JAX would find (Slurm, Open MPI, Kubernetes, ...), read the
 way JAX reads it, and the preflight problems that would hang a start-up, each with its
-code. Nothing here starts a runtime; tests/test_slurm.py, test_mpirun.py and
+code. Nothing here starts a runtime; tests/multihost/test_slurm.py, test_mpirun.py and
 test_launch_auto.py start real clusters.
 """
 
@@ -19,7 +19,7 @@ from planc.multihost import environments, preflight
 from planc.multihost.cluster import ClusterError, ClusterSpec, cluster_spec, initialize, \
     jax_arguments
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MESH = "mesh(batch = auto, model = 2)\n\nmodel_parallel(batch = batch)\n"
 
 

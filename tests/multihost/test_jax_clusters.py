@@ -1,8 +1,9 @@
 """One plan, several processes: real JAX clusters on loopback under `planc launch`.
 
-Each test starts 2 processes x 4 simulated CPU devices running tests/multihost/worker.py
-and reads the `[i] RESULT {json}` lines they print. The runs are bounded
-(`procs.BOUND`), so a cluster that hangs fails its test instead of the suite.
+Each test starts 2 processes x 4 simulated CPU devices running
+tests/multihost/workers/worker.py and reads the `[i] RESULT {json}` lines they print. The
+runs are bounded (`procs.BOUND`), so a cluster that hangs fails its test instead of the
+suite.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import sys
 import numpy as np
 import pytest
 
-from multihost.procs import (ROOT, WORKER, alive, clean_env, launch_cmd, pids, results, run,
-                             wait_for_files)
+from multihost.workers.procs import (ROOT, WORKER, alive, clean_env, launch_cmd, pids, results,
+                                     run, wait_for_files)
 
 pytestmark = pytest.mark.multihost
 

@@ -1,7 +1,8 @@
 """`planc launch`: N local processes as one cluster, run by real subprocesses.
 
-The launched programs here are small Python scripts (tests/multihost/child.py) that do
-not load JAX, so each test takes about a second; tests/test_multihost.py runs JAX itself.
+The launched programs here are small Python scripts (tests/multihost/workers/child.py)
+that do not load JAX, so each test takes about a second; test_jax_clusters.py runs JAX
+itself.
 Every run is bounded (`procs.BOUND`): a launch that fails to stop its processes fails
 the test by timing out instead of hanging the suite.
 """
@@ -16,7 +17,8 @@ import sys
 
 import pytest
 
-from multihost.procs import CHILD, ROOT, alive, clean_env, launch_cmd, pids, run, wait_for_files
+from multihost.workers.procs import (CHILD, ROOT, alive, clean_env, launch_cmd, pids, run,
+                                     wait_for_files)
 
 pytestmark = pytest.mark.multihost
 

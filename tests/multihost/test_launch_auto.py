@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from multihost.auto import (AUTO_WORKER, assert_one_cluster, auto_results,
-                            single_process_losses, worker_env)
-from multihost.procs import launch_cmd, run
+from multihost.workers.auto import (AUTO_WORKER, assert_one_cluster, auto_results,
+                                    single_process_losses, worker_env)
+from multihost.workers.procs import launch_cmd, run
 
 pytestmark = pytest.mark.multihost
 

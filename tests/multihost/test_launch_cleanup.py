@@ -16,8 +16,8 @@ import uuid
 
 import pytest
 
-from multihost.procs import (BOUND, CHILD, ROOT, alive, clean_env, launch_cmd, pids, run,
-                             wait_for_files)
+from multihost.workers.procs import (BOUND, CHILD, ROOT, alive, clean_env, launch_cmd, pids,
+                                     run, wait_for_files)
 from planc.multihost.launch import MAX_LINE
 
 pytestmark = pytest.mark.multihost

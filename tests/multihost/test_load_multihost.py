@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from multihost.procs import HERE, clean_env, launch_cmd, results, run
+from multihost.workers.procs import HERE, clean_env, launch_cmd, results, run
 
 pytestmark = pytest.mark.multihost
 

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from multihost.auto import (AUTO_WORKER, assert_one_cluster, free_port,
-                            single_process_losses, worker_env)
-from multihost.procs import run
+from multihost.workers.auto import (AUTO_WORKER, assert_one_cluster, free_port,
+                                    single_process_losses, worker_env)
+from multihost.workers.procs import run
 
 pytestmark = [pytest.mark.multihost,
               pytest.mark.skipif(shutil.which("mpirun") is None,

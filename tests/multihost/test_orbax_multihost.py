@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from multihost.procs import HERE, clean_env, launch_cmd, results, run
+from multihost.workers.procs import HERE, clean_env, launch_cmd, results, run
 from planc.checkpoints.orbax import saved_plan
 from planc.checkpoints.tensors import open_checkpoint
 

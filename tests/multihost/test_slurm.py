@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from multihost.auto import (AUTO_WORKER, assert_one_cluster, auto_results, free_port,
-                            single_process_losses, worker_env)
-from multihost.procs import BOUND, ROOT
+from multihost.workers.auto import (AUTO_WORKER, assert_one_cluster, auto_results, free_port,
+                                    single_process_losses, worker_env)
+from multihost.workers.procs import BOUND, ROOT
 
 pytestmark = pytest.mark.multihost
 

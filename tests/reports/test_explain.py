@@ -23,7 +23,7 @@ from planc.resolve import Resolver
 from planc.sources import load_variables, write_manifest
 from planc.variables import Variable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GEMMA_PLAN = str(ROOT / "plans" / "gemma.kd")
 GEMMA = str(ROOT / "plans" / "models" / "gemma_2b.json")
 DEMO = ["explain", GEMMA_PLAN, "--model", GEMMA, "-D", "tp=2", "--devices", "8"]

@@ -20,7 +20,7 @@ import safetensors.numpy
 
 from planc.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LLAMA_PLAN = str(ROOT / "plans" / "llama_fsdp_tp.kd")
 
 

@@ -125,8 +125,8 @@ def _plan_file(name):
 
 
 def _zoo_model(name):
-    """The tiny model a zoo plan is tested against (`tests/test_zoo.py` checks it is the
-    real keras-hub backbone's)."""
+    """The tiny model a zoo plan is tested against (`tests/importing/test_zoo.py` checks it
+    is the real keras-hub backbone's)."""
     return list(load_variables(str(PLANS / "models" / f"{name}_tiny.json")))
 
 

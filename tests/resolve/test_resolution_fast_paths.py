@@ -24,7 +24,7 @@ from planc.sources._common import make_variable
 from planc.targets.jax_module import module_text
 from planc.variables import Variable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from models import model_for, rule_set  # noqa: E402
 

@@ -26,7 +26,7 @@ import planc
 from planc import PlanError, Severity, Variable
 from planc.resolve import LARGE_REPLICATED_BYTES, Report, human_bytes, validate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GEMMA = ROOT / "plans" / "models" / "gemma_2b.json"
 
 MESH = "mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\n"

@@ -21,7 +21,7 @@ from planc.syntax.grammar import positioned_parser
 from planc.syntax.parser import _comments, parse
 from planc.syntax.spans import token_span
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HEAD = "mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n"
 
 

@@ -17,7 +17,7 @@ from planc.ir import Setting
 from planc.resolve import Resolver
 from planc.variables import Variable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLANS = ROOT / "plans"
 HEAD = "mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n"
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from test_suggest import hf_llama
+from suggest.test_suggest import hf_llama
 
 import planc
 from planc.cli.dispatch import main as planc_main
@@ -221,7 +221,7 @@ def test_a_large_variable_no_axis_divides_is_p507_not_a_plan_with_a_warning():
 # -- the 405B manifest of bench/ ---------------------------------------------------------------
 
 def _llama3_405b():
-    sys.path.insert(0, str(os.path.join(os.path.dirname(__file__), "..", "bench")))
+    sys.path.insert(0, str(os.path.join(os.path.dirname(__file__), "..", "..", "bench")))
     from models import llama3_405b
 
     return [planc.Variable(p, tuple(s), "bfloat16") for p, s in llama3_405b()]

@@ -24,7 +24,7 @@ from planc.syntax import ast
 from planc.syntax.grammar import positioned_parser
 from planc.syntax.parser import parse
 
-PLANS = Path(__file__).resolve().parent.parent / "plans"
+PLANS = Path(__file__).resolve().parents[2] / "plans"
 
 # Pieces of rule patterns, the simple reader's and a few just beyond it (flags, counted
 # repeats, hex escapes, bad sets), so that generated patterns take both paths.

@@ -22,7 +22,7 @@ from planc.syntax.files import decode_plan_bytes, one_line_ending
 from planc.syntax.grammar import UnexpectedInput, new_parser
 from planc.syntax.lalr import Engine
 from planc.syntax.spans import Lines, line_col
-from test_front_end_speed_paths import EVERY_CONSTRUCT
+from syntax.test_front_end_speed_paths import EVERY_CONSTRUCT
 
 TEXTS = [EVERY_CONSTRUCT] + [p.read_text() for p in sorted(PLANS.glob("*.kd"))] + [
     "", "mesh(", "mesh(batch = @)", 'layout {\n    "a" -> (x, , y)\n}', "layot {}",

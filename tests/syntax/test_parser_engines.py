@@ -120,7 +120,7 @@ def _plan_literals() -> list[str]:
               "rename", "outputs", "budget", "slices", "axis_types", "cluster", "model",
               "data_parallel", "model_parallel")
     found = set()
-    for path in sorted((ROOT / "tests").glob("*.py")):
+    for path in sorted((ROOT / "tests").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
                     node.value.lstrip().startswith(starts) and len(node.value) < 20_000:

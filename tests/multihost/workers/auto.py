@@ -1,4 +1,4 @@
-"""Helpers for the tests that start `tests/multihost/auto_worker.py` under a real launcher."""
+"""Helpers for the tests that start `auto_worker.py` (beside this file) under a real launcher."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import socket
 import sys
 
-from multihost.procs import HERE, clean_env, run
+from multihost.workers.procs import HERE, clean_env, run
 
 AUTO_WORKER = str(HERE / "auto_worker.py")
 DEVICES = "--xla_force_host_platform_device_count"

@@ -1,6 +1,6 @@
 """One process of a cluster found by `cluster auto`: whatever launcher started it.
 
-    python tests/multihost/auto_worker.py [TIMEOUT]
+    python tests/multihost/workers/auto_worker.py [TIMEOUT]
 
 Run under `mpirun`, under a Slurm step's variables, under `planc launch`, or alone. It
 calls `plan.initialize()` on a plan whose cluster block is `cluster auto`, trains the

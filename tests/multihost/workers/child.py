@@ -1,10 +1,10 @@
-"""A small program (no jax) that `tests/test_launch.py` runs under `planc launch`.
+"""A small program (no jax) that `tests/multihost/test_launch.py` runs under `planc launch`.
 
-    python tests/multihost/child.py env
-    python tests/multihost/child.py chatter LINES WIDTH
-    python tests/multihost/child.py hold DIR [--ignore-term] [--grandchild] [--setsid]
+    python tests/multihost/workers/child.py env
+    python tests/multihost/workers/child.py chatter LINES WIDTH
+    python tests/multihost/workers/child.py hold DIR [--ignore-term] [--grandchild] [--setsid]
                                              [--fail ID CODE] [--kill-self ID]
-    python tests/multihost/child.py line BYTES
+    python tests/multihost/workers/child.py line BYTES
 
 `hold` writes `DIR/<process id>.pid` (and `DIR/<process id>.grandchild.pid` for the
 child it starts with `--grandchild`), waits until every process has done so, then

@@ -1,4 +1,4 @@
-"""One process of a 2-process `plan.load`: `python tests/multihost/load_worker.py CKPT`.
+"""One process of a 2-process `plan.load`: `python tests/multihost/workers/load_worker.py CKPT`.
 
 Started by `planc launch`; it loads the safetensors checkpoint CKPT under a plan that
 splits every tensor's rows over the batch axis (so each process holds half of every
@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT)]
 
 import planc  # noqa: E402

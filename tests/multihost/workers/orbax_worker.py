@@ -1,6 +1,6 @@
 """Each process of a cluster saving one Orbax checkpoint, then loading it under another plan.
 
-    python tests/multihost/orbax_worker.py DIR
+    python tests/multihost/workers/orbax_worker.py DIR
 
 Started by `planc launch`. Every process shards the same host tree under plan A, calls
 `plan.save(tree, DIR)` (Orbax writes each process's shards), then loads DIR under plan
@@ -14,7 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import planc  # noqa: E402

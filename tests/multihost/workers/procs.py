@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = HERE.parents[2]
 CHILD = str(HERE / "child.py")
 WORKER = str(HERE / "worker.py")
 

@@ -1,7 +1,7 @@
 """A program the multi-host tests run as each process of a cluster.
 
-    python tests/multihost/worker.py MODE [MODE...]
-    python tests/multihost/worker.py spin DIR
+    python tests/multihost/workers/worker.py MODE [MODE...]
+    python tests/multihost/workers/worker.py spin DIR
 
 It is started by `planc launch` (which sets the KERAS_DISTRIBUTION_* variables and the
 device count) or directly as a single process. Each mode prints its findings as one
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import planc  # noqa: E402
