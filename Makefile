@@ -41,25 +41,25 @@ lint-imports: venv
 	$(VENV)/bin/lint-imports
 
 # VS Code's own TextMate engine (vscode-textmate, vscode-oniguruma) for
-# tests/test_textmate.py, and the extension's client library; node and npm from apt when
-# missing. No lock file: it would name the registry's host.
+# tests/editors/test_textmate.py, and the extension's client library; node and npm from apt
+# when missing. No lock file: it would name the registry's host.
 VSCODE := editors/vscode
 $(VSCODE)/node_modules/.installed: $(VSCODE)/package.json
 	( (command -v npm >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm)) && \
 	  npm install --prefix $(VSCODE) --no-audit --no-fund --no-package-lock --silent && \
 	  touch $@ ) || \
-		echo "node or the npm packages could not be installed: tests/test_textmate.py's VS Code engine test will skip"
+		echo "node or the npm packages could not be installed: tests/editors/test_textmate.py's VS Code engine test will skip"
 
-# Open MPI's mpirun for tests/test_mpirun.py (2 processes on loopback); from apt when
-# missing. Where apt cannot install it the test skips, saying so in one line.
+# Open MPI's mpirun for tests/multihost/test_mpirun.py (2 processes on loopback); from apt
+# when missing. Where apt cannot install it the test skips, saying so in one line.
 MPIRUN := /usr/bin/mpirun
 $(MPIRUN):
 	command -v mpirun >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin) || \
-		echo "openmpi-bin could not be installed: tests/test_mpirun.py will skip"
+		echo "openmpi-bin could not be installed: tests/multihost/test_mpirun.py will skip"
 
-# git for tests/test_precommit.py (`pre-commit try-repo` clones the working tree).
+# git for tests/integrations/test_precommit.py (`pre-commit try-repo` clones the working tree).
 GIT := /usr/bin/git
 $(GIT):
 	command -v git >/dev/null || (apt-get update -qq && \
@@ -73,8 +73,9 @@ test: venv lint-plans lint-imports $(VSCODE)/node_modules/.installed $(MPIRUN) $
 OLDEST_VENV := .venv-oldest
 OLDEST_PY   := $(OLDEST_VENV)/bin/python
 OLDEST      := jax==0.7.1 jaxlib==0.7.1 keras==3.11.0
-OLDEST_TESTS := tests/test_jax_versions.py tests/test_axis_types.py tests/test_constrain.py \
-	tests/test_train_explicit.py tests/test_jax_backend.py tests/test_compile.py
+OLDEST_TESTS := tests/targets/test_jax_versions.py tests/check/test_axis_types.py \
+	tests/targets/test_constrain.py tests/targets/test_train_explicit.py \
+	tests/targets/test_jax_target.py tests/targets/test_compile.py
 
 $(OLDEST_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(OLDEST_VENV)

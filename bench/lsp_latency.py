@@ -1,6 +1,6 @@
 """Benchmark 9: `planc lsp` diagnostics latency on a 1,000-rule plan, against `planc lint`.
 
-A real client (pygls's, as tests/test_lsp.py drives it) opens the plan in a running
+A real client (pygls's, as tests/lsp/test_lsp.py drives it) opens the plan in a running
 `planc lsp`, then changes it, alternately breaking one rule (an unknown axis) and fixing
 it; each figure is the wall time from sending `didChange` to receiving the diagnostics
 published for that version. Typing inside a rule reparses only that rule

@@ -13,6 +13,10 @@ import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ROOT / "plans"
+# The helpers beside this file (helpers.py, models_jax.py, ...) are imported by name. Each
+# test folder is a package (`syntax.test_ast`, ...), so that a folder's own conftest.py
+# (tests/lsp/) never replaces this one as the `conftest` that tests import ROOT and PLANS
+# from, and two folders may hold files of the same name.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 

@@ -3,7 +3,7 @@
 `python tests/fuzzing.py --cases N` (what `make fuzz` runs) feeds N inputs through the
 front end and the CLI, says first how long that will take, prints its progress, then
 how many ran and every failure, and exits 1 on a failure. The test suite
-(`tests/test_fuzz.py`) runs a few thousand of the same cases.
+(`tests/robustness/test_fuzz.py`) runs a few thousand of the same cases.
 
 Inputs come from three places:
 

@@ -1,5 +1,5 @@
 """A real editor's side of `planc lsp`: pygls's own client driving the server as a
-subprocess over stdio, as VS Code or Neovim would. Used by tests/test_lsp*.py and
+subprocess over stdio, as VS Code or Neovim would. Used by tests/lsp/ and
 bench/lsp_latency.py."""
 
 from __future__ import annotations
@@ -75,6 +75,12 @@ class Session:
         stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
         await stdin.drain()
 
+    async def close(self) -> None:
+        """End the server unless a scenario already stopped it, and the client with it."""
+        if not self.client.stopped:
+            self.client._server.kill()
+            await self.client.stop()
+
     async def stop(self) -> int:
         """shutdown, exit, and the server's exit status."""
         await self.client.shutdown_async(None)
@@ -94,10 +100,29 @@ def run(scenario, settings: dict | None = None):
         try:
             return await scenario(s)
         finally:
-            if not s.client.stopped:
-                s.client._server.kill()
-                await s.client.stop()
+            await s.close()
     return asyncio.run(main())
+
+
+class Shared:
+    """One server that several scenarios run against in turn, on one event loop that runs
+    only while a scenario does (what the server sends in between waits in the pipe)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.session = Session()
+        self.loop.run_until_complete(self.session.start())
+
+    def run(self, scenario):
+        """Run `scenario(session)`; returns what it returns."""
+        return self.loop.run_until_complete(scenario(self.session))
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.session.close())
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        finally:
+            self.loop.close()
 
 
 class Raw:

@@ -2,9 +2,9 @@
 
 The header is read and checked by `planc.sources.headers.read_safetensors_header`
 (the same checks `planc lint --model` makes, refusing what the safetensors library
-refuses: see tests/test_load_bad_input.py). A slice that is one run of the file's bytes
-(a block of rows, or the whole tensor) is read with `pread` straight into a 64-byte
-aligned buffer that XLA:CPU adopts as the device buffer
+refuses: see tests/checkpoints/test_load_bad_input.py). A slice that is one run of the
+file's bytes (a block of rows, or the whole tensor) is read with `pread` straight into a
+64-byte aligned buffer that XLA:CPU adopts as the device buffer
 (`planc.checkpoints.tensors.aligned_empty`); any other slice is copied once into such a
 buffer out of a memory map of that tensor's own bytes (its offsets from the checked
 header), viewed with its dtype and shape. This is the

@@ -3,7 +3,7 @@ example; and the did-you-mean for a mistyped command.
 
 The dispatcher declares the options; `document(parser)` fills in the help of an option
 declared without one (from `OPTION_HELP`) and appends `EPILOGS[command]` to the
-command's own epilog. tests/test_help.py fails when an option or a command is left
+command's own epilog. tests/cli/test_help.py fails when an option or a command is left
 undocumented, so a new one needs an entry here (or a `help=` where it is declared), and
 it runs each example from the repository's `plans/` and `examples/`, so an example must
 run as written (with the exit code its text gives first: 0, or 1 for `diff`).

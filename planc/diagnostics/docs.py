@@ -2,7 +2,7 @@
 
 One entry per code in `CODES` (the form of ruff's rule pages). `planc rule CODE` prints an
 entry (`describe`); the README's code table (section Diagnostics) is generated from the
-registry (`readme_table`), and tests/test_rule_docs.py fails when the two differ.
+registry (`readme_table`), and tests/diagnostics/test_rule.py fails when the two differ.
 
 To add a code: give it a one-line title in `codes.py`, then an entry here in code order:
 

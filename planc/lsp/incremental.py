@@ -6,7 +6,7 @@ the lines a change touched, widens them to whole rules, parses just those rules 
 them in place of the old ones in the last module. Whenever that is not plainly the same
 as parsing the whole text, it declines (returns None) and the caller parses in full: a
 change that adds or removes lines, touches anything but the rules of one block, or does
-not parse on its own. tests/test_lsp_incremental.py checks the two agree.
+not parse on its own. tests/lsp/test_lsp_incremental.py checks the two agree.
 
 Line breaks are token boundaries in the language (no token spans lines) and a block's
 rules are a plain sequence, so complete rules parsed alone read as they do in place.

@@ -6,7 +6,7 @@ from this very text (lark's standalone tool, run by `make venv`: see
 `planc.syntax.generate_parser`), else from lark itself, which caches the LALR tables it
 derives on disk (`cache=True`). Both are lark's one lexer and LALR parser over this
 grammar's tables, so they give the same trees, tokens and errors
-(tests/test_parser_engines.py); the generated module exists because importing lark (its
+(tests/syntax/test_parser_engines.py); the generated module exists because importing lark (its
 grammar compiler, `regex`, interegular) and loading its tables took about a third of a
 `planc lint`.
 

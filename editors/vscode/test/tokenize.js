@@ -1,6 +1,6 @@
 // Tokenises files with VS Code's own TextMate engine (vscode-textmate on the Oniguruma
 // of vscode-oniguruma) and the grammar in ../syntaxes; prints, per file, every token as
-// [line, start, end, innermost scope]. tests/test_textmate.py compares this with what
+// [line, start, end, innermost scope]. tests/editors/test_textmate.py compares this with what
 // planc's own lexer reads.
 //
 //     node test/tokenize.js FILE...

@@ -1,0 +1,95 @@
+"""The benchmark scripts run: each one, at its tiny size, prints its ratio line last.
+
+No timing or memory threshold is asserted here (the figures live in BENCHMARKS.md,
+written by `make bench`); these tests only keep the scripts from rotting.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+sys.path.insert(0, str(BENCH))
+
+SCRIPTS = ["resolution", "cli_latency", "born_sharded", "front_end", "validate_405b",
+           "suggest_405b", "load_checkpoint", "reshard_memory", "lsp_latency",
+           "explain_405b", "matching_floor"]
+
+
+def run_tiny(name: str, tmp_path: Path) -> tuple[list[str], dict]:
+    out = tmp_path / f"{name}.json"
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, str(BENCH / f"{name}.py"), "--size", "tiny",
+                           "--json", str(out)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines(), json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_benchmark_prints_its_ratio_last(name, tmp_path):
+    lines, data = run_tiny(name, tmp_path)
+    last = lines[-1].split()
+    assert last[0] == "RATIO" and last[1] == data["ratio"]["name"]
+    assert float(last[2]) == pytest.approx(data["ratio"]["value"], rel=1e-3)
+    assert data["rows"], "a benchmark reports at least one figure"
+
+
+def test_rule_sets_have_the_requested_size_and_end_with_default():
+    from models import model_for, rule_set
+
+    for size, count in ((1_000, 10), (10_000, 100), (100_000, 500)):
+        rules = rule_set(model_for(size), count)
+        assert len(rules.rules) == count
+        assert rules.rules[-1].pattern is None
+
+
+def test_generated_rules_give_planc_and_keras_the_same_answers():
+    import re
+
+    import planc
+    from models import model_for, rule_set
+    from planc.resolve import Resolver
+    from planc.variables import Variable
+
+    model = model_for(10_000)
+    rules = rule_set(model, 300)
+    keys = rules.keras_entries()
+    variables = [Variable(p, s, model.dtype) for p, s in model.paths()][::37]
+    resolution = Resolver(planc.loads(rules.plan_text()).ir).resolve_all(variables)
+    for var, a in zip(variables, resolution.assignments):
+        hits = [axes for key, axes in keys if key == var.path or re.fullmatch(key, var.path)]
+        assert len(hits) <= 1, var.path
+        expected = hits[0] if hits else (None,) * var.rank
+        assert tuple(a.layout.axes) == tuple(expected), var.path
+
+
+def test_run_writes_a_table_with_every_figure(tmp_path):
+    out = tmp_path / "B.md"
+    proc = subprocess.run([sys.executable, str(BENCH / "run.py"), "--size", "tiny", "--only",
+                           "validate_405b", "-o", str(out)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    text = out.read_text()
+    assert "## Machine" in text and "| figure | value | target | result |" in text
+    assert "peak RSS of the lint" in text and "jax " in text
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_missed_target_says_what_limits_it(name):
+    import run
+
+    missed = {"bench": name, "title": name, "size": "full", "seconds": 1.0, "notes": [],
+              "rows": [{"figure": "f", "value": "v", "target": "t", "status": "MISS", "raw": {}}],
+              "ratio": {"name": name, "value": 2.0, "meaning": "(m)"}}
+    facts = {"cpu": "cpu", "cores": 2, "memory_bytes": 2**30, "os": "os",
+             "versions": {"jax": "0"}}
+    text = run.markdown([missed], facts, 60.0, "full")
+    assert run.TITLES[name] in text
+    if run.LIMITS[name]:
+        assert "**What limits it:** " + run.LIMITS[name] in text

@@ -1,0 +1,1 @@
+"""The checker: declaration diagnostics, each statement, `planc fmt`, overlapping rules."""

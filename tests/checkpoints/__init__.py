@@ -1,0 +1,1 @@
+"""Checkpoints: read from their headers, bound to a plan, loaded, saved, resharded."""

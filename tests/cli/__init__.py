@@ -1,0 +1,1 @@
+"""The command line: argument parsing, help, output files, determinism."""

@@ -1,0 +1,1 @@
+"""Diagnostics: the code registry, text rendering, SARIF and JUnit, escaping."""

@@ -1,0 +1,1 @@
+"""The README and the docstrings stay true."""

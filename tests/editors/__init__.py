@@ -1,0 +1,1 @@
+"""Syntax highlighting: the Pygments lexer and the TextMate grammar."""

@@ -1,0 +1,112 @@
+"""The Pygments lexer (`pygmentize -l planc`): every plan in the repository tokenises with
+no error token, each token is what planc's own lexer says it is, and the lexer is found
+through its entry point."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pygments")
+
+from pygments.token import Comment, Error, Keyword, Name, Number, String  # noqa: E402
+
+from planc.highlight import PlancLexer, keywords  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+# Every plan file of the repository (the zoo, and the documentation's examples).
+PLANS = sorted(ROOT.glob("plans/**/*.kd")) + sorted(ROOT.glob("examples/**/*.kd"))
+CONSTANT_WORDS = {"default", "replicated", "auto", "_"}
+
+
+def lark_tokens(text: str):
+    """(offset, type, value) of every token planc's parser reads, comments too."""
+    from planc.syntax.grammar import new_parser
+
+    return [(tok.start_pos, tok.type, str(tok))
+            for tok in new_parser().lex(text, dont_ignore=True) if tok.type != "WS"]
+
+
+def readable(path: Path) -> str:
+    """The plan's text; an example written to show a lexical error is skipped."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        lark_tokens(text)
+    except Exception as exc:
+        pytest.skip(f"{path.name} does not lex on purpose: {type(exc).__name__}")
+    return text
+
+
+def expected(kind: str, value: str):
+    """The Pygments token a token of planc's own lexer must get (None: not checked)."""
+    reserved, _ = keywords()
+    if kind == "COMMENT":
+        return Comment
+    if kind == "STRING":
+        return String
+    if kind in ("INT", "SIZE"):
+        return Number
+    if value in CONSTANT_WORDS and value in reserved:
+        return Keyword.Constant
+    if value in reserved or kind == "MODEL":
+        return Keyword
+    if kind == "NAME":
+        return Name
+    return None
+
+
+def test_there_are_plans_to_check():
+    assert len(PLANS) >= 10
+
+
+@pytest.mark.parametrize("path", PLANS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_plan_tokenises_without_an_error_token(path):
+    text = readable(path)
+    tokens = list(PlancLexer().get_tokens(text))
+    assert not [v for tok, v in tokens if tok in Error], path
+
+
+@pytest.mark.parametrize("path", PLANS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_keyword_string_comment_and_number_gets_its_token(path):
+    text = readable(path)
+    ours = {i: (tok, v) for i, tok, v in PlancLexer().get_tokens_unprocessed(text)}
+    checked = 0
+    for offset, kind, value in lark_tokens(text):
+        want = expected(kind, value)
+        if want is None:
+            continue
+        tok, v = ours.get(offset, (None, None))
+        assert v == value and tok in want, (str(path), kind, value, tok, v)
+        checked += 1
+    assert checked > 0
+
+
+def test_every_reserved_word_of_the_grammar_is_a_keyword():
+    reserved, contextual = keywords()
+    for word in reserved:
+        [(tok, _)] = [(t, v) for t, v in PlancLexer().get_tokens(word) if v == word]
+        assert tok in Keyword, word
+    assert [w for w, _ in contextual] == ["model"]
+
+
+def test_model_is_a_keyword_only_before_a_string():
+    toks = [(t, v) for t, v in PlancLexer().get_tokens('mesh(model = 2)\nmodel "m.json"\n')
+            if v.strip()]
+    assert toks[2] == (Name.Variable, "model")
+    assert (Keyword, "model") in toks
+
+
+def test_an_unterminated_string_is_an_error_token():
+    assert any(t in Error for t, _ in PlancLexer().get_tokens('layout { "dense -> (_,)\n}\n'))
+
+
+def test_pygmentize_finds_the_lexer_through_its_entry_point(tmp_path):
+    plan = ROOT / "plans" / "gemma.kd"
+    proc = subprocess.run([sys.executable, "-m", "pygments", "-l", "planc", "-f", "raw",
+                           str(plan)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Token.Keyword\t'plan'" in proc.stdout
+    assert "Token.Error" not in proc.stdout

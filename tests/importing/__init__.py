@@ -1,0 +1,1 @@
+"""`planc import`: plans from Keras layout maps and Hugging Face styles, and the plan zoo."""

@@ -1,0 +1,1 @@
+"""Clusters: where a process sits, launchers, and real multi-process runs (scripts in workers/)."""

@@ -1,0 +1,1 @@
+"""The programs the multihost tests start as processes, and the helpers that start them."""

@@ -1,0 +1,1 @@
+"""What `planc lint`, `explain`, `diff` and `--golden` report."""

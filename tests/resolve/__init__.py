@@ -1,0 +1,1 @@
+"""Resolution: the layout of every variable, model-level diagnostics, its fast paths."""

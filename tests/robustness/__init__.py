@@ -1,0 +1,1 @@
+"""No input crashes, hangs or misleads planc: fuzzing, regressions, security, resource limits."""

@@ -1,0 +1,1 @@
+"""Model sources read into variables, and sources nobody here wrote."""

@@ -1,0 +1,1 @@
+"""`planc suggest`: plans written for a model."""

@@ -1,0 +1,1 @@
+"""The parser: its two engines, the AST with its spans, syntax errors, line breaks."""

@@ -1,0 +1,1 @@
+"""The targets: the JAX and Keras objects, the emitted modules, training end to end."""
