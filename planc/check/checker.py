@@ -404,7 +404,7 @@ class _Checker:
             first = next(iter(statements.mesh or statements.layout or statements.params
                               or statements.plan), None)
             self.err("P114", "the plan declares no distribution", first.span if first else
-                     Span(self.file, 1, 1, 1, 2), label="expected `data_parallel` or "
+                     Span.start_of(self.file), label="expected `data_parallel` or "
                      "`model_parallel(batch = ...)` in this plan",
                      help="add `data_parallel` (replicate every variable) or "
                           "`model_parallel(batch = AXIS)`")

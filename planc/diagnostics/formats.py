@@ -161,7 +161,7 @@ def _rule(code: str, level: dict) -> dict:
 
 
 def _result(d: Diagnostic, index: int, level: str, base: str) -> dict:
-    span = d.span or Span(d.file, 1, 1, 1, 1)
+    span = d.span or Span.start_of(d.file)
     text = _full_message(d) + ("" if d.span else "\n(given on the command line for this plan)")
     result = {"ruleId": d.code, "ruleIndex": index, "level": level,
               "message": {"text": text},
