@@ -5,34 +5,18 @@
     >>> plan.distribution_kind
     'data_parallel'
 
-Front-end only at import time: jax and keras load when a backend is first used.
+Front-end only at import time: jax and keras load when a backend is first used. Importing
+planc changes nothing of the process (no signal handler, no argparse): the command line's
+start-up tricks live in its entry point, `planc.cli`.
 """
-
-import sys as _sys
-
-if _sys.argv[:1] == ["-m"] or _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1] in (
-        "planc", "planc.exe"):
-    # The command line (`python -m planc`, the `planc` script): Ctrl-C while the
-    # modules below load ends it quietly, with the shell's code, instead of in a
-    # traceback. `planc.cli.dispatch.main` puts Python's own handler back.
-    # `_signal`, the built-in half of `signal`: importing `signal` itself builds its enums,
-    # long enough for a Ctrl-C to land in the middle of it.
-    import _signal
-    import os as _os
-
-    def _interrupted_at_start(signum, frame):
-        _os.write(2, b"planc: interrupted\n")
-        _os._exit(128 + signum)
-
-    _signal.signal(_signal.SIGINT, _interrupted_at_start)
-
-from planc._version import __version__
 
 # Each public name loads its module on first use: `import planc` costs a few
 # milliseconds, and a command line (`planc lint`) loads only the stages it runs. The
 # Keras counterparts (`keras.distribution.set_distribution` ...) load keras, so they
-# too wait for first use.
+# too wait for first use. The version too: this file runs before the command line's
+# entry point can set its Ctrl-C handler, so it reads no other file.
 _LAZY = {
+    "__version__": "planc._version",
     "CODES": "planc.diagnostics", "Diagnostic": "planc.diagnostics",
     "PlanError": "planc.diagnostics", "Severity": "planc.diagnostics",
     "Span": "planc.diagnostics", "Plan": "planc.plan", "load_plan": "planc.plan",

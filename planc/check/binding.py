@@ -78,7 +78,7 @@ def _mesh_on(ir: PlanIR, devices: int) -> Mesh | Diagnostic:
         why = (f"{devices} devices cannot be split into {_shape_text(mesh)}: "
                f"{devices} is not a multiple of {fixed}")
     return error("P201", f"device count does not fit the mesh: {why}",
-                 mesh.span or Span(ir.file, 1, 1, 1, 2), label="this mesh", devices=devices,
+                 mesh.span or Span.start_of(ir.file), label="this mesh", devices=devices,
                  help=None if auto else "use `auto` for one axis to take the remaining devices")
 
 

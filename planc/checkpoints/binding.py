@@ -107,7 +107,7 @@ class _Binder:
         self._counts: dict[str, int] = {}
         # Paths whose tensor problem is reported already (P403, P406): no P401 for them.
         self.reported: set[str] = set()
-        self.fallback = (ir.rename_span or ir.layout_span or Span(ir.file, 1, 1, 1, 2))
+        self.fallback = (ir.rename_span or ir.layout_span or Span.start_of(ir.file))
 
     # -- reporting ---------------------------------------------------------------------
 

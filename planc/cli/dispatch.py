@@ -14,6 +14,7 @@ import sys
 import threading
 
 from planc._version import __version__
+from planc.cli import QuickFormatting
 from planc.cli.common import (
     EXIT_BROKEN_PIPE, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics, say,
 )
@@ -24,26 +25,9 @@ _MODULE_WARNING = ("SRC may be `module:attr`, which imports and runs that module
                    "only name modules you trust.")
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(QuickFormatting, argparse.ArgumentParser):
     # The parsers `build_parser(documented=False)` made, undocumented until help is shown.
     _undocumented: list | None = None
-    _adding = False
-
-    def add_argument(self, *args, **kwargs):
-        # argparse makes a help formatter in each `add_argument` only to check the
-        # argument's metavar, and the default one measures the terminal for it, which
-        # imports shutil (~2 ms of every start-up). That check needs no width: help and
-        # usage are still formatted at the terminal's.
-        self._adding = True
-        try:
-            return super().add_argument(*args, **kwargs)
-        finally:
-            self._adding = False
-
-    def _get_formatter(self):
-        if self._adding:
-            return self.formatter_class(prog=self.prog, width=80)
-        return super()._get_formatter()
 
     def error(self, message):  # argparse's own exit code is 2 too; keep its one-line form
         message += _command_hint(self, message)
@@ -90,8 +74,9 @@ def build_parser(only: str | None = None, documented: bool = True) -> argparse.A
     parser.add_argument("-V", "--version", action="version", version=f"planc {__version__}")
     # The usage line names every command, as when all are built (a command line with
     # words its command does not take is refused with it).
-    # `prog` given: argparse would format it with a help formatter (see `_Parser`) from a
-    # usage line that holds no positional yet, which reads the parser's own prog.
+    # `prog` given: argparse would format it with a help formatter (see
+    # `planc.cli.QuickFormatting`) from a usage line that holds no positional yet, which
+    # reads the parser's own prog.
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
                                 prog=parser.prog,
                                 metavar=None if only is None else "{" + ",".join(COMMANDS) + "}")
@@ -330,11 +315,12 @@ def _run(args, process_entry: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `planc` console script and of `python -m planc`."""
+    """Parse the command line `argv` (default: this process's arguments), run its command,
+    and return the exit code; `planc.cli.main`, the process's entry point, calls it."""
     import signal
 
     if threading.current_thread() is threading.main_thread():
-        # From here on Ctrl-C is KeyboardInterrupt, caught below (see planc/__init__.py).
+        # From here on Ctrl-C is KeyboardInterrupt, caught below (see `planc.cli`).
         signal.signal(signal.SIGINT, signal.default_int_handler)
     words = sys.argv[1:] if argv is None else argv
     try:

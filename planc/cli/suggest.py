@@ -7,6 +7,7 @@ import os
 import re
 
 from planc.cli.common import EXIT_OK, UsageError, load_model, write_output
+from planc.syntax.keywords import RESERVED
 
 
 def run(args) -> int:
@@ -40,18 +41,14 @@ def _count(text: str, option: str, *, low: int, why: str = "") -> int:
 
 
 def _plan_name(output: str | None) -> str:
-    """The plan's name: the output file's stem as an identifier, else `suggested`."""
+    """The plan's name: the output file's stem as an identifier, else `suggested`; a
+    reserved word gets `_plan` after it (`model` is no reserved word: `model.kd` holds
+    `plan model`)."""
     if not output:
         return "suggested"
     stem = os.path.basename(output).split(".")[0]
     name = re.sub(r"[^A-Za-z0-9_]", "_", stem)
     if not name or name[0].isdigit():
         name = "plan_" + name
-    return name + "_plan" if name in _RESERVED else name
+    return name + "_plan" if name in RESERVED else name
 
-
-# The plan language's reserved words, which cannot name a plan.
-_RESERVED = {"plan", "param", "mesh", "slices", "data_parallel", "model_parallel", "match",
-             "overlap", "layout", "outputs", "budget", "check", "include", "cluster",
-             "default", "replicated", "auto", "env", "and", "or", "not", "_", "rename",
-             "model", "axis_types"}

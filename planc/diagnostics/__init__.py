@@ -1,10 +1,10 @@
 """Diagnostics: the ground floor of planc.
 
-A `Diagnostic` is plain data (`diagnostic`, `span`, `codes`); `text` renders it as a
-compiler does, `formats` for machines; `PlanError` carries a plan's diagnostics.
+A `Diagnostic` is plain data (`diagnostic`, `span`); `text` renders it as a compiler
+does, `formats` for machines; `PlanError` carries a plan's diagnostics; `codes` is the
+catalogue of every code, `CODES` its titles.
 """
 
-from planc.diagnostics.codes import CODES
 from planc.diagnostics.diagnostic import (Diagnostic, Label, Severity, error, note,
                                           severity_counts, unique, warning)
 from planc.diagnostics.plan_error import PlanError
@@ -12,3 +12,14 @@ from planc.diagnostics.span import Span
 
 __all__ = ["CODES", "Diagnostic", "Label", "PlanError", "Severity", "Span", "error", "note",
            "severity_counts", "unique", "warning"]
+
+
+def __getattr__(name):
+    # The catalogue (every code's documentation) loads on first use: a `planc lint` that
+    # prints its diagnostics never reads it.
+    if name == "CODES":
+        from planc.diagnostics.codes import CODES
+
+        globals()["CODES"] = CODES  # later lookups skip this function
+        return CODES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,6 @@ import os
 from urllib.parse import quote
 
 from planc._version import __version__
-from planc.diagnostics.codes import CODES
 from planc.diagnostics.diagnostic import Diagnostic, Severity, severity_counts
 from planc.diagnostics.span import Span
 from planc.diagnostics.text import visible
@@ -139,7 +138,7 @@ def render_sarif(diags, failures=(), *, base_dir: str | None = None) -> str:
 
 
 def _rule(code: str, level: dict) -> dict:
-    from planc.diagnostics.docs import DOCS
+    from planc.diagnostics.codes import CODES, DOCS
 
     title = CODES.get(code, code)
     doc = DOCS.get(code)
@@ -161,7 +160,7 @@ def _rule(code: str, level: dict) -> dict:
 
 
 def _result(d: Diagnostic, index: int, level: str, base: str) -> dict:
-    span = d.span or Span(d.file, 1, 1, 1, 1)
+    span = d.span or Span.start_of(d.file)
     text = _full_message(d) + ("" if d.span else "\n(given on the command line for this plan)")
     result = {"ruleId": d.code, "ruleIndex": index, "level": level,
               "message": {"text": text},

@@ -28,6 +28,16 @@ class Span(Frozen):
         self.__class__ = cls
         return self
 
+    @classmethod
+    def start_of(cls, file: str) -> "Span":
+        """The file's first character: where a diagnostic about the whole file points
+        when nothing in it is more to blame.
+
+        >>> Span.start_of("plan.kd")
+        Span(file='plan.kd', line=1, column=1, end_line=1, end_column=2)
+        """
+        return cls(file, 1, 1, 1, 2)
+
     def shifted(self, start: int, length: int) -> "Span":
         """A sub-span `length` characters long, `start` characters into a one-line span."""
         col = self.column + start

@@ -2,7 +2,7 @@
 Sphinx or MkDocs code blocks tagged `planc`), registered through the `pygments.lexers`
 entry point of the `lsp` extra.
 
-The keywords are read from the grammar itself (`keywords`), so the lexer never falls
+The keywords are the grammar's own (`planc.syntax.keywords`), so the lexer never falls
 behind the language: a word the grammar reserves is a keyword here, and a word it treats
 as a keyword only before a string (`model "PATH"`) is one only there.
 
@@ -20,31 +20,14 @@ from pygments.lexer import RegexLexer, words
 from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String,
                             Whitespace)
 
-from planc.syntax.grammar import grammar_text
+from planc.syntax.keywords import CONTEXTUAL, RESERVED
 
-# `NAME: "word"` (a reserved word) and `NAME.2: /word(?=...)/` (a word that is a keyword
-# only where the lookahead holds) in grammar/planc.lark.
-_RESERVED = re.compile(r'^[A-Z_]+(?:\.\d+)?:\s*"([a-z_]+)"\s*$', re.M)
-_CONTEXTUAL = re.compile(r'^[A-Z_]+(?:\.\d+)?:\s*/([a-z_]+)(\(\?=[^/\n]*\))/\s*$', re.M)
 CONSTANTS = ("replicated", "default", "auto", "_")
 SIZE_UNITS = ("TiB", "GiB", "MiB", "KiB", "TB", "GB", "MB", "KB", "B")
 
 
-def keywords() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """(the reserved words, (word, lookahead) of each contextual keyword) of the grammar.
-
-    >>> reserved, contextual = keywords()
-    >>> "layout" in reserved, "_" in reserved
-    (True, True)
-    """
-    text = grammar_text()
-    return (tuple(_RESERVED.findall(text)),
-            tuple((w, look) for w, look in _CONTEXTUAL.findall(text)))
-
-
 def _tokens() -> dict:
-    reserved, contextual = keywords()
-    plain = tuple(w for w in reserved if w not in CONSTANTS)
+    plain = tuple(w for w in RESERVED if w not in CONSTANTS)
     return {"root": [
         (r"[ \t\f\r\n]+", Whitespace),
         (r"#[^\n\r]*", Comment.Single),
@@ -52,7 +35,7 @@ def _tokens() -> dict:
         (r"[0-9]+(?:_[0-9]+)*[ \t]*(?:" + "|".join(SIZE_UNITS) + r")(?![A-Za-z0-9_])",
          Number),
         (r"[0-9]+(?:_[0-9]+)*(?![A-Za-z0-9_])", Number.Integer),
-        *[(re.escape(w) + look, Keyword) for w, look in contextual],
+        *[(re.escape(w) + look, Keyword) for w, look in CONTEXTUAL],
         (words(plain, suffix=r"(?![A-Za-z0-9_])"), Keyword),
         (words(CONSTANTS, suffix=r"(?![A-Za-z0-9_])"), Keyword.Constant),
         (r"[A-Za-z_][A-Za-z0-9_]*", Name.Variable),
@@ -72,4 +55,4 @@ class PlancLexer(RegexLexer):
     tokens = _tokens()
 
 
-__all__ = ["PlancLexer", "keywords"]
+__all__ = ["PlancLexer"]

@@ -36,14 +36,14 @@ from planc.check.checker import check
 from planc.check.formatting import format_text
 from planc.diagnostics import Diagnostic, PlanError, Span, error
 from planc.ir import PlanIR
-from planc.syntax.errors import KEYWORDS
+from planc.syntax.keywords import RESERVED
 
 # Where the imported plan's own diagnostics point when it has no file yet.
 PLAN_NAME = "<imported plan>"
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _STRING = re.compile(r'"(?:[^"\\\n\r]|\\[^\n\r])*"')  # the grammar's STRING token
-_RESERVED = set(KEYWORDS) | {"rename", "_"}
+_RESERVED = frozenset(RESERVED)
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,6 @@ def _unreadable(text: str, file: str) -> Diagnostic | None:
                      label="invalid character", help="save the file as UTF-8")
     if size > limits.MAX_PLAN_BYTES:
         return error("P125", f"plan file is larger than {limits.MAX_PLAN_BYTES} bytes",
-                     Span(file, 1, 1, 1, 2), label="file starts here",
+                     Span.start_of(file), label="file starts here",
                      help="split the plan with `include`")
     return None

@@ -84,7 +84,7 @@ async def _check_once(ls, uri: str, doc: Doc, mine: int) -> None:
         log.error("internal error checking %s: %s", file, one_line(exc))
         result = Analysis(file, text, [warning("P703", f"planc could not check this plan: "
                                                 f"{type(exc).__name__}: {one_line(exc)}",
-                                                Span(file, 1, 1, 1, 2),
+                                                Span.start_of(file),
                                                 help="please report this with the plan")],
                           sources={file: text})
     if stale():
@@ -153,7 +153,7 @@ def _validate(ls, result: Analysis, source: tuple[str, Span | None], settings: d
         variables = ls.models.variables(name)
     except ModelError as exc:
         log.error("model not read: %s", one_line(exc))
-        where = span or Span(result.file, 1, 1, 1, 2)
+        where = span or Span.start_of(result.file)
         return [warning("P701", f"the plan's model cannot be read: {exc}", where,
                         label="model named here" if span else "",
                         help="fix the `model` statement or the `planc.model` setting; "

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from planc.diagnostics import CODES, Diagnostic, Span
 from planc.ir import PlanIR, Rule
 from planc.syntax import Statements
-from planc.syntax.errors import KEYWORDS as GRAMMAR_KEYWORDS
+from planc.syntax.keywords import CONTEXTUAL, RESERVED
 
-# The grammar's keywords, with `model` (a statement only before a string, so not a
-# reserved word) and the axis types; and the words a layout may use.
-KEYWORDS = GRAMMAR_KEYWORDS + ("model", "explicit")
+# The grammar's keywords (`_` is among the layout words), those that are keywords only
+# in context (`model "PATH"`), and the axis type that is not `auto`; and the words a
+# layout may use.
+KEYWORDS = (tuple(w for w in RESERVED if w != "_") + tuple(w for w, _ in CONTEXTUAL)
+            + ("explicit",))
 LAYOUT_WORDS = ("_", "...", "replicated")
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -172,7 +172,7 @@ def _span_of(path: str, text: str, needle: str) -> Span:
         col = line.find(needle)
         if col >= 0 and not line.lstrip().startswith("#"):
             return Span(path, i, col + 1, i, col + 1 + len(needle))
-    return Span(path, 1, 1, 1, 2)
+    return Span.start_of(path)
 
 
 def _bad(path: str, text: str, key: str, message: str) -> Diagnostic:

@@ -11,6 +11,7 @@ from planc.diagnostics import Diagnostic, Label, Span, error
 from planc.diagnostics.did_you_mean import closest
 from planc.syntax.grammar import (Token, UnexpectedCharacters, UnexpectedInput, UnexpectedToken,
                                    positioned_parser)
+from planc.syntax.keywords import RESERVED, STATEMENT_KEYWORDS
 from planc.syntax.spans import line_col, token_span
 
 # How each terminal reads in an error message.
@@ -22,11 +23,6 @@ _WORDS = {
     "SIZE": "a size such as `16 GiB`", "STRING": 'a string in double quotes',
     "UNSPLIT": "`_`", "$END": "the end of the file",
 }
-STATEMENT_KEYWORDS = (
-    "plan", "param", "mesh", "slices", "axis_types", "data_parallel", "model_parallel", "match",
-    "overlap", "layout", "outputs", "budget", "check", "include", "cluster", "rename",
-)
-KEYWORDS = STATEMENT_KEYWORDS + ("default", "replicated", "auto", "env", "and", "or", "not")
 _STATEMENT_TERMINALS = {k.upper() for k in STATEMENT_KEYWORDS}
 
 
@@ -56,7 +52,8 @@ def syntax_diagnostic(exc: UnexpectedInput, text: str, file: str) -> Diagnostic:
         return error("P005", "empty layout entry", span, label="a dimension is missing here",
                      help="write `_` for a dimension that is not split")
     if tok.type == "NAME":
-        words = [n.lower() for n in expected if n.lower() in KEYWORDS]
+        # A keyword's terminal is its word in capitals; `_` (UNSPLIT) is never offered.
+        words = [n.lower() for n in expected if n.lower() in RESERVED]
         close = closest(str(tok), words)
         if close:
             helps.append(f"did you mean `{close}`?")

@@ -35,7 +35,7 @@ def read_plan_text(path: str | os.PathLike, *, as_written: bool = False) -> str:
     name = str(path)
     if len(data) > limits.MAX_PLAN_BYTES:
         raise PlanError((error("P125", f"plan file is larger than {limits.MAX_PLAN_BYTES} bytes",
-                               Span(name, 1, 1, 1, 2), label="file starts here"),), {name: ""})
+                               Span.start_of(name), label="file starts here"),), {name: ""})
     text = decode_plan_bytes(data, name)
     return text if as_written else one_line_ending(text)
 

@@ -59,7 +59,7 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
     if (len(text) * 4 > limits.MAX_PLAN_BYTES
             and len(text.encode("utf-8", "surrogatepass")) > limits.MAX_PLAN_BYTES):
         raise PlanError((error("P125", f"plan is larger than {limits.MAX_PLAN_BYTES} bytes",
-                               Span(file, 1, 1, 1, 2), label="plan starts here"),), {file: ""})
+                               Span.start_of(file), label="plan starts here"),), {file: ""})
     deep = _too_deep(text)
     if deep is not None:
         line, col = line_col(text, deep)

@@ -166,7 +166,7 @@ def end_anchored_output(rule: Rule) -> Diagnostic:
 # -- P312 ------------------------------------------------------------------------------------
 
 def _mesh_span(ir: PlanIR) -> Span:
-    return ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+    return ir.mesh.span or Span.start_of(ir.file)
 
 
 def _batch_axes(ir: PlanIR) -> tuple[int, str]:

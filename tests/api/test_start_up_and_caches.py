@@ -3,6 +3,7 @@ planc` loads no stage until a public name is used, the overlap check settles dis
 pairs with one shared set of automata without changing what it reports, and the pattern
 cache holds every pattern of the largest legal plan."""
 
+import signal
 import subprocess
 import sys
 
@@ -34,6 +35,49 @@ def test_every_public_name_is_listed_and_importable_by_name():
     out = _python("import planc; from planc import Plan, PlanError, Span, Variable, CODES; "
                   "print(all(n in dir(planc) for n in planc.__all__), Plan.__name__)")
     assert out == "True Plan"
+
+
+def test_importing_planc_sets_no_signal_handler_even_as_the_planc_script():
+    # argv[0] as the console script's: once, `import planc` read it and set a handler.
+    assert _python("import signal, sys; sys.argv[0] = '/venv/bin/planc'; "
+                   "before = signal.getsignal(signal.SIGINT); "
+                   "import planc, planc.cli, planc.cli.dispatch; planc.Plan; planc.__version__; "
+                   "print(signal.getsignal(signal.SIGINT) is before)") == "True"
+
+
+# A Ctrl-C that lands while the command line's modules load: the import of the dispatcher
+# sends it.
+_CTRL_C_AT_START = """import builtins, os, signal, sys
+import planc.cli
+sys.argv = ["planc", "--version"]
+real = builtins.__import__
+def interrupting(name, *args, **kwargs):
+    if name == "planc.cli.dispatch":
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = interrupting
+sys.exit(planc.cli.main(%s))
+"""
+
+
+def test_ctrl_c_while_the_command_line_loads_ends_it_quietly_with_the_shells_code():
+    proc = subprocess.run([sys.executable, "-c", _CTRL_C_AT_START % ""], capture_output=True,
+                          text=True, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "planc: interrupted\n")
+
+
+def test_main_called_with_its_words_leaves_ctrl_c_to_the_program():
+    proc = subprocess.run([sys.executable, "-c", _CTRL_C_AT_START % '["--version"]'],
+                          capture_output=True, text=True, timeout=120)
+    # Python's own handler: a traceback, then the exit of a process SIGINT ended.
+    assert proc.returncode == -signal.SIGINT and "KeyboardInterrupt" in proc.stderr
+
+
+def test_building_the_command_line_parser_never_measures_the_terminal():
+    # argparse's default help formatter imports shutil to measure it (~2 ms of start-up).
+    assert _python("import sys; from planc.cli.dispatch import build_parser; "
+                   "build_parser(documented=False); build_parser('lint', documented=False); "
+                   "print('shutil' in sys.modules)") == "False"
 
 
 def test_an_unknown_name_is_still_an_attribute_error():

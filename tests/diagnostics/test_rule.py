@@ -9,6 +9,7 @@ import pytest
 
 from conftest import ROOT
 from planc.diagnostics import CODES
+from planc.diagnostics.codes import FAMILIES
 from planc.diagnostics.docs import DOCS, describe, readme_table, replace_table
 
 README = (ROOT / "README.md").read_text()
@@ -70,10 +71,41 @@ def test_an_unknown_code_with_control_characters_is_escaped(capsys):
 
 
 def test_no_code_appears_twice_in_the_registry_source():
-    # A dict literal keeps the last of two equal keys silently: two helpers adding the
-    # same code would lose one entry without this.
-    import planc.diagnostics.docs as docs
+    # A dict literal keeps the last of two equal keys silently, and two families merged
+    # would too: two helpers adding the same code would lose one entry without this.
+    keys = []
+    for family in FAMILIES:
+        text = open(family.__file__).read()
+        keys += re.findall(r'^    ["\'](P\d{3})["\']: dict\(', text, re.M)
+    assert len(keys) == len(set(keys)) == len(DOCS)
 
-    text = open(docs.__file__).read()
-    keys = re.findall(r'^    ["\'](P\d{3})["\']: Doc\(', text, re.M)
-    assert len(keys) == len(set(keys))
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.__name__.rsplit(".", 1)[1])
+def test_each_family_holds_the_codes_of_its_hundreds_in_code_order(family):
+    (hundreds,) = {code[:2] for code in family.ENTRIES}
+    assert family.__doc__.startswith(f"{hundreds}xx: ")
+    assert list(family.ENTRIES) == sorted(family.ENTRIES)
+
+
+def _codes_in_source():
+    """(path, line, code) of every string literal in planc/, outside the catalogue, that
+    is a code, such as the first argument of each `error("P101", ...)`."""
+    import ast
+
+    catalogue = ROOT / "planc" / "diagnostics" / "codes"
+    for path in sorted((ROOT / "planc").rglob("*.py")):
+        if path.parent == catalogue:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and re.fullmatch(r"P\d{3}", node.value)):
+                yield path.relative_to(ROOT), node.lineno, node.value
+
+
+def test_every_code_planc_uses_is_registered_and_documented():
+    used = list(_codes_in_source())
+    assert len({code for _, _, code in used}) > 100  # the scan finds the codes it should
+    unknown = [(str(p), line, code) for p, line, code in used if code not in CODES]
+    assert unknown == []
+    for code in {code for _, _, code in used}:
+        assert describe(code).startswith(f"{code} (")

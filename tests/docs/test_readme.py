@@ -19,7 +19,7 @@ def test_readme_opens_with_make_demo_and_make_test():
 
 
 def test_every_statement_keyword_is_in_the_language_reference():
-    from planc.syntax.errors import STATEMENT_KEYWORDS
+    from planc.syntax.keywords import STATEMENT_KEYWORDS
 
     reference = README.split("## Language reference", 1)[1]
     for keyword in STATEMENT_KEYWORDS:

@@ -14,7 +14,8 @@ pytest.importorskip("pygments")
 
 from pygments.token import Comment, Error, Keyword, Name, Number, String  # noqa: E402
 
-from planc.highlight import PlancLexer, keywords  # noqa: E402
+from planc.highlight import PlancLexer  # noqa: E402
+from planc.syntax.keywords import CONTEXTUAL, RESERVED  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every plan file of the repository (the zoo, and the documentation's examples).
@@ -42,16 +43,15 @@ def readable(path: Path) -> str:
 
 def expected(kind: str, value: str):
     """The Pygments token a token of planc's own lexer must get (None: not checked)."""
-    reserved, _ = keywords()
     if kind == "COMMENT":
         return Comment
     if kind == "STRING":
         return String
     if kind in ("INT", "SIZE"):
         return Number
-    if value in CONSTANT_WORDS and value in reserved:
+    if value in CONSTANT_WORDS and value in RESERVED:
         return Keyword.Constant
-    if value in reserved or kind == "MODEL":
+    if value in RESERVED or kind == "MODEL":
         return Keyword
     if kind == "NAME":
         return Name
@@ -85,11 +85,10 @@ def test_each_keyword_string_comment_and_number_gets_its_token(path):
 
 
 def test_every_reserved_word_of_the_grammar_is_a_keyword():
-    reserved, contextual = keywords()
-    for word in reserved:
+    for word in RESERVED:
         [(tok, _)] = [(t, v) for t, v in PlancLexer().get_tokens(word) if v == word]
         assert tok in Keyword, word
-    assert [w for w, _ in contextual] == ["model"]
+    assert [w for w, _ in CONTEXTUAL] == ["model"]
 
 
 def test_model_is_a_keyword_only_before_a_string():

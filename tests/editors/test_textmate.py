@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from planc.highlight import keywords
+from planc.syntax.keywords import CONTEXTUAL, RESERVED
 
 ROOT = Path(__file__).resolve().parents[2]
 VSCODE = ROOT / "editors" / "vscode"
@@ -105,12 +105,11 @@ def test_every_pattern_compiles_and_keeps_to_the_syntax_both_engines_read_alike(
 
 def test_every_reserved_word_of_the_grammar_gets_a_keyword_scope():
     compiled = [(s, re.compile(p)) for s, p in rules()]
-    reserved, contextual = keywords()
-    for word in reserved:
+    for word in RESERVED:
         [(start, end, scope)] = tokenize_line(word, compiled)
         want = "constant.language." if word in CONSTANT_WORDS else "keyword."
         assert (start, end) == (0, len(word)) and scope.startswith(want), (word, scope)
-    for word, _ in contextual:
+    for word, _ in CONTEXTUAL:
         assert tokenize_line(f'{word} "x"', compiled)[0] == (0, len(word), "keyword.other.planc")
         assert tokenize_line(f"{word} = 2", compiled)[0][2] == "variable.other.planc"
 
@@ -126,11 +125,10 @@ def test_each_token_of_every_plan_gets_its_scope(path):
 
 
 def check_scopes(path, text, ours, *, utf16: bool):
-    reserved, _ = keywords()
     lines = text.split("\n")
     checked = 0
     for line, col, kind, value in lark_tokens(text):
-        want = expected_scope(kind, value, reserved)
+        want = expected_scope(kind, value, RESERVED)
         if want is None:
             continue
         start, width = col, len(value)

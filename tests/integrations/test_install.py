@@ -9,6 +9,8 @@ import zipfile
 
 from conftest import PLANS, ROOT
 
+from planc import __version__
+
 
 def test_wheel_ships_the_grammar_and_lints_from_a_fresh_venv(tmp_path):
     # Built from a copy of what the wheel is made of: a checkout's own `build/` may hold
@@ -22,7 +24,8 @@ def test_wheel_ships_the_grammar_and_lints_from_a_fresh_venv(tmp_path):
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(dist), str(source)], check=True, capture_output=True)
-    (wheel,) = dist.glob("planc-*.whl")
+    # The version in the wheel's name is planc/_version.py's, which pyproject.toml reads.
+    (wheel,) = dist.glob(f"planc-{__version__}-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
     assert "planc/grammar/planc.lark" in shipped
     # Every module of the source tree ships, and nothing from the tests (the fuzzer).

@@ -148,7 +148,7 @@ def narrowed_by_jax(ir: PlanIR, sources) -> tuple:
     in 32 bits, a cast nobody asked for."""
     if jax.config.jax_enable_x64:
         return ()
-    fallback = ir.rename_span or ir.layout_span or Span(ir.file, 1, 1, 1, 2)
+    fallback = ir.rename_span or ir.layout_span or Span.start_of(ir.file)
     return tuple(
         error("P405", f"variable `{s.variable.path}` is {s.variable.dtype}, which JAX stores "
               f"as {_NARROW[s.variable.dtype]} while `jax_enable_x64` is off; planc never "

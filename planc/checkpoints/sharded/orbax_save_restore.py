@@ -93,7 +93,7 @@ def reshard_note(ir: PlanIR, checkpoint) -> Diagnostic | None:
     saved = saved_plan(checkpoint)
     if saved is None or _same_plan(ir, saved):
         return None
-    span = ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+    span = ir.mesh.span or Span.start_of(ir.file)
     return note("P417", f"{checkpoint.path} was saved under plan `{saved['plan']}` "
                 f"(fingerprint {saved['fingerprint']}); it is resharded into the layout of "
                 f"plan `{ir.name}` (fingerprint {fingerprint(ir)})", span,

@@ -11,7 +11,7 @@ Schema `planc.compiled/1` (keys in this order; `ensure_ascii` JSON, 2-space inde
       "schema": "planc.compiled/1",
       "plan": NAME,
       "fingerprint": SHA256 HEX (see `fingerprint`),
-      "planc_version": "0.1.0",
+      "planc_version": VERSION (`planc.__version__`),
       "params": {NAME: VALUE, ...},
       "mesh": {"axes": [NAME, ...], "shape": [SIZE | null, ...],   # global sizes; null: auto
                "slices": [N, ...], "devices": N | null},

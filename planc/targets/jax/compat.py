@@ -42,7 +42,7 @@ def _lookup(module, dotted: str):
 def _where(ir: PlanIR | None) -> tuple[Span | None, dict]:
     if ir is None:
         return None, {}
-    span = ir.axis_types_span or ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+    span = ir.axis_types_span or ir.mesh.span or Span.start_of(ir.file)
     return span, ir.source_dict
 
 

@@ -135,7 +135,7 @@ def make_mesh(ir: PlanIR, devices=None) -> Mesh:
     try:
         grid = _device_grid(bound.mesh.shape, bound.mesh.slice_shape, devices)
     except ValueError as exc:
-        span = bound.mesh.span or Span(bound.file, 1, 1, 1, 2)
+        span = bound.mesh.span or Span.start_of(bound.file)
         raise PlanError((error("P201", f"the devices do not fit the mesh: {exc}", span,
                                label="this mesh", devices=len(devices)),),
                         bound.source_dict) from None

@@ -1,0 +1,208 @@
+"""The checker's rules: the `layout` and `outputs` blocks (their patterns, as the matcher
+can run them, and their layouts against the mesh) and the `rename` blocks (their patterns
+and templates)."""
+
+from __future__ import annotations
+
+import re
+
+from planc import limits
+from planc.check.base import CheckerBase
+from planc.diagnostics import Label, warning
+from planc.ir import Alternative, Dim, Layout, Mesh, Rename, Rule, layout_text
+from planc.matching import check_pattern, nesting_too_deep
+from planc.matching.backtracking import exponential
+from planc.matching.templates import TemplateProblem, compile_template, pattern_groups
+from planc.syntax import ast
+
+
+class Rules(CheckerBase):
+    """Rule blocks -> the IR's rules, layouts and renames."""
+
+    def _rules(self, sections, mesh, kind, distribution):
+        rules: list[Rule] = []
+        default: Rule | None = None
+        default_stmt = None
+        seen: dict[str, ast.PatternRule] = {}
+        for section in sections:
+            if distribution == "data_parallel" and section.rules:
+                self.err("P115", f"a `{kind}` block under `data_parallel`", section.span,
+                         label="these rules would never apply",
+                         help="`data_parallel` replicates every variable; use "
+                              "`model_parallel(batch = ...)` to lay variables out")
+            for r in section.rules:
+                layout = self._layout(r.layout, mesh)
+                if isinstance(r, ast.DefaultRule):
+                    if default_stmt is not None:
+                        self.err("P123", f"`default` is given twice in `{kind}`", r.keyword,
+                                 label="second default",
+                                 secondary=(Label(default_stmt.keyword, "first default here"),))
+                        continue
+                    default_stmt = r
+                    default = Rule(-1, None, layout, r.span, r.keyword)
+                    continue
+                pat = r.pattern
+                if pat.value in seen:
+                    self.err("P111", f"duplicate rule for \"{pat.raw}\"", pat.span,
+                             label="repeated pattern",
+                             secondary=(Label(seen[pat.value].pattern.span, "first rule here"),),
+                             help="remove one of them (Keras refuses duplicate keys too)")
+                    continue
+                seen[pat.value] = r
+                self._pattern(pat)
+                rules.append(Rule(len(rules), pat.value, layout, r.span, pat.span, pat.raw))
+        return tuple(rules), default
+
+    def _pattern(self, pat: ast.StrLit) -> bool:
+        """Whether `pat` is a pattern the matcher can run; a diagnostic when it is not."""
+        deep = nesting_too_deep(pat.value, limits.MAX_PATTERN_NESTING)
+        if deep is not None:
+            col = 1 + _raw_offset(pat.raw, deep)
+            self.err("P125", f"pattern nests groups more than {limits.MAX_PATTERN_NESTING} deep "
+                     f"(limit {limits.MAX_PATTERN_NESTING})", pat.span.shifted(col, 1),
+                     label="too deeply nested", secondary=(Label(pat.span, "in this pattern"),))
+            return False
+        try:
+            problem = check_pattern(pat.value)
+        except RecursionError:  # called from deep in someone's stack: still no traceback
+            self.err("P125", "pattern nested too deeply to compile", pat.span,
+                     label="too deeply nested")
+            return False
+        if problem is None:
+            if exponential(pat.value):
+                self.diags.append(warning(
+                    "P314", "pattern may take exponential time in Python's `re`: it can "
+                    "match one text in exponentially many ways", pat.span,
+                    label="a backtracking engine tries each way",
+                    help=("planc itself matches in linear time, but the emitted modules and "
+                          "Keras's LayoutMap use Python's `re`, and `planc compile` refuses "
+                          "the pattern; make each repetition match one way, e.g. "
+                          "`(\\w+_?)+` as `\\w+(_\\w+)*`")))
+            return True
+        col = 1 + _raw_offset(pat.raw, problem.offset)
+        span = pat.span.shifted(col, 1)
+        if problem.kind == "invalid":
+            self.err("P106", f"invalid regular expression: {problem.message}", span,
+                     label="here", secondary=(Label(pat.span, "in this pattern"),))
+        else:
+            self.err("P107", f"unsupported regular expression feature: {problem.message}", span,
+                     label="not supported", help="planc matches with RE2 (linear time); "
+                     "rewrite the pattern without backreferences or lookaround")
+        return False
+
+    def _renames(self, sections) -> tuple[Rename, ...]:
+        """The `rename` blocks' rules in file order: their patterns checked as layout
+        patterns are (one engine answers both), their templates against the groups."""
+        out: list[Rename] = []
+        seen: dict[str, ast.RenameRule] = {}
+        for section in sections:
+            for r in section.rules:
+                transpose = self._rename_options(r)
+                pat = r.pattern
+                if pat.value in seen:
+                    self.err("P111", f"duplicate rename rule for \"{pat.raw}\"", pat.span,
+                             label="repeated pattern",
+                             secondary=(Label(seen[pat.value].pattern.span, "first rule here"),),
+                             help="the first rule always wins; remove the other")
+                    continue
+                seen[pat.value] = r
+                if self._pattern(pat):
+                    self._template(r.template, pat)
+                out.append(Rename(len(out), pat.value, r.template.value, transpose, r.span,
+                                  pat.span))
+        return tuple(out)
+
+    def _rename_options(self, r: ast.RenameRule) -> bool:
+        transpose = None
+        for option in r.options:
+            if option.text != "transpose":
+                self.err("P119", f"unknown rename option `{option.text}`", option.span,
+                         label="unknown", help=self._hint(option.text, ("transpose",)) or
+                         "a rename rule takes one option, `transpose` (2-D tensors only)")
+            elif transpose is not None:
+                self.err("P119", "`transpose` is given twice", option.span, label="given again",
+                         secondary=(Label(transpose.span, "first given here"),))
+            else:
+                transpose = option
+        return transpose is not None
+
+    def _template(self, template: ast.StrLit, pat: ast.StrLit) -> None:
+        try:
+            regex = pattern_groups(pat.value)
+        except (re.error, RecursionError, OverflowError) as exc:  # check_pattern passed it
+            self.err("P125", f"pattern too large for Python's re to read its groups: {exc}",
+                     pat.span, label="in this pattern")
+            return
+        try:
+            compile_template(template.value, regex)
+        except TemplateProblem as problem:
+            col = 1 + _raw_offset(template.raw, problem.offset)
+            end = 1 + _raw_offset(template.raw, problem.offset + problem.length)
+            span = template.span.shifted(col, max(end - col, 1)) if problem.length else template.span
+            self.err("P126", f"bad rename template: {problem.message}", span,
+                     label="here", secondary=(Label(pat.span, "the pattern"),),
+                     help=r"a template names the pattern's groups as `\1` or `\g<name>`")
+
+    def _layout(self, node: ast.LayoutExpr, mesh: Mesh) -> Layout:
+        alternatives = node.alternatives
+        if len(alternatives) == 1:  # most rules: no `|`
+            alt = self._alternative(alternatives[0], mesh)
+            return Layout((alt,), layout_text(alt), node.span)
+        alts = tuple(self._alternative(a, mesh) for a in alternatives)
+        return Layout(alts, " | ".join(layout_text(a) for a in alts), node.span)
+
+    def _alternative(self, node, mesh: Mesh) -> Alternative:
+        if node.__class__ is ast.Replicated:
+            return Alternative((), replicated=True, span=node.span)
+        head: list[Dim] = []
+        tail: list[Dim] = []
+        dims = head  # `tail` once `...` is read
+        ellipsis: ast.Ellipsis | None = None
+        used: dict[str, ast.Name] = {}
+        axes = self._axis_set(mesh)
+        for entry in node.entries:
+            kind = entry.__class__
+            if kind is ast.Unsplit:
+                dims.append(Dim((), 1, entry.span))
+                continue
+            if kind is ast.Ellipsis:
+                if ellipsis is not None:
+                    self.err("P105", "`...` appears twice in one layout", entry.span,
+                             label="second `...`",
+                             secondary=(Label(ellipsis.span, "first `...` here"),),
+                             help="`...` stands for as many `_` as needed; use it once")
+                ellipsis = entry
+                dims = tail
+                continue
+            names = []
+            for n in entry.axes:
+                text = n.text
+                if text in axes and text not in used:
+                    used[text] = n
+                elif text not in axes:
+                    self._unknown_axis(n, mesh)
+                else:
+                    self.err("P104", f"axis `{text}` is used twice in one layout", n.span,
+                             label="used again",
+                             secondary=(Label(used[text].span, "first used here"),),
+                             help="a mesh axis can split at most one dimension of a variable")
+                names.append(text)
+            if entry.block is None:  # most splits
+                dims.append(Dim(tuple(names), 1, entry.span))
+                continue
+            block = entry.block.value
+            if block <= 0:
+                self.err("P112", f"block size must be a positive integer, not {block}",
+                         entry.block.span, label="not positive")
+                block = 1
+            dims.append(Dim(tuple(names), block, entry.span))
+        return Alternative(tuple(head), ellipsis is not None, tuple(tail), False, node.span)
+
+
+def _raw_offset(raw: str, value_offset: int) -> int:
+    """Where character `value_offset` of an unescaped pattern sits in the raw string."""
+    r = v = 0
+    while v < value_offset and r < len(raw):
+        r += 2 if raw.startswith('\\"', r) else 1
+        v += 1
+    return r

@@ -1,0 +1,144 @@
+"""The checker's settings: the memory `budget`, the `check` conditions (evaluated as soon
+as every name they read has a size) and the `cluster` settings."""
+
+from __future__ import annotations
+
+from planc.check.base import CheckerBase
+from planc.check.conditions import evaluate_check, sizes_env
+from planc.check.expression import encode, names_in
+from planc.ir import Budget, Check, Cluster, Mesh, Setting
+from planc.multihost.environments import DETECT_METHODS
+from planc.syntax import ast
+
+_CLUSTER_KEYS = ("coordinator", "processes", "process_id", "detect")
+
+
+class Settings(CheckerBase):
+    """The budget, checks and cluster statements -> their IR."""
+
+    def _budget(self, statements, params) -> Budget | None:
+        self._once(statements.budget, "`budget`")
+        if not statements.budget:
+            return None
+        stmt = statements.budget[0]
+        per_device, state = None, 1
+        for kw in stmt.args:
+            key = kw.name.text
+            if key == "per_device":
+                per_device = self._int_value(kw.value, params, "`per_device`")
+            elif key == "state":
+                state = self._int_value(kw.value, params, "`state`") or 1
+            else:
+                self.err("P119", f"unknown budget setting `{key}`", kw.name.span,
+                         label="unknown", help=self._hint(key, ("per_device", "state")) or
+                         "budget takes `per_device = SIZE` and `state = K`")
+        if per_device is None:
+            if not any(kw.name.text == "per_device" for kw in stmt.args):
+                self.err("P119", "`budget` needs `per_device = SIZE`", stmt.span,
+                         label="no per-device size", help="e.g. `budget(per_device = 80 GB)`")
+            return None
+        return Budget(per_device, state, stmt.span)
+
+    def _checks(self, statements, params, mesh: Mesh) -> tuple[Check, ...]:
+        out = []
+        env = sizes_env(dict((k, v) for k, (_, v) in params.items()), mesh)
+        for stmt in statements.checks:
+            names = []
+            ok = self._check_names(stmt.expr, params, mesh, names)
+            if not ok:
+                continue
+            check = Check(encode(stmt.expr), stmt.message.value,
+                          tuple(dict.fromkeys(names)), stmt.span)
+            out.append(check)
+            if all(n in env for n in check.names):
+                self._evaluate(check, env)
+        return tuple(out)
+
+    def _check_names(self, expr, params, mesh, names) -> bool:
+        ok = True
+        for n in names_in(expr):
+            if n.text in self._axis_set(mesh):
+                names.append(n.text)
+            elif n.text in params:
+                if not isinstance(params[n.text][1], int):
+                    self.err("P122", f"parameter `{n.text}` is a string; `check` compares integers",
+                             n.span, label="a string parameter")
+                    ok = False
+                names.append(n.text)
+            else:
+                hint = self._hint(n.text, params, mesh.names)
+                self.err("P108", f"unknown name `{n.text}` in `check`", n.span,
+                         label="neither a parameter nor a mesh axis",
+                         help=hint or "a `check` reads parameters and mesh axis sizes")
+                ok = False
+        return ok
+
+    def _evaluate(self, check: Check, env: dict) -> None:
+        problem = evaluate_check(check, env)
+        if problem:
+            self.diags.append(problem)
+
+    def _cluster_setting(self, kw: ast.KwArg, params) -> Setting | None:
+        v = kw.value
+        if isinstance(v, ast.EnvCall):
+            default = None
+            if v.default is not None:
+                default = self._literal(v.default, params)
+            return Setting(default, v.var.value, v.span)
+        value = self._literal(v, params)
+        return Setting(value, None, v.span)
+
+    def _literal(self, v, params):
+        if isinstance(v, (ast.IntLit, ast.SizeLit, ast.StrLit)):
+            return v.value
+        if isinstance(v, ast.Name):
+            if v.text in params:
+                return params[v.text][1]
+            self.err("P108", f"unknown parameter `{v.text}`", v.span, label="not declared",
+                     help=self._hint(v.text, params))
+            return None
+        self.err("P110", "`env(...)` cannot be nested", v.span, label="nested env")
+        return None
+
+    def _cluster(self, statements, params) -> Cluster | None:
+        self._once(statements.cluster, "`cluster`")
+        if not statements.cluster:
+            return None
+        stmt = statements.cluster[0]
+        values: dict[str, Setting] = {}
+        detect = "auto"
+        for kw in stmt.args:
+            key = kw.name.text
+            if key == "detect" and "detect" not in values:
+                detect = self._cluster_detect(kw) or detect
+                values["detect"] = Setting(detect, None, kw.value.span)
+                continue
+            if key not in _CLUSTER_KEYS:
+                self.err("P119", f"unknown cluster setting `{key}`", kw.name.span, label="unknown",
+                         help=self._hint(key, _CLUSTER_KEYS) or
+                         "cluster takes " + ", ".join(f"`{k}`" for k in _CLUSTER_KEYS))
+                continue
+            if key in values:
+                self.err("P114", f"cluster setting `{key}` is given twice", kw.name.span,
+                         label="given again")
+                continue
+            setting = self._cluster_setting(kw, params)
+            if setting is not None:
+                if key != "coordinator" and setting.value is not None and not isinstance(setting.value, int):
+                    self.err("P110", f"cluster setting `{key}` must be an integer", kw.value.span,
+                             label="not an integer")
+                values[key] = setting
+        return Cluster(values.get("coordinator"), values.get("processes"), values.get("process_id"),
+                       stmt.span, detect=detect)
+
+    def _cluster_detect(self, kw: ast.KwArg) -> str | None:
+        """`detect = "NAME"`: one of the environments planc and JAX know, else P130."""
+        if isinstance(kw.value, ast.StrLit) and kw.value.value in DETECT_METHODS:
+            return kw.value.value
+        given = kw.value.value if isinstance(kw.value, ast.StrLit) else None
+        self.err("P130", f"unknown cluster environment {given!r}" if given is not None
+                 else "`detect` takes a quoted environment name", kw.value.span,
+                 label="not an environment planc knows",
+                 help=(self._hint(given, DETECT_METHODS) if given else None) or
+                 "detect = one of " + ", ".join(f'"{m}"' for m in DETECT_METHODS))
+        return None

@@ -1,0 +1,122 @@
+"""P4xx: the plan against a checkpoint, and the checkpoint files themselves.
+
+One entry per code, in code order: see `planc.diagnostics.codes`.
+"""
+
+ENTRIES = {
+    # against a checkpoint (`rename`, `plan.load`, `planc lint --checkpoint`)
+    'P401': dict(
+        severity='error',
+        title='variable with no checkpoint tensor',
+        what='a variable no checkpoint tensor fills (after `rename`)',
+        why='A variable nothing fills would keep its initial values.',
+        example="a layer renamed in the model but not in the plan's `rename`",
+        fix='Add or fix the `rename` rule that maps its tensor onto its path.'),
+    'P402': dict(
+        severity='warning / error',
+        title='checkpoint tensor no variable takes',
+        what='a checkpoint tensor no variable takes (error with `--strict` / `strict=True`)',
+        why='A tensor nothing takes is data the model does not load.',
+        example='an optimizer slot saved beside the weights',
+        fix='Add a `rename` for it, or ignore it (it is an error under `--strict`).'),
+    'P403': dict(
+        severity='error',
+        title='two tensors renamed onto one path',
+        what='two tensors renamed onto one path (both tensors, both rules)',
+        why='Two tensors on one variable: only one could be loaded.',
+        example='`"a\\.(\\d+)" -> "x"` on `a.0` and `a.1`',
+        fix='Make the rename template keep what distinguishes them (`x/\\1`).'),
+    'P404': dict(
+        severity='error',
+        title='tensor shape does not match its variable',
+        what='tensor shape does not match its variable (both shapes, the tensor, the path, the rule)',
+        why="The tensor's data cannot be placed in the variable.",
+        example='a PyTorch `[out, in]` weight without `transpose`',
+        fix='Add `transpose` for a PyTorch `[out, in]` weight, or fix the rename.'),
+    'P405': dict(
+        severity='error',
+        title='tensor dtype does not match its variable',
+        what='tensor dtype does not match its variable; casting happens only when asked (`dtype=`)',
+        why="Loading would change the values' type silently.",
+        example='a bfloat16 checkpoint for a float32 model',
+        fix="Pass `dtype=` to cast on purpose, or use a checkpoint of the model's dtype."),
+    'P406': dict(
+        severity='error',
+        title='`transpose` on a tensor that is not 2-D',
+        what='`transpose` on a tensor that is not 2-D',
+        why='`transpose` swaps the two axes of a matrix; other ranks have no single transpose.',
+        example='`transpose` on a bias',
+        fix='Remove `transpose` from rules that match biases and other non-2-D tensors.'),
+    'P407': dict(
+        severity='warning',
+        title='rename rule matches no checkpoint tensor',
+        what='rename rule matches no checkpoint tensor',
+        why='A rename rule that matches nothing is usually a typo.',
+        example='a typo in a rename pattern',
+        fix='Fix the pattern after the tensor names `planc lint --checkpoint` lists.'),
+    # checkpoint files (`plan.load`, `planc lint --checkpoint`)
+    'P410': dict(
+        severity='error',
+        title='checkpoint file unreadable, truncated or corrupt',
+        what='a checkpoint file that cannot be read, or is truncated or corrupt (header length past the end, header not UTF-8 JSON, `__metadata__` not strings, an unknown dtype, offsets out of bounds, overlapping or leaving gaps, not an HDF5 or zip file); exit 2 when the path cannot be read at all',
+        why='The checkpoint cannot be read safely (truncated, corrupt or not the format named).',
+        example='an interrupted download',
+        fix='Download or write the checkpoint again.'),
+    'P411': dict(
+        severity='error',
+        title="index shard outside the index's directory",
+        what="an index's `weight_map` names a shard outside the index's own directory (absolute, `..`, a link leading out); the shard is never opened",
+        why="A shard outside the index's directory could read any file.",
+        example='`"weight_map": {"w": "../../etc/passwd"}`',
+        fix='Keep shards beside the index (`weight_map` names relative to it).'),
+    'P412': dict(
+        severity='error',
+        title='index names a missing shard file',
+        what="an index's `weight_map` names a shard file that does not exist",
+        why='A missing shard leaves its tensors unloaded.',
+        example='one shard of a sharded download missing',
+        fix='Download the missing shard file.'),
+    'P413': dict(
+        severity='error',
+        title='tensor data cannot be read',
+        what="a tensor's data cannot be read while loading (the file changed after it was opened, a packed F4/F6 dtype numpy cannot slice)",
+        why="The tensor's bytes could not be read while loading.",
+        example='a checkpoint overwritten during `plan.load`',
+        fix='Do not change the checkpoint while it loads; convert packed dtypes first.'),
+    # Orbax checkpoints, `plan.save`, `planc reshard`
+    'P415': dict(
+        severity='error',
+        title='Orbax checkpoint directory without its metadata',
+        what='an Orbax checkpoint directory without its tree metadata (`_METADATA`), or a CheckpointManager root',
+        why='Without its metadata an Orbax directory is not a finished checkpoint.',
+        example='a save that did not finish',
+        fix="Point at a finished step directory (with `_METADATA`), not the manager's root."),
+    'P416': dict(
+        severity='error',
+        title='Orbax cannot read or restore the checkpoint',
+        what="Orbax cannot read the checkpoint's metadata or restore it (Orbax's reason, one line)",
+        why='Orbax itself failed to read or restore the checkpoint.',
+        example='a damaged `_METADATA`',
+        fix="See Orbax's reason in the message; write the checkpoint again if it is damaged."),
+    'P417': dict(
+        severity='note',
+        title='checkpoint saved under another plan: resharded',
+        what='the checkpoint was saved under another plan (its name and fingerprint): loading reshards it',
+        why="The checkpoint's layout differs from this plan's, so loading moves data between devices.",
+        example='`plan_b.load(saved_by_plan_a)`',
+        fix='Nothing to fix: the note says the load reshards.'),
+    'P418': dict(
+        severity='error',
+        title='tensor names that cannot form one checkpoint tree',
+        what='`planc reshard`: tensor names that cannot form one tree (`a` and `a/b`)',
+        why='A tree cannot hold both a leaf `a` and a subtree `a/b`.',
+        example="a `rename` that maps a tensor onto another's prefix",
+        fix='Rename one tensor so no name is a prefix of another.'),
+    'P419': dict(
+        severity='error',
+        title='Orbax could not write the checkpoint',
+        what='`planc reshard`: Orbax could not write DST (nothing is left there)',
+        why='Orbax refused to write; nothing is left at the destination.',
+        example='a tensor dtype Orbax cannot store',
+        fix="See Orbax's reason in the message (often a dtype it cannot store)."),
+}

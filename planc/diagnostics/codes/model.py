@@ -1,0 +1,186 @@
+"""P3xx: the plan against a model (its variables, activations, memory, the target), the
+model it names and the golden tables it is held to.
+
+One entry per code, in code order: see `planc.diagnostics.codes`.
+"""
+
+ENTRIES = {
+    # against a model
+    'P301': dict(
+        severity='error / note',
+        title='variable matched by no rule',
+        what='variable matched by no rule (error for rank >= 2, note below; silenced by `default`)',
+        why='A variable no rule matches is replicated on every device, which is how plans silently use all memory.',
+        example='a renamed layer',
+        fix='Fix the pattern that was meant to match it (the help names the nearest rule), add a rule, or a `default`.'),
+    'P302': dict(
+        severity='error',
+        title='ambiguous match',
+        what='ambiguous match: every rule involved, a witness path',
+        why='Two rules give one variable two layouts; which one wins is not written down.',
+        example='`".*kernel"` and `"dense.*"` on `dense/kernel`',
+        fix='Make the patterns disjoint, or write `overlap first` to let order decide.'),
+    'P303': dict(
+        severity='error',
+        title='dimension not divisible by its mesh axes',
+        what='dimension not divisible by its axes (variable, dimension, size, axes and product)',
+        why="A dimension is split into equal shards only when the axes' product divides it.",
+        example='a KV kernel `(1, 2048, 256)` on `model = 8`',
+        fix='Use an alternative `|` that falls back, or a mesh whose axes divide the size.'),
+    'P304': dict(
+        severity='error',
+        title='rank mismatch',
+        what='rank mismatch',
+        why='The layout has a different number of dimensions than the variable.',
+        example='`(model, _)` on a rank-3 kernel',
+        fix='Give one entry per dimension, or use `...` for the leading ones.'),
+    'P305': dict(
+        severity='error',
+        title='no fitting alternative',
+        what='no fitting alternative (why each failed)',
+        why='Every alternative of the rule failed for this variable; the help says why each did.',
+        example='`(model, _) | (_, model)` on `(3, 5)`',
+        fix='Add an alternative that fits (often `replicated` last for small variables).'),
+    'P306': dict(
+        severity='warning',
+        title='rule matches no variable',
+        what='rule matches no variable of the model',
+        why='A rule that matches nothing is usually a typo or a renamed layer, and the variables it meant go unmatched.',
+        example='a typo in a pattern',
+        fix='Fix the pattern after the closest variable the help names, or delete the rule.'),
+    'P307': dict(
+        severity='warning',
+        title='rule shadowed by earlier or exact-path rules',
+        what='rule shadowed under `overlap first`: every variable it matches is taken by earlier rules or by exact-path rules',
+        why='Under `overlap first` the rule never wins, so its layout never applies.',
+        example='`".*"` above `"dense/kernel"`',
+        fix='Move it above the rules that take its variables, or delete it.'),
+    'P308': dict(
+        severity='note / warning',
+        title='literal rule overrides regex rules',
+        what='literal rule overrides regex rules that also match (a warning under `overlap first` when an earlier rule matches)',
+        why='An exact-path rule silently takes a variable from the regex rules that also match it.',
+        example='`"dense/kernel"` next to `".*kernel"`',
+        fix='That is usually what you want: keep it; reorder or narrow the regex otherwise.'),
+    'P309': dict(
+        severity='error',
+        title='memory budget exceeded',
+        what='memory budget exceeded (top contributors in the help)',
+        why='The variables on one device would need more memory than the budget allows.',
+        example='`budget(per_device = 1 GB)`',
+        fix='Shard the top contributors the help names over more axes, or raise the budget.'),
+    'P310': dict(
+        severity='warning',
+        title='large replicated variable',
+        what='large replicated variable (>= 64 MiB on more than one device)',
+        why='A large variable whole on every device wastes memory on each one.',
+        example='an unmatched embedding under `default -> replicated`',
+        fix='Give it a layout that shards one dimension.'),
+    'P311': dict(
+        severity='error',
+        title='layout the target cannot express',
+        what='a layout the target cannot express',
+        why='The target cannot write this layout (for example several axes on one dimension outside JAX).',
+        example='a multi-axis dimension on a non-JAX Keras backend',
+        fix='Use a layout the target can express, or the JAX target.'),
+    'P312': dict(
+        severity='error',
+        title='batch not divisible by the batch axes',
+        what='global batch not divisible by the batch axes',
+        why='Each batch shard must have the same size.',
+        example='a batch of 5 on 8 devices',
+        fix="Use a global batch the batch axes' product divides."),
+    'P313': dict(
+        severity='error',
+        title='compiled module refused: plan has errors against the model',
+        what='compiled module refused: the plan has errors against the model',
+        why='A module compiled from a plan with errors would fail at run time.',
+        example='`planc compile --model`',
+        fix='Fix the errors `planc lint --model` reports first.'),
+    'P314': dict(
+        severity='warning / error',
+        title="pattern may backtrack exponentially in Python's re",
+        what="a pattern that can match one text in exponentially many ways, so Python's backtracking `re` (the emitted modules, Keras's LayoutMap) may take exponential time on a path it does not match; a warning at lint, an error at `planc compile --target jax|keras`",
+        why="Python's `re` (the emitted modules, Keras's LayoutMap) backtracks: such a pattern can take exponential time on a path it fails to match.",
+        example='`"(\\w+_?)+/kernel"`',
+        fix='Remove the nested repetition (`(\\w+_?)+` -> `\\w+`).'),
+    'P315': dict(
+        severity='error',
+        title='explicit mesh axes on the Keras target',
+        what='explicit mesh axes on the Keras target: Keras builds `Auto` meshes, so planc refuses rather than downgrade',
+        why="Code written for explicit axes relies on type-level shardings and on JAX's errors where it would guess; on Keras's auto mesh it would run differently.",
+        example='`axis_types explicit` with `plan.to_keras()`',
+        fix='Use the JAX target (`plan.mesh()`, `planc compile --target jax`), or write `axis_types auto` for Keras.'),
+    'P316': dict(
+        severity='error',
+        title='the installed JAX lacks a feature the plan needs',
+        what='the installed JAX lacks a feature the plan or call needs (names the JAX version that has it)',
+        why='An old JAX would otherwise fail with an AttributeError deep inside planc or JAX.',
+        example='`axis_types explicit` on jax 0.4.35',
+        fix="Install the JAX the message names (`pip install -U 'jax>=0.7.1'`)."),
+    'P317': dict(
+        severity='error',
+        title='activation does not fit its `outputs` rule',
+        what="`plan.constrain(x, name)` on a value whose rank or shape does not fit the `outputs` rule (the rule's line, the shape, why)",
+        why="Under auto axes XLA pads an indivisible constraint silently and fails only when the value is printed (jax-ml/jax#15788); under explicit axes JAX raises an error without the plan's line.",
+        example='`(batch, _, model)` on a rank-2 value',
+        fix='Reshape the value, change the rule, or add an alternative that fits (`| replicated`).'),
+    'P318': dict(
+        severity='note / error',
+        title='no `outputs` rule for an activation',
+        what='no `outputs` rule matches the name: `plan.constrain(x, name)` returns the value unchanged with this note; `plan.shard_map`, which needs a spec, makes it an error',
+        why='A misspelt name would otherwise leave an activation unconstrained unnoticed.',
+        example='`plan.constrain(h, "decoder/atention")`',
+        fix='Add a rule to the `outputs` block, or correct the name.'),
+    # the model a plan is for, golden tables (`model "PATH"`, `[tool.planc]`, `lint --golden`)
+    'P320': dict(
+        severity='error',
+        title="the plan's model cannot be read",
+        what='the model a plan is for (`model "PATH"` or its `[tool.planc]` entry) cannot be read',
+        why='The plan cannot be validated against a model that is missing or unreadable.',
+        example='`model "models/gone.json"`',
+        fix='Fix the path (relative to the file that names it), or pass `--model SRC`.'),
+    'P321': dict(
+        severity='error',
+        title='bad `[tool.planc]` table in pyproject.toml',
+        what='bad `[tool.planc]` table in pyproject.toml (not TOML, an unknown key, a `plans` entry without `files`, bad `devices`)',
+        why='planc cannot tell which model or device counts the plans are for.',
+        example='`devices = "many"`',
+        fix="Follow the README's `[tool.planc]` section: `[[tool.planc.plans]]` entries with `files`, `model` and `devices`."),
+    'P322': dict(
+        severity='error',
+        title='golden file unreadable or of another schema',
+        what='`--golden` (or a `planc diff` input): the file cannot be read, is not JSON, or is not a `planc.explain/1` document',
+        why='Drift can only be measured against a golden table planc wrote.',
+        example='a `planc.report/1` file given as `--golden`',
+        fix='Write it with `planc explain PLAN --model SRC --devices N --format json -o FILE`.'),
+    'P323': dict(
+        severity='error',
+        title="variable's layout drifted from the golden",
+        what="a variable's layout, shard shape or bytes per device differ from the golden",
+        why='A committed golden is the reviewed layout; a change must be seen, not slip in.',
+        example='`dense/bias` was `(model)`, is now `replicated`',
+        fix='Undo the change, or write the golden again if it is meant.'),
+    'P324': dict(
+        severity='error',
+        title='variable only in the golden, or only in the model',
+        what='a variable is in the golden only, or in the model only',
+        why='The model changed since the golden was written, so the table no longer covers it.',
+        example='a new `head/kernel` in the model',
+        fix='Write the golden again against the current model.'),
+    'P325': dict(
+        severity='error',
+        title='an input could not be read: the report is incomplete',
+        what='an input (a plan, a model, a golden, a checkpoint) could not be read: the report covers only the others',
+        why='A report without the unread input is not a clean result; machine formats say so (SARIF `executionSuccessful: false`, JSON `complete: false`).',
+        example='`planc lint missing.kd --format sarif -o f.sarif`',
+        fix='Fix the path or permissions; the exit code is 2.'),
+    # between two rules of the plan (found without a model)
+    'P336': dict(
+        severity='warning',
+        title="two rules' patterns can match one path",
+        what="two rules' patterns can both match one path (found without a model, with a witness path); not reported under `overlap first` or `match search`",
+        why='Under `overlap error` a variable both match is an error (P302) once a model has one; the plan alone already shows the overlap.',
+        example='`"dense_\\d+/kernel"` beside `".*kernel"`',
+        fix='Make the patterns disjoint (name the layers each is for), or write `overlap first` so that file order decides.'),
+}

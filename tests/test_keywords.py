@@ -1,0 +1,73 @@
+"""The language's words have one home, `planc.syntax.keywords`, read from the grammar; these
+tests hold it to what the parser itself does: a reserved word names nothing, a contextual
+keyword (`model`) is a keyword only before a string, and every statement starts with one
+of the statement keywords."""
+
+import re
+
+import pytest
+from test_suggest import hf_llama
+from test_suggest_cli import run
+
+import planc
+from planc.diagnostics import PlanError
+from planc.importing.draft import axis_problem, plan_name
+from planc.syntax.grammar import new_parser
+from planc.syntax.keywords import CONTEXTUAL, RESERVED, STATEMENT_KEYWORDS
+
+_WORD = re.compile(r"[a-z_]+")
+_LOOKAHEAD = re.compile(r"([a-z_]+)(\(\?=.*\))", re.S)
+
+
+def _terminals():
+    return new_parser().terminals
+
+
+def test_the_reserved_words_are_the_parsers_keyword_terminals_in_its_order():
+    words = [t.pattern.value for t in _terminals()
+             if t.pattern.type == "str" and _WORD.fullmatch(t.pattern.value)]
+    assert list(RESERVED) == words
+
+
+def test_model_is_the_one_contextual_keyword_and_is_not_reserved():
+    found = [m.groups() for t in _terminals() if t.pattern.type == "re"
+             for m in [_LOOKAHEAD.fullmatch(t.pattern.value)] if m]
+    assert [w for w, _ in found] == [w for w, _ in CONTEXTUAL] == ["model"]
+    assert "model" not in RESERVED
+    [(word, lookahead)] = CONTEXTUAL
+    assert re.match(word + lookahead, 'model  "m.json"') and not re.match(word + lookahead, "model = 2")
+
+
+@pytest.mark.parametrize("word", RESERVED)
+def test_a_reserved_word_cannot_name_a_plan(word):
+    with pytest.raises(PlanError):
+        planc.loads(f"plan {word}\nmesh(batch = auto)\ndata_parallel\n")
+
+
+def test_model_names_a_plan_and_an_axis():
+    plan = planc.loads("plan model\nmesh(batch = auto, model = 2)\n"
+                       "model_parallel(batch = batch)\nlayout {\n  \"k\" -> (_, model)\n}\n")
+    assert plan.name == "model" and plan.mesh_axes["model"] == 2
+
+
+def test_statements_start_with_exactly_the_statement_keywords():
+    word_of = {t.name: t.pattern.value for t in _terminals() if t.pattern.type == "str"}
+    # A lone `->` is refused with what may start a file: the first token of each statement.
+    with pytest.raises(Exception) as caught:
+        new_parser().parse("->")
+    expected = set(caught.value.expected)
+    assert {word_of[t] for t in expected if t in word_of} == set(STATEMENT_KEYWORDS)
+    assert expected - set(word_of) == {"$END", "MODEL"}
+
+
+def test_names_planc_writes_avoid_exactly_the_reserved_words(tmp_path, capsys):
+    for word in RESERVED:
+        if word != "_":  # the plan name of `_` is `imported`: no name is only underscores
+            assert plan_name(word) == f"plan_{word}"
+        assert axis_problem(word) == f"`{word}` is a keyword of the plan language"
+    assert plan_name("model") == "model" and axis_problem("model") is None
+    src = hf_llama(tmp_path)
+    for stem, name in (("layout", "layout_plan"), ("model", "model")):
+        rc, _, _ = run(capsys, "--model", src, "--devices", "8", "-o", str(tmp_path / f"{stem}.kd"))
+        assert rc == 0
+        assert planc.load_plan(tmp_path / f"{stem}.kd").name == name
