@@ -27,9 +27,6 @@ from planc.resolve.causes import Budget, NearMiss, near_miss
 from planc.resolve.grouping import grouped
 from planc.variables import Variable, any_line_break, path_of
 
-_new = object.__new__
-
-
 class ResolvedLayout(Frozen):
     """The layout one variable gets.
 
@@ -40,14 +37,8 @@ class ResolvedLayout(Frozen):
     '(_, model)'
     """
 
-    __slots__ = ("axes", "blocks")
-
-    def __new__(cls, axes: tuple[AxisEntry, ...], blocks: tuple[int, ...]):
-        self = _new(cls._open)
-        self.axes = axes
-        self.blocks = blocks
-        self.__class__ = cls
-        return self
+    axes: tuple[AxisEntry, ...]
+    blocks: tuple[int, ...]
 
     @property
     def dims(self) -> tuple[Dim, ...]:
@@ -122,18 +113,11 @@ class Assignment(NamedTuple):
 class Resolution(Frozen):
     # `matched`, per rule: variables whose path it matched; `won`, per rule: variables it
     # laid out; `unchecked`: auto axes whose unknown size skipped divisibility checks.
-    __slots__ = ("assignments", "diagnostics", "matched", "won", "unchecked")
-
-    def __new__(cls, assignments: tuple[Assignment, ...], diagnostics: tuple[Diagnostic, ...],
-                matched: tuple[int, ...], won: tuple[int, ...], unchecked: tuple[str, ...] = ()):
-        self = _new(cls._open)
-        self.assignments = assignments
-        self.diagnostics = diagnostics
-        self.matched = matched
-        self.won = won
-        self.unchecked = unchecked
-        self.__class__ = cls
-        return self
+    assignments: tuple[Assignment, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    matched: tuple[int, ...]
+    won: tuple[int, ...]
+    unchecked: tuple[str, ...] = ()
 
 
 class Reason(enum.Enum):
