@@ -1,34 +1,59 @@
 """`Frozen`: the immutable record that AST nodes and IR objects are made of.
 
-Frozen dataclasses cost Python 3.11 an `exec` for each method they generate when their
-module is imported (about half a millisecond a class), and each construction an
-`object.__setattr__` call per field, past the `__setattr__` that refuses assignment. A
-parse builds a dozen records per rule, so both showed: together a third of the time of a
-large plan's parse and check.
+A record class declares each field once, as an annotation in its body, in field order
+(after its base's fields), with its default where it has one:
 
-A `Frozen` subclass lists its fields in `__slots__`, in field order (a slot named `_...`
-is private state, not a field), and builds each instance in its own `__new__`, which
-takes the fields in that order:
+    class Split(Node):
+        axes: tuple[Name, ...]
+        block: IntLit | None = None
+        grouped: bool = False
 
-    def __new__(cls, span, text):
-        self = _new(cls._open)
+The fields become the class's `__slots__`, and the class is built with one constructor
+that every record class shares, made per class from its fields: it takes them by
+position or by name, and refuses missing or unknown ones, as a dataclass's `__init__`
+does. Names in the body's own `__slots__` are private state, not fields; a class that
+derives such state from its fields (or makes a default afresh for each record) defines
+`__post_init__`, which the constructor runs after storing the fields, while the record
+can still be written.
+
+Why not frozen dataclasses: Python 3.11 `exec`s each method a dataclass generates when
+its module is imported (about half a millisecond a class), and each construction makes
+an `object.__setattr__` call per field, past the `__setattr__` that refuses assignment.
+A parse builds a dozen records per rule, so both showed: together a third of the time
+of a large plan's parse and check.
+
+So a constructor here is a plain function, as one written out by hand would be:
+
+    def __new__(cls, span, axes, block=None, grouped=False):
+        self = _new(_open)
         self.span = span
-        self.text = text
+        ...
+        if _post_init is not None:  # the class's `__post_init__`, if it has one
+            _post_init(self)
         self.__class__ = cls
         return self
 
-`cls._open` is the class's open twin: a subclass that adds no slots and keeps object's
+`_open` is the class's open twin: a subclass that adds no slots and keeps object's
 `__setattr__`, so that each field is one plain store. Made as a twin, the instance then
-becomes one of its class, whose `__setattr__` refuses any assignment from then on. The
-base gives a record what a frozen dataclass had: equality and hashing over its compared
-fields, within its class; `repr`; pickling and copying; weak references; and the
-`dataclasses` view (`fields`, `replace`, `is_dataclass`), built on first use, that the
-IR's fingerprint and the language server read.
+becomes one of its class, whose `__setattr__` refuses any assignment from then on.
+
+Compiling such a function costs ~50-150 us; `planc lint` builds some 30 kinds of
+record. So the code is compiled once per process for each number of fields, with
+placeholder names (`_0`, `_1`, ...), and each class takes a copy of it renamed to its
+own fields (`CodeType.replace`, about a microsecond), with its twin, defaults and hook
+in the function's globals. A class gets its constructor on its first construction, so
+importing a module of records makes none.
+
+The base gives a record what a frozen dataclass had: equality and hashing over its
+compared fields, within its class; `repr`; pickling and copying; weak references; and
+the `dataclasses` view (`fields`, `replace`, `is_dataclass`), built on first use, that
+the IR's fingerprint and the language server read.
 """
 
 from __future__ import annotations
 
 from operator import attrgetter
+from types import CodeType, FunctionType
 from typing import ClassVar
 
 
@@ -58,20 +83,106 @@ class _DataclassFields:
         return fields
 
 
-class _OpenTwin:
-    """`cls._open`: made on first use, so that importing a module of records makes none.
-    Two threads may each make one; either serves, as both have the class's layout."""
-
-    def __get__(self, obj, cls):
-        twin = type(cls.__name__, (cls,), {
-            "__slots__": (), "__setattr__": object.__setattr__,
-            "__delattr__": object.__delattr__, "__module__": cls.__module__,
-            "__qualname__": f"{cls.__qualname__}._open", "_twin": True})
-        type.__setattr__(cls, "_open", twin)
-        return twin
+def _first_construction(cls, *args, **kwargs):
+    """Each record class's `__new__` until its first construction, which makes the
+    class's own constructor and puts it in its place."""
+    new = _constructor(cls)
+    type.__setattr__(cls, "__new__", staticmethod(new))
+    return new(cls, *args, **kwargs)
 
 
-class Frozen:
+def _constructor(cls: _RecordClass) -> FunctionType:
+    """`cls`'s constructor: the template for its number of fields, renamed to them."""
+    fields = cls._fields
+    template = _template(len(fields))
+    named = {f"_{i}": field for i, field in enumerate(fields)}
+    code = template.replace(co_names=tuple(named.get(n, n) for n in template.co_names),
+                            co_varnames=tuple(named.get(n, n) for n in template.co_varnames))
+    twin = type.__new__(type(cls), cls.__name__, (cls,), {
+        "__slots__": (), "__setattr__": object.__setattr__,
+        "__delattr__": object.__delattr__, "__module__": cls.__module__,
+        "__qualname__": f"{cls.__qualname__}._open"})
+    defaults = tuple(cls._defaults[f] for f in fields if f in cls._defaults)
+    scope = {"_new": object.__new__, "_open": twin, "__name__": cls.__module__,
+             "_post_init": getattr(cls, "__post_init__", None)}
+    new = FunctionType(code, scope, "__new__", defaults or None)
+    new.__qualname__ = f"{cls.__qualname__}.__new__"  # as errors name it: `Name.__new__()`
+    return new
+
+
+# Constructor templates by number of fields, in this process.
+_TEMPLATES: dict[int, CodeType] = {}
+
+
+def _template(arity: int) -> CodeType:
+    """The constructor's code for `arity` fields named `_0`, `_1`, ... in order."""
+    code = _TEMPLATES.get(arity)
+    if code is None:
+        params = [f"_{i}" for i in range(arity)]
+        body = ["self = _new(_open)", *(f"self.{p} = {p}" for p in params),
+                "if _post_init is not None:", "    _post_init(self)",
+                "self.__class__ = cls", "return self"]
+        source = f"def __new__({', '.join(['cls', *params])}):\n" + "".join(
+            f"    {line}\n" for line in body)
+        namespace: dict = {}
+        exec(compile(source, f"<planc.frozen: a constructor of {arity} fields>", "exec",
+                     dont_inherit=True), namespace)
+        code = _TEMPLATES[arity] = namespace["__new__"].__code__
+    return code
+
+
+def _is_class_var(annotation) -> bool:
+    if isinstance(annotation, str):  # as `from __future__ import annotations` keeps them
+        return annotation.startswith(("ClassVar", "typing.ClassVar"))
+    return annotation is ClassVar or getattr(annotation, "__origin__", None) is ClassVar
+
+
+def _getter(names: tuple[str, ...]):
+    """A function of a record that returns the tuple of its fields `names`, at C speed."""
+    if len(names) >= 2:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(names[0])
+        return lambda obj: (one(obj),)
+    return lambda obj: ()
+
+
+class _RecordClass(type):
+    """The class of every record class: turns the fields a class body annotates into its
+    slots, its defaults and the tuples `Frozen` reads."""
+
+    def __new__(meta, name, bases, namespace, **kwargs):
+        base = next((b for b in bases if isinstance(b, _RecordClass)), None)
+        fields = list(base._fields) if base else []
+        defaults = dict(base._defaults) if base else {}
+        own = []
+        for field, annotation in namespace.get("__annotations__", {}).items():
+            if _is_class_var(annotation):
+                continue
+            if field.startswith("_") or field in ("cls", "self"):  # the constructor's own
+                raise TypeError(f"{name}: a field cannot be named {field!r} (private state "
+                                "goes in __slots__)")
+            own.append(field)
+            if field in namespace:  # a slot and a class attribute cannot share a name
+                defaults[field] = namespace.pop(field)
+            elif defaults:
+                raise TypeError(f"{name}: field {field!r} without a default follows a field "
+                                "with one")
+        slots = namespace.get("__slots__", ())
+        namespace["__slots__"] = (*own, *((slots,) if isinstance(slots, str) else slots))
+        namespace["__new__"] = _first_construction
+        cls = super().__new__(meta, name, bases, namespace, **kwargs)
+        fields = tuple(fields + own)
+        cls._fields = fields
+        cls._defaults = defaults
+        cls._compared = tuple(f for f in fields if f not in cls._not_compared)
+        cls._shown = tuple(f for f in fields if f not in cls._not_shown)
+        cls._key = staticmethod(_getter(cls._compared))
+        cls._values = staticmethod(_getter(fields))
+        return cls
+
+
+class Frozen(metaclass=_RecordClass):
     """An immutable record; see the module's docstring for what a subclass declares."""
 
     __slots__ = ("__weakref__",)  # as a dataclass's instances, each can be weakly held
@@ -79,29 +190,15 @@ class Frozen:
     # of `repr`. Each class names all of its own; a subclass inherits its base's.
     _not_compared: ClassVar[tuple[str, ...]] = ()
     _not_shown: ClassVar[tuple[str, ...]] = ()
-    # Computed per class by `__init_subclass__`.
+    # Computed per class by `_RecordClass`.
     _fields: ClassVar[tuple[str, ...]] = ()
+    _defaults: ClassVar[dict[str, object]] = {}
     _compared: ClassVar[tuple[str, ...]] = ()
     _shown: ClassVar[tuple[str, ...]] = ()
     # Functions of a record: the tuple of its compared fields, of all its fields.
     _key: ClassVar = staticmethod(lambda obj: ())
     _values: ClassVar = staticmethod(lambda obj: ())
     __dataclass_fields__ = _DataclassFields()
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("_twin"):
-            return
-        # Each class its own twin: a base's would not have the class's slots.
-        type.__setattr__(cls, "_open", _OpenTwin())
-        slots = cls.__dict__.get("__slots__", ())
-        own = (slots,) if isinstance(slots, str) else slots
-        fields = cls._fields + tuple(s for s in own if s[0] != "_")  # a base's fields first
-        cls._fields = fields
-        cls._compared = tuple(f for f in fields if f not in cls._not_compared)
-        cls._shown = tuple(f for f in fields if f not in cls._not_shown)
-        cls._key = staticmethod(_getter(cls._compared))
-        cls._values = staticmethod(_getter(fields))
 
     def __setattr__(self, name, value):
         raise FrozenError(f"cannot assign to field {name!r}")
@@ -129,13 +226,3 @@ class Frozen:
 
     def __reduce__(self):
         return self.__class__, self._values(self)
-
-
-def _getter(names: tuple[str, ...]):
-    """A function of a record that returns the tuple of its fields `names`, at C speed."""
-    if len(names) >= 2:
-        return attrgetter(*names)
-    if names:
-        one = attrgetter(names[0])
-        return lambda obj: (one(obj),)
-    return lambda obj: ()

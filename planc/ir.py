@@ -3,10 +3,10 @@
 The checker builds it from the AST; the resolver, the backends and the reports only read
 it. Nothing here imports jax or keras.
 
-IR objects are `planc.frozen.Frozen` records: each lists its fields in `__slots__` and
-its `__new__` takes them in that order. Where a thing stands (its spans) and what only describes the
-plan (its sources, its warnings) are left out of `==` and `hash` (`_not_compared`), so
-two plans that mean the same compare equal.
+IR objects are `planc.frozen.Frozen` records: each declares its fields in order, and is
+built from them by position or by name. Where a thing stands (its spans) and what only
+describes the plan (its sources, its warnings) are left out of `==` and `hash`
+(`_not_compared`), so two plans that mean the same compare equal.
 """
 
 from __future__ import annotations
@@ -16,26 +16,17 @@ from typing import Sequence
 from planc.diagnostics import Diagnostic, Span
 from planc.frozen import Frozen
 
-_new = object.__new__
-
 AxisEntry = None | str | tuple  # None, "model", or ("data", "model")
 
 
 class MeshAxis(Frozen):
     """A mesh axis: `size` devices per slice (None while `auto`), times `slices` slices."""
 
-    __slots__ = ("name", "size", "span", "slices")
+    name: str
+    size: int | None
+    span: Span | None = None
+    slices: int = 1
     _not_compared = ("span",)
-
-    def __new__(cls, name: str, size: int | None, span: Span | None = None,
-                 slices: int = 1):
-        self = _new(cls._open)
-        self.name = name
-        self.size = size
-        self.span = span
-        self.slices = slices
-        self.__class__ = cls
-        return self
 
     @property
     def global_size(self) -> int | None:
@@ -46,16 +37,13 @@ class Mesh(Frozen):
     """The mesh's axes in order; `span` is None for the implied `mesh(batch = auto)` of
     data_parallel."""
 
-    __slots__ = ("axes", "span", "_names")
+    axes: tuple[MeshAxis, ...]
+    span: Span | None = None
     _not_compared = ("span",)
+    __slots__ = ("_names",)  # `names`, made once from `axes`
 
-    def __new__(cls, axes: tuple[MeshAxis, ...], span: Span | None = None):
-        self = _new(cls._open)
-        self.axes = axes
-        self.span = span
-        self._names = tuple(a.name for a in axes)
-        self.__class__ = cls
-        return self
+    def __post_init__(self):
+        self._names = tuple(a.name for a in self.axes)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -93,17 +81,10 @@ class Mesh(Frozen):
 class Dim(Frozen):
     """One layout entry: split over `axes` (major to minor) in blocks of `block`; `()` = not split."""
 
-    __slots__ = ("axes", "block", "span")
+    axes: tuple[str, ...] = ()
+    block: int = 1
+    span: Span | None = None
     _not_compared = ("span",)
-
-    def __new__(cls, axes: tuple[str, ...] = (), block: int = 1,
-                 span: Span | None = None):
-        self = _new(cls._open)
-        self.axes = axes
-        self.block = block
-        self.span = span
-        self.__class__ = cls
-        return self
 
     @property
     def entry(self) -> AxisEntry:
@@ -127,19 +108,12 @@ UNSPLIT = Dim()
 class Alternative(Frozen):
     """One layout form: `head`, then (if `ellipsis`) any number of `_`, then `tail`."""
 
-    __slots__ = ("head", "ellipsis", "tail", "replicated", "span")
+    head: tuple[Dim, ...]
+    ellipsis: bool = False
+    tail: tuple[Dim, ...] = ()
+    replicated: bool = False
+    span: Span | None = None
     _not_compared = ("span",)
-
-    def __new__(cls, head: tuple[Dim, ...], ellipsis: bool = False, tail: tuple[Dim, ...] = (),
-                 replicated: bool = False, span: Span | None = None):
-        self = _new(cls._open)
-        self.head = head
-        self.ellipsis = ellipsis
-        self.tail = tail
-        self.replicated = replicated
-        self.span = span
-        self.__class__ = cls
-        return self
 
     def expand(self, rank: int) -> tuple[Dim, ...] | None:
         """The dims for a variable of `rank`, or None when the rank cannot fit."""
@@ -164,17 +138,10 @@ class Layout(Frozen):
     """A rule's layout: its alternatives, and `text`, their canonical source form (for
     messages and reports)."""
 
-    __slots__ = ("alternatives", "text", "span")
+    alternatives: tuple[Alternative, ...]
+    text: str
+    span: Span | None = None
     _not_compared = ("span",)
-
-    def __new__(cls, alternatives: tuple[Alternative, ...], text: str,
-                 span: Span | None = None):
-        self = _new(cls._open)
-        self.alternatives = alternatives
-        self.text = text
-        self.span = span
-        self.__class__ = cls
-        return self
 
 
 class Rule(Frozen):
@@ -184,20 +151,13 @@ class Rule(Frozen):
     written between the quotes.
     """
 
-    __slots__ = ("index", "pattern", "layout", "span", "pattern_span", "raw")
+    index: int
+    pattern: str | None
+    layout: Layout
+    span: Span | None = None
+    pattern_span: Span | None = None
+    raw: str | None = None
     _not_compared = ("span", "pattern_span")
-
-    def __new__(cls, index: int, pattern: str | None, layout: Layout, span: Span | None = None,
-                 pattern_span: Span | None = None, raw: str | None = None):
-        self = _new(cls._open)
-        self.index = index
-        self.pattern = pattern
-        self.layout = layout
-        self.span = span
-        self.pattern_span = pattern_span
-        self.raw = raw
-        self.__class__ = cls
-        return self
 
     @property
     def is_default(self) -> bool:
@@ -221,20 +181,13 @@ class Rename(Frozen):
     transpose (PyTorch `[out, in]` -> JAX `[in, out]`).
     """
 
-    __slots__ = ("index", "pattern", "template", "transpose", "span", "pattern_span")
+    index: int  # position in file order, across every `rename` block
+    pattern: str
+    template: str
+    transpose: bool = False
+    span: Span | None = None
+    pattern_span: Span | None = None
     _not_compared = ("span", "pattern_span")
-
-    def __new__(cls, index: int, pattern: str, template: str, transpose: bool = False,
-                 span: Span | None = None, pattern_span: Span | None = None):
-        self = _new(cls._open)
-        self.index = index  # position in file order, across every `rename` block
-        self.pattern = pattern
-        self.template = template
-        self.transpose = transpose
-        self.span = span
-        self.pattern_span = pattern_span
-        self.__class__ = cls
-        return self
 
     @property
     def where(self) -> str:
@@ -249,16 +202,10 @@ class Rename(Frozen):
 class Budget(Frozen):
     """`budget(per_device = SIZE, state = K)`; `per_device` in bytes."""
 
-    __slots__ = ("per_device", "state", "span")
+    per_device: int
+    state: int = 1
+    span: Span | None = None
     _not_compared = ("span",)
-
-    def __new__(cls, per_device: int, state: int = 1, span: Span | None = None):
-        self = _new(cls._open)
-        self.per_device = per_device
-        self.state = state
-        self.span = span
-        self.__class__ = cls
-        return self
 
 
 class Check(Frozen):
@@ -266,34 +213,20 @@ class Check(Frozen):
     `planc.check.expression` says (nested tuples, no spans: plans compare by meaning);
     `names` are the axis and param names it reads."""
 
-    __slots__ = ("expr", "message", "names", "span")
+    expr: tuple
+    message: str
+    names: tuple[str, ...]
+    span: Span | None = None
     _not_compared = ("span",)
-
-    def __new__(cls, expr: tuple, message: str, names: tuple[str, ...],
-                 span: Span | None = None):
-        self = _new(cls._open)
-        self.expr = expr
-        self.message = message
-        self.names = names
-        self.span = span
-        self.__class__ = cls
-        return self
 
 
 class Setting(Frozen):
     """A cluster value: a literal, or `env("NAME", default)` read when the cluster starts."""
 
-    __slots__ = ("value", "env", "span")
+    value: int | str | None
+    env: str | None = None
+    span: Span | None = None
     _not_compared = ("span",)
-
-    def __new__(cls, value: int | str | None, env: str | None = None,
-                 span: Span | None = None):
-        self = _new(cls._open)
-        self.value = value
-        self.env = env
-        self.span = span
-        self.__class__ = cls
-        return self
 
     def read(self, environ) -> int | str | None:
         if self.env is not None and self.env in environ:
@@ -309,20 +242,12 @@ class Cluster(Frozen):
     environment JAX knows), one environment by name ("slurm", "ompi", ...), or "none"
     (only the values given)."""
 
-    __slots__ = ("coordinator", "processes", "process_id", "span", "detect")
+    coordinator: Setting | None = None
+    processes: Setting | None = None
+    process_id: Setting | None = None
+    span: Span | None = None
+    detect: str = "auto"
     _not_compared = ("span",)
-
-    def __new__(cls, coordinator: Setting | None = None, processes: Setting | None = None,
-                 process_id: Setting | None = None, span: Span | None = None,
-                 detect: str = "auto"):
-        self = _new(cls._open)
-        self.coordinator = coordinator
-        self.processes = processes
-        self.process_id = process_id
-        self.span = span
-        self.detect = detect
-        self.__class__ = cls
-        return self
 
 
 class PlanIR(Frozen):
@@ -341,52 +266,33 @@ class PlanIR(Frozen):
     `diagnostics` the warnings and notes found while checking (errors raise instead).
     """
 
-    __slots__ = ("name", "file", "params", "mesh", "distribution", "batch_axes", "match",
-                 "overlap", "rules", "default", "outputs", "outputs_default", "renames",
-                 "budget", "checks", "cluster", "axis_types", "axis_types_span", "layout_span",
-                 "rename_span", "model", "model_span", "sources", "diagnostics")
+    name: str
+    file: str
+    params: tuple[tuple[str, int | str], ...]
+    mesh: Mesh
+    distribution: str
+    batch_axes: tuple[str, ...]
+    match: str = "full"
+    overlap: str = "error"
+    rules: tuple[Rule, ...] = ()
+    default: Rule | None = None
+    outputs: tuple[Rule, ...] = ()
+    outputs_default: Rule | None = None
+    renames: tuple[Rename, ...] = ()
+    budget: Budget | None = None
+    checks: tuple[Check, ...] = ()
+    cluster: Cluster | None = None
+    axis_types: tuple[str, ...] = ()
+    axis_types_span: Span | None = None
+    layout_span: Span | None = None
+    rename_span: Span | None = None
+    model: str | None = None
+    model_span: Span | None = None
+    sources: tuple[tuple[str, str], ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
     _not_compared = ("axis_types_span", "layout_span", "rename_span", "model", "model_span",
                      "sources", "diagnostics")
     _not_shown = ("sources", "diagnostics")
-
-    def __new__(cls, name: str, file: str, params: tuple[tuple[str, int | str], ...],
-                 mesh: Mesh, distribution: str, batch_axes: tuple[str, ...],
-                 match: str = "full", overlap: str = "error", rules: tuple[Rule, ...] = (),
-                 default: Rule | None = None, outputs: tuple[Rule, ...] = (),
-                 outputs_default: Rule | None = None, renames: tuple[Rename, ...] = (),
-                 budget: Budget | None = None, checks: tuple[Check, ...] = (),
-                 cluster: Cluster | None = None, axis_types: tuple[str, ...] = (),
-                 axis_types_span: Span | None = None, layout_span: Span | None = None,
-                 rename_span: Span | None = None, model: str | None = None,
-                 model_span: Span | None = None, sources: tuple[tuple[str, str], ...] = (),
-                 diagnostics: tuple[Diagnostic, ...] = ()):
-        self = _new(cls._open)
-        self.name = name
-        self.file = file
-        self.params = params
-        self.mesh = mesh
-        self.distribution = distribution
-        self.batch_axes = batch_axes
-        self.match = match
-        self.overlap = overlap
-        self.rules = rules
-        self.default = default
-        self.outputs = outputs
-        self.outputs_default = outputs_default
-        self.renames = renames
-        self.budget = budget
-        self.checks = checks
-        self.cluster = cluster
-        self.axis_types = axis_types
-        self.axis_types_span = axis_types_span
-        self.layout_span = layout_span
-        self.rename_span = rename_span
-        self.model = model
-        self.model_span = model_span
-        self.sources = sources
-        self.diagnostics = diagnostics
-        self.__class__ = cls
-        return self
 
     @property
     def param_dict(self) -> dict[str, int | str]:

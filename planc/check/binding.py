@@ -11,21 +11,12 @@ from planc.diagnostics import Diagnostic, PlanError, Span, error
 from planc.frozen import Frozen
 from planc.ir import Mesh, PlanIR
 
-_new = object.__new__
-
-
 class Binding(Frozen):
     """What binding found: the bound IR (None when the mesh cannot take the count), and
     the problems (P201 for the mesh; P118 and P122 for `check`s that fail)."""
 
-    __slots__ = ("ir", "problems")
-
-    def __new__(cls, ir: PlanIR | None, problems: tuple[Diagnostic, ...] = ()):
-        self = _new(cls._open)
-        self.ir = ir
-        self.problems = problems
-        self.__class__ = cls
-        return self
+    ir: PlanIR | None
+    problems: tuple[Diagnostic, ...] = ()
 
 
 def bind(ir: PlanIR, devices: int) -> Binding:

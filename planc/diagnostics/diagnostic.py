@@ -13,9 +13,6 @@ from enum import Enum
 from planc.diagnostics.span import Span
 from planc.frozen import Frozen
 
-_new = object.__new__
-
-
 class Severity(str, Enum):
     ERROR = "error"
     WARNING = "warning"
@@ -23,14 +20,8 @@ class Severity(str, Enum):
 
 
 class Label(Frozen):
-    __slots__ = ("span", "message")
-
-    def __new__(cls, span: Span, message: str = ""):
-        self = _new(cls._open)
-        self.span = span
-        self.message = message
-        self.__class__ = cls
-        return self
+    span: Span
+    message: str = ""
 
 
 class Diagnostic(Frozen):
@@ -49,29 +40,18 @@ class Diagnostic(Frozen):
 
     # `variables`: every variable a diagnostic grouped over many stands for (`variable`
     # is the first): `explain` marks each one's row.
-    __slots__ = ("code", "severity", "message", "span", "label", "secondary", "help",
-                 "variable", "rule", "devices", "file", "variables")
-
-    def __new__(cls, code: str, severity: Severity, message: str, span: Span | None = None,
-                label: str = "", secondary: tuple[Label, ...] = (), help: tuple[str, ...] = (),
-                variable: str | None = None, rule: str | None = None,
-                devices: int | tuple[int, ...] | None = None, file: str | None = None,
-                variables: tuple[str, ...] = ()):
-        self = _new(cls._open)
-        self.code = code
-        self.severity = severity
-        self.message = message
-        self.span = span
-        self.label = label
-        self.secondary = secondary
-        self.help = help
-        self.variable = variable
-        self.rule = rule
-        self.devices = devices
-        self.file = file
-        self.variables = variables
-        self.__class__ = cls
-        return self
+    code: str
+    severity: Severity
+    message: str
+    span: Span | None = None
+    label: str = ""
+    secondary: tuple[Label, ...] = ()
+    help: tuple[str, ...] = ()
+    variable: str | None = None
+    rule: str | None = None
+    devices: int | tuple[int, ...] | None = None
+    file: str | None = None
+    variables: tuple[str, ...] = ()
 
     @property
     def is_error(self) -> bool:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from planc.frozen import Frozen
 
-_new = object.__new__
-
-
 class Span(Frozen):
     """A region of a source file; lines and columns count from 1, the end is exclusive.
 
@@ -16,17 +13,11 @@ class Span(Frozen):
     Span(file='plan.kd', line=3, column=6, end_line=3, end_column=8)
     """
 
-    __slots__ = ("file", "line", "column", "end_line", "end_column")
-
-    def __new__(cls, file: str, line: int, column: int, end_line: int, end_column: int):
-        self = _new(cls._open)
-        self.file = file
-        self.line = line
-        self.column = column
-        self.end_line = end_line
-        self.end_column = end_column
-        self.__class__ = cls
-        return self
+    file: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
 
     @classmethod
     def start_of(cls, file: str) -> "Span":

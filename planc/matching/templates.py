@@ -26,8 +26,6 @@ import warnings
 from planc.frozen import Frozen
 from planc.matching.python_re import sre_parse
 
-_new = object.__new__
-
 __all__ = ["Groups", "TemplateProblem", "compile_template", "expand", "pattern_groups"]
 
 # A piece is literal text (str) or a group number (int).
@@ -47,14 +45,8 @@ class Groups(Frozen):
     """What a template may name in a pattern: `groups` (how many) and `groupindex` (named
     groups -> numbers), as a compiled `re.Pattern` has them."""
 
-    __slots__ = ("groups", "groupindex")
-
-    def __new__(cls, groups: int, groupindex: dict):
-        self = _new(cls._open)
-        self.groups = groups
-        self.groupindex = groupindex
-        self.__class__ = cls
-        return self
+    groups: int
+    groupindex: dict
 
 
 def pattern_groups(pattern: str) -> Groups:

@@ -27,8 +27,6 @@ from planc.matching.re2_text import _ASCII_LITERAL_TRANSLATION, _emit, _Unsuppor
 from planc.matching.scan import _locate
 from planc.matching.simple_reader import _ASCII_RUN, _emit_simple, _simple_tree
 
-_new = object.__new__
-
 __all__ = ["PatternProblem", "check_pattern"]
 
 
@@ -40,15 +38,9 @@ class PatternProblem(Frozen):
     index into the pattern string where the problem is.
     """
 
-    __slots__ = ("kind", "offset", "message")
-
-    def __new__(cls, kind: str, offset: int, message: str):
-        self = _new(cls._open)
-        self.kind = kind
-        self.offset = offset
-        self.message = message
-        self.__class__ = cls
-        return self
+    kind: str
+    offset: int
+    message: str
 
 
 def check_pattern(pattern: str) -> PatternProblem | None:

@@ -22,8 +22,6 @@ import re
 
 from planc.frozen import Frozen
 
-_new = object.__new__
-
 # The names `cluster { detect = "..." }` takes: JAX's `cluster_detection_method` names,
 # "k8s" (JAX's Kubernetes support has no name of its own), "auto" and "none".
 DETECT_METHODS = ("auto", "slurm", "ompi", "k8s", "gketpu", "gcetpu", "mpi4py", "none")
@@ -67,23 +65,14 @@ class Environment(Frozen):
     that names it to JAX (None: JAX's own search finds it).
     """
 
-    __slots__ = ("name", "coordinator", "processes", "process_id", "hosts", "read", "jax_method", "warnings")
-
-    def __new__(cls, name: str, coordinator: str | None = None, processes: int | None = None,
-                process_id: int | None = None, hosts: int | None = None,
-                read: tuple[str, ...] = (), jax_method: str | None = None,
-                warnings: tuple[str, ...] = ()):
-        self = _new(cls._open)
-        self.name = name
-        self.coordinator = coordinator
-        self.processes = processes
-        self.process_id = process_id
-        self.hosts = hosts
-        self.read = read
-        self.jax_method = jax_method
-        self.warnings = warnings
-        self.__class__ = cls
-        return self
+    name: str
+    coordinator: str | None = None
+    processes: int | None = None
+    process_id: int | None = None
+    hosts: int | None = None
+    read: tuple[str, ...] = ()
+    jax_method: str | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def title(self) -> str:

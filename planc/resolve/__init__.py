@@ -2,6 +2,8 @@
 
 - `resolver`: `Resolver`, the one engine every target and report asks which rule lays out
   a path (`decide`, with its `Reason`) and how its layout fits (`fit`);
+- `answers`: what it answers: `ResolvedLayout`, `Assignment`, `Reason`, `Misfit`,
+  `Resolution`;
 - `grouping`: one diagnostic for many variables with the same fault;
 - `validation`: `validate(ir, model, devices) -> Report`, resolution plus what needs the
   whole model: `memory` (the memory model) and `findings` (P309, P310, P202); and
@@ -13,8 +15,9 @@
 from planc.resolve.findings import LARGE_REPLICATED_BYTES
 from planc.resolve.memory import MemorySummary, human_bytes, shard_bytes
 from planc.resolve.report import Report, axes_json, variable_dict
-from planc.resolve.resolver import (Assignment, Misfit, Reason, Resolution, ResolvedLayout,
-                                    Resolver, replicated)
+from planc.resolve.answers import (Assignment, Misfit, Reason, Resolution, ResolvedLayout,
+                                   replicated)
+from planc.resolve.resolver import Resolver
 from planc.resolve.tracing import trace, trace_in_report
 from planc.resolve.validation import resolved, validate
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from planc.frozen import Frozen
 
-_new = object.__new__
-
 _OPERATORS = set(".^$*+?{}[]()|")
 # Work is counted in cells of the distance table (each a few hundred nanoseconds of
 # Python), so a model of 100,000 unmatched variables gets its hints for the first ones
@@ -31,15 +29,9 @@ MAX_TEXT = 512
 class NearMiss(Frozen):
     # `pattern_part`: the literal part of the pattern that differs; `path_part`: the
     # stretch of the path it nearly matches.
-    __slots__ = ("distance", "pattern_part", "path_part")
-
-    def __new__(cls, distance: int, pattern_part: str, path_part: str):
-        self = _new(cls._open)
-        self.distance = distance
-        self.pattern_part = pattern_part
-        self.path_part = path_part
-        self.__class__ = cls
-        return self
+    distance: int
+    pattern_part: str
+    path_part: str
 
     def sentence(self) -> str:
         return (f"the pattern has `{self.pattern_part}` where the path has "

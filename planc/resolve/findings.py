@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from planc.diagnostics import Diagnostic, error, note, warning
 from planc.ir import PlanIR
+from planc.resolve.answers import Assignment
 from planc.resolve.memory import MemorySummary, human_bytes
-from planc.resolve.resolver import Assignment, escape_string
+from planc.resolve.resolver import escape_string
 from planc.variables import Variable
 
 # A fully replicated variable at least this large, on more than one device, gets P310:

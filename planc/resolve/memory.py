@@ -14,8 +14,6 @@ from planc.frozen import Frozen
 from planc.ir import PlanIR
 from planc.variables import itemsize
 
-_new = object.__new__
-
 _TOP = 5  # contributors listed in summaries and in the P309 help
 
 
@@ -49,26 +47,16 @@ class MemorySummary(Frozen):
     means everything is replicated.
     """
 
-    __slots__ = ("variables", "total_bytes", "devices", "per_device_bytes", "ideal_bytes", "overhead", "largest_replicated", "largest_per_device", "state", "budget_bytes")
-
-    def __new__(cls, variables: int, total_bytes: int, devices: int | None,
-                per_device_bytes: int | None, ideal_bytes: float | None,
-                overhead: float | None, largest_replicated: tuple[tuple[str, int], ...] = (),
-                largest_per_device: tuple[tuple[str, int], ...] = (), state: int = 1,
-                budget_bytes: int | None = None):
-        self = _new(cls._open)
-        self.variables = variables
-        self.total_bytes = total_bytes
-        self.devices = devices
-        self.per_device_bytes = per_device_bytes
-        self.ideal_bytes = ideal_bytes
-        self.overhead = overhead
-        self.largest_replicated = largest_replicated
-        self.largest_per_device = largest_per_device
-        self.state = state
-        self.budget_bytes = budget_bytes
-        self.__class__ = cls
-        return self
+    variables: int
+    total_bytes: int
+    devices: int | None
+    per_device_bytes: int | None
+    ideal_bytes: float | None
+    overhead: float | None
+    largest_replicated: tuple[tuple[str, int], ...] = ()
+    largest_per_device: tuple[tuple[str, int], ...] = ()
+    state: int = 1
+    budget_bytes: int | None = None
 
     def to_dict(self) -> dict:
         """The `MEMORY` JSON object of `planc.report/1` (see `planc.resolve.report`)."""

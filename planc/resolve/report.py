@@ -47,9 +47,8 @@ from planc.diagnostics import Diagnostic, PlanError, severity_counts
 from planc.frozen import Frozen
 from planc.ir import PlanIR
 from planc.resolve.memory import MemorySummary, human_bytes
-from planc.resolve.resolver import Assignment, ResolvedLayout
+from planc.resolve.answers import Assignment, ResolvedLayout
 
-_new = object.__new__
 # `sources` left out: each report its own new dict, as a dataclass's default_factory made.
 _NO_SOURCES = object()
 
@@ -62,30 +61,23 @@ class Report(Frozen):
     follow the model's order; `shard_shapes` and `bytes_per_device` run parallel to them.
     """
 
-    __slots__ = ("plan_name", "file", "diagnostics", "assignments", "devices", "mesh", "memory", "shard_shapes", "bytes_per_device", "sources", "ir")
-    # `ir`: the plan as validated.
+    plan_name: str
+    file: str
+    diagnostics: tuple[Diagnostic, ...]
+    assignments: tuple[Assignment, ...]
+    devices: int | None
+    mesh: dict
+    memory: MemorySummary
+    shard_shapes: tuple[tuple[int, ...] | None, ...] = ()
+    bytes_per_device: tuple[int | None, ...] = ()
+    sources: dict = _NO_SOURCES
+    ir: PlanIR | None = None  # the plan as validated
     _not_compared = ("sources", "ir")
     _not_shown = ("shard_shapes", "bytes_per_device", "sources", "ir")
 
-    def __new__(cls, plan_name: str, file: str, diagnostics: tuple[Diagnostic, ...],
-                assignments: tuple[Assignment, ...], devices: int | None, mesh: dict,
-                memory: MemorySummary, shard_shapes: tuple[tuple[int, ...] | None, ...] = (),
-                bytes_per_device: tuple[int | None, ...] = (), sources: dict = _NO_SOURCES,
-                ir: PlanIR | None = None):
-        self = _new(cls._open)
-        self.plan_name = plan_name
-        self.file = file
-        self.diagnostics = diagnostics
-        self.assignments = assignments
-        self.devices = devices
-        self.mesh = mesh
-        self.memory = memory
-        self.shard_shapes = shard_shapes
-        self.bytes_per_device = bytes_per_device
-        self.ir = ir
-        self.sources = {} if sources is _NO_SOURCES else sources
-        self.__class__ = cls
-        return self
+    def __post_init__(self):
+        if self.sources is _NO_SOURCES:
+            self.sources = {}
 
     @property
     def ok(self) -> bool:

@@ -13,180 +13,18 @@ The README's language reference says the same for plan authors.
 
 from __future__ import annotations
 
-import enum
 import re
-from typing import NamedTuple
 
 from planc import limits
 from planc.collector import collector_paused
 from planc.diagnostics import Diagnostic, Label, error, note, warning
-from planc.frozen import Frozen
-from planc.ir import UNSPLIT, Alternative, AxisEntry, Dim, PlanIR, Rule, layout_text
+from planc.ir import UNSPLIT, Alternative, PlanIR, Rule, layout_text
 from planc.matching import Matcher
+from planc.resolve.answers import (Assignment, Misfit, Reason, Resolution, ResolvedLayout,
+                                   replicated, unmatched_is_error)
 from planc.resolve.causes import Budget, NearMiss, near_miss
 from planc.resolve.grouping import grouped
 from planc.variables import Variable, any_line_break, path_of
-
-_new = object.__new__
-
-
-class ResolvedLayout(Frozen):
-    """The layout one variable gets.
-
-    `axes` has one entry per dimension, as Keras's `TensorLayout.axes`: None (not split),
-    an axis name, or a tuple of axis names (split over several axes, major to minor).
-
-    >>> ResolvedLayout((None, "model"), (1, 1)).text
-    '(_, model)'
-    """
-
-    __slots__ = ("axes", "blocks")
-
-    def __new__(cls, axes: tuple[AxisEntry, ...], blocks: tuple[int, ...]):
-        self = _new(cls._open)
-        self.axes = axes
-        self.blocks = blocks
-        self.__class__ = cls
-        return self
-
-    @property
-    def dims(self) -> tuple[Dim, ...]:
-        """One `Dim` per dimension."""
-        return tuple(Dim.of(e, b) for e, b in zip(self.axes, self.blocks))
-
-    @property
-    def text(self) -> str:
-        """The layout as a plan writes it, `_` for every dimension not split."""
-        return layout_text(self.dims)
-
-    @property
-    def is_replicated(self) -> bool:
-        return all(e is None for e in self.axes)
-
-    def mesh_axes(self) -> tuple[str, ...]:
-        out = []
-        for e in self.axes:
-            if isinstance(e, str):
-                out.append(e)
-            elif e:
-                out.extend(e)
-        return tuple(out)
-
-    def split_factor(self, sizes: dict[str, int | None]) -> int | None:
-        """Shards per dimension multiplied out (None while an `auto` size is unknown)."""
-        n = 1
-        for name in self.mesh_axes():
-            s = sizes.get(name)
-            if s is None:
-                return None
-            n *= s
-        return n
-
-    def shard_shape(self, shape, sizes) -> tuple[int, ...] | None:
-        out = []
-        for d, e in zip(shape, self.axes):
-            names = (e,) if isinstance(e, str) else (e or ())
-            k = 1
-            for name in names:
-                if sizes.get(name) is None:
-                    return None
-                k *= sizes[name]
-            out.append(d // k)
-        return tuple(out)
-
-
-def replicated(rank: int) -> ResolvedLayout:
-    """The layout that splits none of `rank` dimensions."""
-    return ResolvedLayout((None,) * rank, (1,) * rank)
-
-
-class Assignment(NamedTuple):
-    """What one variable gets: its layout, the rule that gave it (None: no rule), and
-    which alternative of that rule's layout was taken.
-
-    A named tuple, not a dataclass: a resolution builds one per variable, and a tuple is
-    one allocation where a frozen dataclass is an object, its dict and four checked
-    attribute writes (half of resolve_all's time, at 100k variables, went there).
-    """
-
-    variable: Variable
-    layout: ResolvedLayout
-    rule: Rule | None
-    alternative: int = 0
-
-    @property
-    def rule_where(self) -> str:
-        return self.rule.where if self.rule else "-"
-
-
-class Resolution(Frozen):
-    # `matched`, per rule: variables whose path it matched; `won`, per rule: variables it
-    # laid out; `unchecked`: auto axes whose unknown size skipped divisibility checks.
-    __slots__ = ("assignments", "diagnostics", "matched", "won", "unchecked")
-
-    def __new__(cls, assignments: tuple[Assignment, ...], diagnostics: tuple[Diagnostic, ...],
-                matched: tuple[int, ...], won: tuple[int, ...], unchecked: tuple[str, ...] = ()):
-        self = _new(cls._open)
-        self.assignments = assignments
-        self.diagnostics = diagnostics
-        self.matched = matched
-        self.won = won
-        self.unchecked = unchecked
-        self.__class__ = cls
-        return self
-
-
-class Reason(enum.Enum):
-    """Why a rule, or none, lays out a path: what `Resolver.decide` found.
-
-    The values are the `reason` of `planc explain --var`'s trace; `sentence` says it in
-    words, and is built only when asked.
-    """
-
-    LITERAL = "literal"  # a rule's pattern is exactly the path: it wins, as a Keras exact key
-    ONLY = "only"  # exactly one rule matches
-    FIRST = "first"  # several match; `overlap first` takes the first
-    AMBIGUOUS = "ambiguous"  # several match under `overlap error`: P302, the first is used
-    DEFAULT = "default"  # none matches; `default` applies
-    DATA_PARALLEL = "data_parallel"  # none matches; data_parallel replicates every variable
-    LEFT_TO_XLA = "left_to_xla"  # no `outputs` rule names the activation
-    UNMATCHED = "none"  # none matches and there is no `default`: replicated, P301
-
-    def sentence(self, winner: Rule | None, hits: tuple[int, ...], rank: int) -> str:
-        """This reason in words, for a variable of `rank` whose path the rules `hits` match."""
-        if self is Reason.LITERAL:
-            others = len([i for i in hits if i != winner.index])
-            extra = (f"; it wins over the {others} other matching rule"
-                     f"{'s' if others > 1 else ''}, as a Keras exact key does") if others else ""
-            return f"the pattern is exactly the path{extra}"
-        if self is Reason.ONLY:
-            return "the only rule that matches"
-        if self is Reason.FIRST:
-            return f"the first of {len(hits)} matching rules (`overlap first`)"
-        if self is Reason.AMBIGUOUS:
-            return (f"{len(hits)} rules match under `overlap error`: an error (P302); the first "
-                    "is used so the checks can go on")
-        if self is Reason.DEFAULT:
-            return "no rule matches: `default` applies"
-        if self is Reason.DATA_PARALLEL:
-            return "`data_parallel` replicates every variable"
-        if self is Reason.LEFT_TO_XLA:
-            return "no output rule matches: XLA lays the activation out"
-        severity = "an error (P301)" if _unmatched_is_error(rank) else "a note (P301)"
-        return ("no rule matches and there is no `default`: the variable stays replicated, "
-                f"reported as {severity}")
-
-
-class Misfit(NamedTuple):
-    """Why alternative `alternative` of a layout does not fit a variable: its rank, when
-    `dim` is None; else dimension `dim`, which `product` devices in blocks of `block` do
-    not divide."""
-
-    alternative: int
-    dim: int | None = None
-    product: int = 1
-    block: int = 1
-
 
 class Resolver:
     """Resolves variable paths against one section of a plan (`layout` or `outputs`).
@@ -339,7 +177,7 @@ class Resolver:
         hint = self._search_hint(path)
         if hint:
             helps.append(hint)
-        if _unmatched_is_error(var.rank):
+        if unmatched_is_error(var.rank):
             # A forgotten weight matrix is what planc exists to catch: the first fix offered
             # splits it; keeping it whole is the choice to make on purpose.
             helps.append(f'add a rule that splits it, e.g. `"{escape_string(path)}" -> '
@@ -350,7 +188,7 @@ class Resolver:
                          "or a `default -> ...` rule")
         what = f"`{path}` {list(var.shape)} matches no rule and stays replicated"
         span = self.ir.layout_span or self.ir.mesh.span
-        if _unmatched_is_error(var.rank):
+        if unmatched_is_error(var.rank):
             return error("P301", what, span, label="no rule here matches it",
                          help=tuple(helps), variable=path)
         return note("P301", what, span, label="no rule here matches it", help=tuple(helps),
@@ -536,7 +374,7 @@ class Resolver:
         n = len(rules)
         matched = [0] * n
         won = [0] * n
-        laid_out = [0] * n  # per rule: variables the RE2 fast path below laid out
+        laid_out = [0] * (n + 1)  # per rule (and `default`, last): by the fast path below
         taken_from: dict[int, set[int]] = {}
         match = self.matcher.match
         raw, sentinel = self.matcher.raw or (None, None)
@@ -544,6 +382,7 @@ class Resolver:
         known = self._known
         literals = self.matcher._literals
         default = self.default
+        unmatched_key = None if default is None else -1
         assignment_of = tuple.__new__
         for var in variables:
             path = var.path
@@ -552,52 +391,42 @@ class Resolver:
                 append(assignment)
                 problems += found
                 continue
-            # RE2's answer read directly where it can be: one hit and the sentinel is the
-            # common case, and needs no sorting, copying or wrapper call.
-            if raw is not None:
-                hits = raw(path.encode())
-                if len(hits) == 2 and sentinel in hits:
-                    first, second = hits
-                    i = first if second == sentinel else second
-                    if path not in literals:
-                        entry = known[i].get(var.shape)
-                        if entry is not None:
-                            layout, rule, alt = entry
-                            append(assignment_of(Assignment, (var, layout, rule, alt)))
-                            laid_out[i] += 1
-                            continue
-                    hits = (i,)
-                elif hits == only_sentinel:
+            # `hits`, the rules that match; `key`, which of `known` may answer: the one
+            # rule that matches, or `default` (-1) when none does. Hand-tuned, as the
+            # profile of bench/resolution.py asks: RE2's own answer is read here where it
+            # can be, since one rule and the sentinel (the common case) needs no sorting,
+            # copying or wrapper call, and `hits` is then made only if needed; at 100k
+            # variables that is ~0.1-0.3 us of the ~1.5 us a variable costs.
+            hits = None
+            if raw is None:
+                hits = match(path)
+            else:
+                answer = raw(path.encode())
+                if len(answer) == 2 and sentinel in answer:
+                    first, key = answer
+                    if key == sentinel:
+                        key = first
+                elif answer == only_sentinel:
                     hits = ()
                 else:
                     hits = match(path)
-            else:
-                hits = match(path)
-            # Fast path, the common case in large models: one regex rule (or none and a
-            # `default`), no literal key, and a (rule, shape) already resolved cleanly,
-            # by this resolver or an earlier one of the same plan. It gives the answer
-            # `decide` and `fit` give on the general path below, without building the
-            # diagnostics lists that stay empty.
-            if len(hits) == 1:
-                i = hits[0]
+            if hits is not None:
+                key = hits[0] if len(hits) == 1 else None if hits else unmatched_key
+            # Fast path, the common case in large models: no literal key, and a (rule,
+            # shape) already resolved cleanly, by this resolver or an earlier one of the
+            # same plan. It gives the answer `decide` and `fit` give on the general path
+            # below, without building the diagnostics lists that stay empty.
+            if key is not None and path not in literals:
+                entry = known[key].get(var.shape)
+                if entry is not None:
+                    layout, rule, alt = entry
+                    append(assignment_of(Assignment, (var, layout, rule, alt)))
+                    laid_out[key] += 1
+                    continue
+            if hits is None:
+                hits = (key,)
+            for i in hits:
                 matched[i] += 1
-                if path not in literals:
-                    entry = known[i].get(var.shape)
-                    if entry is not None:
-                        layout, rule, alt = entry
-                        append(assignment_of(Assignment, (var, layout, rule, alt)))
-                        won[i] += 1
-                        continue
-            elif not hits:
-                if default is not None and path not in literals:
-                    entry = known[-1].get(var.shape)
-                    if entry is not None:
-                        layout, rule, alt = entry
-                        append(assignment_of(Assignment, (var, layout, rule, alt)))
-                        continue
-            else:
-                for i in hits:
-                    matched[i] += 1
             found: list[Diagnostic] = []
             rule, reason = self.decide(path, hits)
             self._report_decision(var, hits, rule, reason, found)
@@ -616,10 +445,9 @@ class Resolver:
                         layout, rule, alt)
             append(assignment)
             problems += found
-        for i, count in enumerate(laid_out):
-            if count:
-                matched[i] += count
-                won[i] += count
+        for i in range(n):  # what the fast path laid out, each matched by its rule alone
+            matched[i] += laid_out[i]
+            won[i] += laid_out[i]
         # The paths P306 looks through for a near miss, found only when a rule matched
         # nothing: reading every path by shape costs as much as matching it.
         def unmatched():
@@ -724,12 +552,6 @@ def _caches_of(ir: PlanIR, section: str, rules: int) -> tuple[dict, list[dict]]:
 def escape_string(text: str) -> str:
     """`text` as it is written between the quotes of a plan's string."""
     return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _unmatched_is_error(rank: int) -> bool:
-    # A matrix no rule names is a weight the plan forgot; a vector or scalar (a bias, a
-    # norm scale) costs little replicated, so it is only a note.
-    return rank >= 2
 
 
 def _rank_help(alt, rank: int) -> str:

@@ -32,8 +32,6 @@ from planc.frozen import Frozen
 from planc.variables import Variable, itemsize
 from planc.sources._common import SAFETENSORS_DTYPES, SourceError, make_variable, one_line
 
-_new = object.__new__
-
 # A header this large is not a checkpoint header: the largest real ones (tens of
 # thousands of tensors) are a few MB. Refusing early stops a garbage length from
 # turning into a huge allocation.
@@ -104,19 +102,12 @@ class SafetensorsEntry(Frozen):
 
     # `dtype`: numpy-style name ("bfloat16"); `code`: the header's own ("BF16"); `begin`,
     # `end`: absolute file offsets of the tensor's bytes.
-    __slots__ = ("name", "dtype", "code", "shape", "begin", "end")
-
-    def __new__(cls, name: str, dtype: str, code: str, shape: tuple[int, ...], begin: int,
-                end: int):
-        self = _new(cls._open)
-        self.name = name
-        self.dtype = dtype
-        self.code = code
-        self.shape = shape
-        self.begin = begin
-        self.end = end
-        self.__class__ = cls
-        return self
+    name: str
+    dtype: str
+    code: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
 
 
 def shown(text: str, limit: int = 120) -> str:
@@ -347,19 +338,12 @@ class NpzMember(Frozen):
     # `name`: the member's name without ".npy"; `member`: the zip member's name;
     # `descr`: the .npy dtype text, byte order included ("<f4"); `data_offset`: the
     # absolute file offset of the array bytes (stored members), None when compressed.
-    __slots__ = ("name", "member", "variable", "fortran_order", "descr", "data_offset")
-
-    def __new__(cls, name: str, member: str, variable: Variable, fortran_order: bool,
-                descr: str, data_offset: int | None):
-        self = _new(cls._open)
-        self.name = name
-        self.member = member
-        self.variable = variable
-        self.fortran_order = fortran_order
-        self.descr = descr
-        self.data_offset = data_offset
-        self.__class__ = cls
-        return self
+    name: str
+    member: str
+    variable: Variable
+    fortran_order: bool
+    descr: str
+    data_offset: int | None
 
 
 def read_npz(path: str | os.PathLike) -> tuple[Variable, ...]:

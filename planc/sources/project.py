@@ -33,25 +33,15 @@ from functools import lru_cache
 from planc.diagnostics import Diagnostic, Span, error
 from planc.frozen import Frozen
 
-_new = object.__new__
-
-
 class ProjectEntry(Frozen):
     """What the project says about one plan: `model` (a path made absolute, or a
     `module:attr` as written) or None, `devices` (() for none), where the model was named
     (`span`, for a model that cannot be read), and what was wrong with the table."""
 
-    __slots__ = ("model", "devices", "span", "problems")
-
-    def __new__(cls, model: str | None, devices: tuple[int, ...], span: Span | None,
-                problems: tuple[Diagnostic, ...]):
-        self = _new(cls._open)
-        self.model = model
-        self.devices = devices
-        self.span = span
-        self.problems = problems
-        self.__class__ = cls
-        return self
+    model: str | None
+    devices: tuple[int, ...]
+    span: Span | None
+    problems: tuple[Diagnostic, ...]
 
 
 _NONE = ProjectEntry(None, (), None, ())

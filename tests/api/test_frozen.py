@@ -1,7 +1,8 @@
 """`planc.frozen.Frozen`, what AST nodes and IR objects are made of, behaves as the frozen
 dataclasses it replaced: equality and hashing over the compared fields and the class,
 no assignment, a `repr` of the shown fields, pickling and copying, and the
-`dataclasses` view (fields with their `compare` and `repr`, `replace`)."""
+`dataclasses` view (fields with their `compare` and `repr`, `replace`); its one
+constructor takes the declared fields as a dataclass's `__init__` does."""
 
 import copy
 import dataclasses
@@ -10,6 +11,7 @@ import pickle
 import pytest
 
 import planc
+from planc.frozen import Frozen
 from planc.diagnostics import Span
 from planc.ir import Dim, Mesh, MeshAxis, PlanIR, Rule
 from planc.syntax import ast
@@ -100,3 +102,91 @@ def test_a_record_is_of_its_class_once_built():
     assert type(pickle.loads(pickle.dumps(rule))) is Rule
     with pytest.raises(AttributeError):
         rule.layout.alternatives[0].head[0].block = 2
+
+
+class _Point(Frozen):
+    """A record declared as the package's are: annotated fields, defaults after them."""
+
+    x: int
+    y: int = 0
+    label: str = ""
+
+
+class _Labelled(_Point):
+    colour: str = "red"
+
+
+def test_the_constructor_takes_the_fields_by_position_or_by_name():
+    assert _Point(1, 2, "p") == _Point(x=1, y=2, label="p") == _Point(1, label="p", y=2)
+    assert (_Point(1).y, _Point(1).label) == (0, "")
+    assert _Labelled(1, 2).colour == "red" and _Labelled(1, colour="blue").colour == "blue"
+    assert _Labelled._fields == ("x", "y", "label", "colour")  # a base's fields first
+    assert ast.Split(S1, ()) == ast.Split(span=S1, axes=(), block=None, grouped=False)
+
+
+def test_missing_extra_or_unknown_arguments_are_refused_as_a_dataclass_refuses_them():
+    with pytest.raises(TypeError, match=r"^_Point.__new__\(\) missing 1 required positional "
+                                        r"argument: 'x'$"):
+        _Point()
+    with pytest.raises(TypeError, match=r"^Name.__new__\(\) missing 1 required positional "
+                                        r"argument: 'text'$"):
+        ast.Name(S1)
+    with pytest.raises(TypeError, match=r"^_Point.__new__\(\) takes from 2 to 4 positional "
+                                        r"arguments but 5 were given$"):
+        _Point(1, 2, "p", 4)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'z'$"):
+        _Point(1, z=3)
+    with pytest.raises(TypeError, match=r"multiple values for argument 'x'$"):
+        _Point(1, x=2)
+    # Refused on a class's first construction as on every later one.
+    with pytest.raises(TypeError, match=r"^_Labelled.__new__\(\) missing"):
+        _Labelled()
+    assert _Labelled(5).x == 5
+
+
+def test_the_declaration_is_checked_when_the_class_is_made():
+    with pytest.raises(TypeError, match="'y' without a default follows a field with one"):
+        class _Bad(Frozen):
+            x: int = 0
+            y: int
+    with pytest.raises(TypeError, match="private state goes in __slots__"):
+        class _Private(Frozen):
+            _x: int
+
+
+def test_fields_are_slots_and_private_state_is_not_a_field():
+    assert _Point.__slots__ == ("x", "y", "label") and not hasattr(_Point(1), "__dict__")
+    assert Mesh._fields == ("axes", "span") and "_names" in Mesh.__slots__
+    assert [f.name for f in dataclasses.fields(Mesh)] == ["axes", "span"]
+
+
+def test_post_init_derives_state_on_every_construction():
+    mesh = Mesh((MeshAxis("a", 2), MeshAxis("b", 4)))
+    assert mesh.names == ("a", "b")
+    assert pickle.loads(pickle.dumps(mesh)).names == ("a", "b")
+    assert copy.deepcopy(mesh).names == ("a", "b")
+    with pytest.raises(AttributeError):
+        mesh._names = ()  # written while built, refused after
+
+
+def test_a_default_made_afresh_is_a_new_object_for_each_record():
+    from planc.resolve.memory import MemorySummary
+    from planc.resolve.report import Report
+
+    memory = MemorySummary(0, 0, 8, 0, 0.0, 1.0)
+    first, second = (Report("p", "p.kd", (), (), 8, {}, memory) for _ in range(2))
+    assert first.sources == {} and first.sources is not second.sources
+    assert Report("p", "p.kd", (), (), 8, {}, memory, sources=None).sources is None
+
+
+def test_each_class_builds_records_of_its_own_whichever_is_built_first():
+    # A subclass's constructor is its own, with its own fields, made on its first use.
+    class _Base(Frozen):
+        a: int
+
+    class _Sub(_Base):
+        b: int = 2
+
+    assert type(_Sub(1)) is _Sub and _Sub(1).b == 2
+    assert type(_Base(1)) is _Base and _Base._fields == ("a",)
+    assert _Sub(1) != _Base(1) and _Sub(1, 3) == _Sub(a=1, b=3)
