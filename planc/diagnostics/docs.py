@@ -1,20 +1,20 @@
 """The registry of diagnostic codes: what each reports, why it matters, an example, the fix.
 
 One entry per code in `CODES` (the form of ruff's rule pages). `planc rule CODE` prints an
-entry (`describe`); the README's code table (section Diagnostics) is generated from the
-registry (`readme_table`), and tests/test_rule_docs.py fails when the two differ.
+entry (`describe`); the code table of docs/diagnostics.md is generated from the registry
+(`code_table`), and tests/test_rule.py fails when the two differ.
 
 To add a code: give it a one-line title in `codes.py`, then an entry here in code order:
 
     "P999": Doc(
-        "error",                       # the README's severity cell ("warning / error", ...)
-        what="what the diagnostic reports",   # the README's "problem" cell (markdown)
+        "error",                       # the table's severity cell ("warning / error", ...)
+        what="what the diagnostic reports",   # the table's "problem" cell (markdown)
         why="why that is a problem, one or two sentences",
-        example="a plan line that triggers it",  # the README's "example" cell
+        example="a plan line that triggers it",  # the table's "example" cell
         fix="what to change"),
 
-Write `|` plainly: the table escapes it. Then regenerate the README's table with
-`.venv/bin/python -m planc.diagnostics.docs --write-readme` (it rewrites only the table).
+Write `|` plainly: the table escapes it. Then regenerate the table of docs/diagnostics.md
+with `.venv/bin/python -m planc.diagnostics.docs --write-docs` (it rewrites only the table).
 
 >>> DOCS["P111"].what
 'duplicate rule'
@@ -237,7 +237,7 @@ DOCS: dict[str, Doc] = {
         fix="Move the included file under the plan's directory."),
     'P125': Doc(
         'error',
-        what='resource limit exceeded (see [Security](#security))',
+        what='resource limit exceeded (see [Security](security.md))',
         why='Limits keep a hostile or broken plan from exhausting memory or time.',
         example='a 40-digit integer',
         fix='Shrink the plan (see the limit named in the message and the Security section).'),
@@ -776,8 +776,8 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def readme_table() -> str:
-    """The README's code table, one row per registered code, in code order."""
+def code_table() -> str:
+    """The code table of docs/diagnostics.md, one row per registered code, in code order."""
     rows = [f"| {code} | {d.severity} | {_cell(d.what)} | {_cell(d.example)} |\n"
             for code, d in sorted(DOCS.items())]
     return _HEADER + "".join(rows)
@@ -799,21 +799,21 @@ def describe(code: str) -> str:
                       block("Example", d.example), block("Fix", d.fix)])
 
 
-def replace_table(readme: str) -> str:
-    """`readme` with its code table replaced by `readme_table()`."""
-    start = readme.index(_HEADER)
+def replace_table(page: str) -> str:
+    """`page` with its code table replaced by `code_table()`."""
+    start = page.index(_HEADER)
     end = start + len(_HEADER)
-    lines = readme[end:].split("\n")
+    lines = page[end:].split("\n")
     n = next(i for i, line in enumerate(lines) if not line.startswith("| P"))
-    return readme[:start] + readme_table() + "\n".join(lines[n:])
+    return page[:start] + code_table() + "\n".join(lines[n:])
 
 
 if __name__ == "__main__":
     import sys
     from pathlib import Path
 
-    if sys.argv[1:] == ["--write-readme"]:
-        path = Path(__file__).resolve().parents[2] / "README.md"
+    if sys.argv[1:] == ["--write-docs"]:
+        path = Path(__file__).resolve().parents[2] / "docs" / "diagnostics.md"
         path.write_text(replace_table(path.read_text()))
     else:
-        sys.stdout.write(readme_table())
+        sys.stdout.write(code_table())
