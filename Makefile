@@ -8,14 +8,15 @@ export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export KERAS_BACKEND := jax
 export JAX_PLATFORMS := cpu
 
-.PHONY: venv parser demo test test-oldest lint-plans lint-imports fuzz bench clean
+.PHONY: venv parser demo docs test test-oldest lint-plans lint-imports fuzz bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
+# The docs extra too: tests/docs/test_readme.py builds the documentation site.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,docs]'
 	$(PY) -m pip install --quiet --no-deps 'keras-hub>=0.22'
 	touch $(STAMP)
 
@@ -30,6 +31,13 @@ venv: $(STAMP) parser
 demo: venv
 	$(VENV)/bin/planc lint plans/*.kd
 	$(VENV)/bin/planc explain plans/gemma.kd --model plans/models/gemma_2b.json -D tp=2 --devices 8
+
+# The documentation site, into site/ (gitignored): `--strict` fails on a broken link or
+# anchor, a page missing from the nav, any warning. It runs offline: mkdocs.yml turns off
+# the theme's web fonts and every plugin that fetches. NO_MKDOCS_2_WARNING quiets
+# material's banner about a future MkDocs.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint-plans: venv
 	$(VENV)/bin/planc lint --strict plans/*.kd
@@ -93,4 +101,4 @@ bench: venv
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) build *.egg-info planc/syntax/_lalr_standalone.py
+	rm -rf $(VENV) $(OLDEST_VENV) build site *.egg-info planc/syntax/_lalr_standalone.py

@@ -2,7 +2,7 @@
 
 A script prints its figures as it goes and its ratio line last
 (``RATIO <name> <value> <meaning>``). With ``--json PATH`` it also writes every figure
-there, for `bench/run.py` to put in BENCHMARKS.md.
+there, for `bench/run.py` to put in docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""`make bench`: run every benchmark in its own process and write BENCHMARKS.md.
+"""`make bench`: run every benchmark in its own process and write docs/benchmarks.md.
 
-    python bench/run.py                  # all of them, full size, writes BENCHMARKS.md
+    python bench/run.py                  # all of them, full size, writes docs/benchmarks.md
     python bench/run.py --only cli_latency front_end
     python bench/run.py --size tiny -o /tmp/B.md
 
@@ -182,6 +182,10 @@ def markdown(results: list[dict], facts: dict, total_s: float, size: str) -> str
             lines.append("")
         for note in data.get("notes", []):
             lines.append(f"- {note}")
+            if note.rstrip().endswith("|"):
+                # It ends with a table: a blank line ends the table, which Python-Markdown
+                # (the docs site) would otherwise run on into the next note.
+                lines.append("")
         if any(r["status"] in ("MISS", "FAIL") for r in data["rows"]) and LIMITS.get(data["bench"]):
             lines.append(f"- **What limits it:** {LIMITS[data['bench']]}")
         if data.get("notes") or any(r["status"] == "MISS" for r in data["rows"]):
@@ -198,8 +202,8 @@ def main(argv=None) -> int:
     p.add_argument("--size", choices=("tiny", "full"), default="full")
     p.add_argument("--only", nargs="+", choices=[n for n, _ in BENCHMARKS],
                    help="run only these benchmarks")
-    p.add_argument("-o", "--output", default=str(ROOT / "BENCHMARKS.md"),
-                   help="where to write the table (default: BENCHMARKS.md)")
+    p.add_argument("-o", "--output", default=str(ROOT / "docs" / "benchmarks.md"),
+                   help="where to write the table (default: docs/benchmarks.md)")
     a = p.parse_args(argv)
     facts = machine()
     start = time.perf_counter()

@@ -1,5 +1,5 @@
 """The catalogue's documentation, rendered: `planc rule CODE` prints an entry (`describe`);
-the README's code table (section Diagnostics) is generated from it (`readme_table`), and
+the code table of docs/diagnostics.md is generated from it (`code_table`), and
 tests/diagnostics/test_rule.py fails when the two differ. The entries themselves live in
 `planc.diagnostics.codes`, one module per family of codes.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from planc.diagnostics.codes import DOCS, Doc
 
-__all__ = ["DOCS", "Doc", "describe", "readme_table", "replace_table"]
+__all__ = ["DOCS", "Doc", "describe", "code_table", "replace_table"]
 
 _HEADER = ("| code | severity | problem | example that triggers it |\n"
            "|---|---|---|---|\n")
@@ -23,8 +23,8 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def readme_table() -> str:
-    """The README's code table, one row per registered code, in code order."""
+def code_table() -> str:
+    """The code table of docs/diagnostics.md, one row per registered code, in code order."""
     rows = [f"| {code} | {d.severity} | {_cell(d.what)} | {_cell(d.example)} |\n"
             for code, d in sorted(DOCS.items())]
     return _HEADER + "".join(rows)
@@ -46,21 +46,21 @@ def describe(code: str) -> str:
                       block("Example", d.example), block("Fix", d.fix)])
 
 
-def replace_table(readme: str) -> str:
-    """`readme` with its code table replaced by `readme_table()`."""
-    start = readme.index(_HEADER)
+def replace_table(page: str) -> str:
+    """`page` with its code table replaced by `code_table()`."""
+    start = page.index(_HEADER)
     end = start + len(_HEADER)
-    lines = readme[end:].split("\n")
+    lines = page[end:].split("\n")
     n = next(i for i, line in enumerate(lines) if not line.startswith("| P"))
-    return readme[:start] + readme_table() + "\n".join(lines[n:])
+    return page[:start] + code_table() + "\n".join(lines[n:])
 
 
 if __name__ == "__main__":
     import sys
     from pathlib import Path
 
-    if sys.argv[1:] == ["--write-readme"]:
-        path = Path(__file__).resolve().parents[2] / "README.md"
+    if sys.argv[1:] == ["--write-docs"]:
+        path = Path(__file__).resolve().parents[2] / "docs" / "diagnostics.md"
         path.write_text(replace_table(path.read_text()))
     else:
-        sys.stdout.write(readme_table())
+        sys.stdout.write(code_table())

@@ -1,6 +1,6 @@
 """The benchmark scripts run: each one, at its tiny size, prints its ratio line last.
 
-No timing or memory threshold is asserted here (the figures live in BENCHMARKS.md,
+No timing or memory threshold is asserted here (the figures live in docs/benchmarks.md,
 written by `make bench`); these tests only keep the scripts from rotting.
 """
 

@@ -1,5 +1,5 @@
-"""One registry documents every diagnostic code; `planc rule` prints it and the README's
-code table is generated from it."""
+"""One registry documents every diagnostic code; `planc rule` prints it and the code table
+of docs/diagnostics.md is generated from it."""
 
 import re
 import subprocess
@@ -10,9 +10,9 @@ import pytest
 from conftest import ROOT
 from planc.diagnostics import CODES
 from planc.diagnostics.codes import FAMILIES
-from planc.diagnostics.docs import DOCS, describe, readme_table, replace_table
+from planc.diagnostics.docs import DOCS, describe, code_table, replace_table
 
-README = (ROOT / "README.md").read_text()
+PAGE = (ROOT / "docs" / "diagnostics.md").read_text()
 
 
 def test_every_code_has_a_registry_entry_and_no_entry_lacks_a_code():
@@ -26,15 +26,15 @@ def test_every_entry_says_what_why_example_and_fix(code):
     assert set(re.split(r" / ", d.severity)) <= {"error", "warning", "note"}
 
 
-def test_the_readme_code_table_is_the_generated_one():
-    assert readme_table() in README, (
-        "regenerate it: .venv/bin/python -m planc.diagnostics.docs --write-readme")
-    assert replace_table(README) == README
+def test_the_docs_code_table_is_the_generated_one():
+    assert code_table() in PAGE, (
+        "regenerate it: .venv/bin/python -m planc.diagnostics.docs --write-docs")
+    assert replace_table(PAGE) == PAGE
 
 
 def test_replacing_the_table_changes_only_the_table():
-    stale = README.replace("| P111 | error | duplicate rule |", "| P111 | error | old text |")
-    assert replace_table(stale) == README
+    stale = PAGE.replace("| P111 | error | duplicate rule |", "| P111 | error | old text |")
+    assert replace_table(stale) == PAGE
 
 
 def test_planc_rule_prints_the_entry():

@@ -1,4 +1,4 @@
-"""Every `sh` and `python` block of the README runs as written.
+"""Every `sh` and `python` block of the README and of the pages in docs/ runs as written.
 
 Blocks run from a copy of the repository's `plans/` and `examples/` (what the examples
 name), one process each, with planc's venv first on PATH and the JAX device flags the
@@ -17,21 +17,25 @@ import pytest
 
 from conftest import ROOT
 
-README = (ROOT / "README.md").read_text()
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _BLOCK = re.compile(r"^```([^\n`]*)\n(.*?)^```$", re.M | re.S)
 _RUN = {"sh", "python"}
 _LANGUAGES = _RUN | {"", "json", "text", "kd", "toml", "yaml"}
 
 
 def _blocks():
-    for m in _BLOCK.finditer(README):
-        info = m.group(1).split()
-        yield (info[0] if info else ""), info[1:], m.group(2), README[:m.start()].count("\n") + 1
+    """(language, flags, body, where) of every fenced block; where is `FILE:LINE`."""
+    for doc in DOCUMENTS:
+        text, name = doc.read_text(), doc.relative_to(ROOT).as_posix()
+        for m in _BLOCK.finditer(text):
+            info = m.group(1).split()
+            where = f"{name}:{text[:m.start()].count(chr(10)) + 1}"
+            yield (info[0] if info else ""), info[1:], m.group(2), where
 
 
 def _runnable():
-    return [pytest.param(lang, body, id=f"line {line}")
-            for lang, flags, body, line in _blocks() if lang in _RUN and "fragment" not in flags]
+    return [pytest.param(lang, body, id=where)
+            for lang, flags, body, where in _blocks() if lang in _RUN and "fragment" not in flags]
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +81,7 @@ def test_no_unmarked_block_is_a_command_or_a_program():
 
 
 @pytest.mark.parametrize("name", ["mlp_tp.kd", "train.py"])
-def test_the_readme_shows_the_shipped_example_file_whole(name):
+def test_the_docs_show_the_shipped_example_file_whole(name):
     shipped = (ROOT / "examples" / name).read_text()
     [body] = [b for _, _, b, _ in _blocks() if b.startswith(f"# examples/{name}\n")]
     assert body.split("\n", 1)[1] == shipped

@@ -176,7 +176,7 @@ ENTRIES = {
     'P125': dict(
         severity='error',
         title='resource limit exceeded',
-        what='resource limit exceeded (see [Security](#security))',
+        what='resource limit exceeded (see [Security](security.md))',
         why='Limits keep a hostile or broken plan from exhausting memory or time.',
         example='a 40-digit integer',
         fix='Shrink the plan (see the limit named in the message and the Security section).'),

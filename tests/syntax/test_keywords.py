@@ -6,8 +6,8 @@ of the statement keywords."""
 import re
 
 import pytest
-from test_suggest import hf_llama
-from test_suggest_cli import run
+from suggest.test_suggest import hf_llama
+from suggest.test_suggest_cli import run
 
 import planc
 from planc.diagnostics import PlanError
