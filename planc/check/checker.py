@@ -1,6 +1,6 @@
 """Statements -> Plan IR: every declaration-level problem, in one pass.
 
-The problems are those the README's language reference describes, and its Diagnostics
+The problems are those the language reference (docs/language.md) describes, and its Diagnostics
 section lists. The checker never stops at the first problem: it collects every
 diagnostic, then raises `PlanError` if any is an error. It reads no files: the
 statements come from `planc.syntax.includes`, includes already inlined.

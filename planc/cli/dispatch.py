@@ -232,7 +232,7 @@ def _lsp_parser(sub) -> None:
                    "(needs planc[lsp])",
                    description="The Language Server for *.kd files, over stdio: diagnostics "
                    "as `planc lint` finds them, formatting, hover, definition, completion "
-                   "and quick fixes. An editor starts it; see the README's Editors section.")
+                   "and quick fixes. An editor starts it; see docs/editors.md.")
 
 
 def _reshard_parser(sub) -> None:

@@ -1,6 +1,6 @@
 """`planc rule CODE`: what a diagnostic code reports, why it matters, an example, the fix.
 
-The text is the registry's (`planc.diagnostics.docs`), the same the README's code table
+The text is the registry's (`planc.diagnostics.docs`), the same docs/diagnostics.md's code table
 is generated from. Without a code, every code and its one-line title.
 """
 

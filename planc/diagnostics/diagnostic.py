@@ -1,7 +1,7 @@
 """A diagnostic as plain data: what planc says about a plan, located in its source.
 
 Every problem planc finds is a `Diagnostic` with a stable code (listed in `CODES` and in
-the README), a severity, a message, a primary `Span` and optional secondary spans and
+docs/diagnostics.md), a severity, a message, a primary `Span` and optional secondary spans and
 help. Rendering lives beside it (`text`, `formats`); `PlanError` carries a plan's
 diagnostics; nothing stops at the first problem.
 """

@@ -24,14 +24,16 @@ from planc.diagnostics.diagnostic import Diagnostic, Severity, severity_counts
 from planc.diagnostics.span import Span
 from planc.diagnostics.text import visible
 
-# Where the README lives once planc is published; rules' `helpUri` point at its sections.
-README_URL = "https://github.com/planc-dev/planc/blob/main/README.md"
+# Where the docs live once planc is published; rules' `helpUri` point at the code table.
+HOME_URL = "https://github.com/planc-dev/planc/blob/main/"
+README_URL = HOME_URL + "README.md"
+CODES_URL = HOME_URL + "docs/diagnostics.md"
 SARIF_SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/"
                 "sarif-schema-2.1.0.json")
 
 
 def diagnostic_dict(d: Diagnostic) -> dict:
-    """The JSON form of one diagnostic (schema in the README, `planc.diagnostics/1`).
+    """The JSON form of one diagnostic (schema in docs/output-formats.md, `planc.diagnostics/1`).
 
     `devices` is null, one count, or a list of the counts the problem holds at.
     """
@@ -143,7 +145,7 @@ def _rule(code: str, level: dict) -> dict:
     title = CODES.get(code, code)
     doc = DOCS.get(code)
     rule = {"id": code, "shortDescription": {"text": title},
-            "helpUri": f"{README_URL}#diagnostics"}
+            "helpUri": CODES_URL}
     if doc is not None:
         rule["fullDescription"] = {"text": f"{doc.what}. {doc.why}"}
         rule["help"] = {"text": f"{doc.fix} Example: {doc.example}. `planc rule {code}` "

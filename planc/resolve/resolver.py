@@ -8,7 +8,7 @@ equals the path wins outright (a Keras exact key); else one match wins, several 
 error under `overlap error` and the first wins under `overlap first`; no match takes
 `default`, or leaves the variable replicated and reports it. Then `...` is expanded and
 the alternatives tried in order: the first whose rank and divisibility fit is taken.
-The README's language reference says the same for plan authors.
+The language reference (docs/language.md) says the same for plan authors.
 """
 
 from __future__ import annotations

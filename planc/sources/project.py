@@ -167,4 +167,4 @@ def _span_of(path: str, text: str, needle: str) -> Span:
 
 def _bad(path: str, text: str, key: str, message: str) -> Diagnostic:
     return error("P321", message, _span_of(path, text, key), label="in `[tool.planc]`",
-                 help="see the README, section `[tool.planc]`")
+                 help="see docs/commands.md, section `[tool.planc]`")

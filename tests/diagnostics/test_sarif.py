@@ -58,12 +58,13 @@ def test_a_second_span_is_a_related_location(plan_file, capsys):
     assert r["relatedLocations"][0]["message"]["text"]
 
 
-def test_rules_carry_descriptions_help_and_a_readme_uri(plan_file, capsys):
+def test_rules_carry_descriptions_help_and_the_code_table_uri(plan_file, capsys):
     _, doc = sarif(capsys, plan_file(BAD))
     (rule,) = doc["runs"][0]["tool"]["driver"]["rules"]
     assert rule["id"] == "P113"
     assert rule["fullDescription"]["text"] and rule["help"]["text"]
-    assert rule["helpUri"].startswith(doc["runs"][0]["tool"]["driver"]["informationUri"])
+    assert rule["helpUri"].endswith("/docs/diagnostics.md")
+    assert doc["runs"][0]["tool"]["driver"]["informationUri"].endswith("/README.md")
 
 
 def test_fingerprints_survive_moving_the_problem_down_a_line(plan_file, capsys):

@@ -5,21 +5,21 @@ per family, the hundreds of the code: `syntax` (P0xx), `declarations` (P1xx), `d
 (P2xx), `model` (P3xx), `checkpoints` (P4xx), `writing` (P5xx: `planc suggest` and
 `planc import`), `multihost` (P6xx), `editor` (P7xx: `planc lsp`). `CODES` (code ->
 title, what `planc rule` lists and SARIF's short description) and `DOCS` (code -> `Doc`,
-the form of ruff's rule pages: `planc rule CODE`, the README's code table, LSP hovers,
+the form of ruff's rule pages: `planc rule CODE`, docs/diagnostics.md's code table, LSP hovers,
 SARIF's rule help; see `planc.diagnostics.docs`) are both read from them.
 
 To add a code: an entry in its family's module, in code order:
 
     "P999": dict(
-        severity="error",            # the README's severity cell ("warning / error", ...)
+        severity="error",            # the table's severity cell ("warning / error", ...)
         title="a one-line title",    # `planc rule` lists it
-        what="what the diagnostic reports",   # the README's "problem" cell (markdown)
+        what="what the diagnostic reports",   # the table's "problem" cell (markdown)
         why="why that is a problem, one or two sentences",
-        example="a plan line that triggers it",  # the README's "example" cell
+        example="a plan line that triggers it",  # the table's "example" cell
         fix="what to change"),
 
-Write `|` plainly: the table escapes it. Then regenerate the README's table with
-`.venv/bin/python -m planc.diagnostics.docs --write-readme` (it rewrites only the table).
+Write `|` plainly: the table escapes it. Then regenerate docs/diagnostics.md's table with
+`.venv/bin/python -m planc.diagnostics.docs --write-docs` (it rewrites only the table).
 
 >>> CODES["P111"], DOCS["P111"].what
 ('duplicate rule', 'duplicate rule')

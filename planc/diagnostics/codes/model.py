@@ -146,7 +146,7 @@ ENTRIES = {
         what='bad `[tool.planc]` table in pyproject.toml (not TOML, an unknown key, a `plans` entry without `files`, bad `devices`)',
         why='planc cannot tell which model or device counts the plans are for.',
         example='`devices = "many"`',
-        fix="Follow the README's `[tool.planc]` section: `[[tool.planc.plans]]` entries with `files`, `model` and `devices`."),
+        fix="Follow the `[tool.planc]` section of docs/commands.md: `[[tool.planc.plans]]` entries with `files`, `model` and `devices`."),
     'P322': dict(
         severity='error',
         title='golden file unreadable or of another schema',
