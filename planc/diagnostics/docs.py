@@ -1,6 +1,6 @@
 """The catalogue's documentation, rendered: `planc rule CODE` prints an entry (`describe`);
 the README's code table (section Diagnostics) is generated from it (`readme_table`), and
-tests/test_rule.py fails when the two differ. The entries themselves live in
+a test fails when the two differ. The entries themselves live in
 `planc.diagnostics.codes`, one module per family of codes.
 
 >>> DOCS["P111"].what
