@@ -71,3 +71,13 @@ def test_names_planc_writes_avoid_exactly_the_reserved_words(tmp_path, capsys):
         rc, _, _ = run(capsys, "--model", src, "--devices", "8", "-o", str(tmp_path / f"{stem}.kd"))
         assert rc == 0
         assert planc.load_plan(tmp_path / f"{stem}.kd").name == name
+
+
+def test_the_language_reference_lists_exactly_the_reserved_words():
+    from conftest import ROOT
+    from planc.syntax.keywords import RESERVED
+
+    text = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
+    listed = re.search(r"These keywords are reserved: `([^`]*)`, and `_`", text)
+    assert listed, "docs/language.md no longer lists the reserved words"
+    assert set(listed.group(1).split()) | {"_"} == set(RESERVED)
