@@ -44,15 +44,17 @@ class MeshAxis(Frozen):
 
 class Mesh(Frozen):
     """The mesh's axes in order; `span` is None for the implied `mesh(batch = auto)` of
-    data_parallel."""
+    data_parallel, `slices_span` None without a `slices` statement."""
 
-    __slots__ = ("axes", "span", "_names")
-    _not_compared = ("span",)
+    __slots__ = ("axes", "span", "slices_span", "_names")
+    _not_compared = ("span", "slices_span")
 
-    def __new__(cls, axes: tuple[MeshAxis, ...], span: Span | None = None):
+    def __new__(cls, axes: tuple[MeshAxis, ...], span: Span | None = None,
+                slices_span: Span | None = None):
         self = _new(cls._open)
         self.axes = axes
         self.span = span
+        self.slices_span = slices_span
         self._names = tuple(a.name for a in axes)
         self.__class__ = cls
         return self
@@ -247,16 +249,20 @@ class Rename(Frozen):
 
 
 class Budget(Frozen):
-    """`budget(per_device = SIZE, state = K)`; `per_device` in bytes."""
+    """`budget(per_device = SIZE, state = K, peak = SIZE)`, sizes in bytes. `per_device`
+    bounds the variables' bytes (times `state`), `peak` the compiled step's per-device
+    peak (`planc aot`); either may be None, not both."""
 
-    __slots__ = ("per_device", "state", "span")
+    __slots__ = ("per_device", "state", "span", "peak")
     _not_compared = ("span",)
 
-    def __new__(cls, per_device: int, state: int = 1, span: Span | None = None):
+    def __new__(cls, per_device: int | None, state: int = 1, span: Span | None = None,
+                peak: int | None = None):
         self = _new(cls._open)
         self.per_device = per_device
         self.state = state
         self.span = span
+        self.peak = peak
         self.__class__ = cls
         return self
 

@@ -132,4 +132,15 @@ CODES: dict[str, str] = {
     # the language server
     "P701": "the plan's model cannot be read by the language server",
     "P703": "internal error while the language server checked a document",
+    # the step compiled ahead of time (`planc aot`, `plan.aot`, `planc lint --topology`)
+    "P801": "unknown topology name",
+    "P802": "TPU topologies need libtpu, which is not installed",
+    "P803": "the mesh cannot be placed on the topology",
+    "P804": "the mesh counts TPU cores where the hardware runs one device per chip",
+    "P805": "the step does not trace, lower or compile",
+    "P806": "the step, its arguments or its outputs break the step convention",
+    "P807": "the compiled step's peak exceeds `budget(peak)`",
+    "P808": "`budget(peak)` with no topology to compile for",
+    "P809": "the step does not fit in the device's memory",
+    "P810": "a Keras model that cannot be compiled as a training step",
 }
