@@ -46,8 +46,12 @@ def run(args) -> int:
         raise UsageError("planc aot needs --topology NAME: a TPU topology such as v5e:2x4 "
                          "(needs planc[tpu]), or cpu:N for N simulated CPU devices")
     _prepare_jax(args.topology)
-    step, trees, abstractly = _load_step(args.step, plan.ir.file)
     try:
+        from planc.targets.aot.step import placement
+
+        # The topology and the mesh on it first: seconds, and before the step's module runs.
+        placement(plan.ir, args.topology)
+        step, trees, abstractly = _load_step(args.step, plan.ir.file)
         try:
             report = plan.aot(step, *trees, topology=args.topology, donate=not args.no_donate)
         except PlanError as exc:
@@ -58,11 +62,12 @@ def run(args) -> int:
             report = plan.aot(step, *trees, topology=args.topology, donate=not args.no_donate)
     except PlanError as exc:
         diags = found + list(exc.diagnostics)
-        emit_diagnostics(diags, {**sources, **exc.sources}, args, stream=sys.stderr,
-                         to_file=args.format == "json")
+        as_json = args.format == "json"  # the JSON document, to stdout or -o
+        emit_diagnostics(diags, {**sources, **exc.sources}, args,
+                         stream=sys.stdout if as_json else sys.stderr, to_file=as_json)
         return EXIT_USAGE if any(d.code in _USAGE_CODES for d in diags) else EXIT_PLAN
     diags = found + list(report.diagnostics)
-    from planc.reports.aot import render_json, render_text
+    from planc.reports.aot import render_text
 
     if args.format == "json":
         import json

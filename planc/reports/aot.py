@@ -1,5 +1,5 @@
-"""`planc aot`'s output: the report of a step compiled ahead of time, as a short table
-(text) or the `planc.aot/1` document (JSON; `AotReport.to_dict`).
+"""`planc aot`'s text output: the report of a step compiled ahead of time as a short
+table (the JSON form is `AotReport.to_dict`, schema `planc.aot/1`).
 
 The text shows, per device: XLA's memory figures (host rows only when the step places
 anything in host memory), the peak against `budget(peak)`, the collectives by kind and
@@ -8,21 +8,15 @@ mesh axes, and the largest arguments by variable and by the plan rule that laid 
 
 from __future__ import annotations
 
-import json
-
 from planc.resolve.memory import human_bytes
 
-__all__ = ["render_text", "render_json"]
+__all__ = ["render_text"]
 
 _MEMORY_ROWS = (("argument", "arguments"), ("output", "outputs"),
                 ("alias", "aliased (donated)"), ("temp", "temporaries"),
                 ("generated_code", "generated code"))
 _HOST_ROWS = (("host_argument", "host arguments"), ("host_output", "host outputs"),
               ("host_alias", "host aliased"), ("host_temp", "host temporaries"))
-
-
-def render_json(report) -> str:
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
 def _axes_text(c) -> str:
