@@ -46,17 +46,19 @@ class StepProblem(Exception):
 
 class Argument:
     """One positional argument of the step: its name (`params`), abstract pytree, the
-    pytree of its shardings, and per leaf `(path, bytes per device, label)`; for mirrored
-    optimizer state, `mirrors` holds each leaf's parameter index (None: replicated)."""
+    pytree of its shardings, and per leaf `(path, bytes per device, label)`; for laid-out
+    parameters, `rules` holds each leaf's plan rule (None: no rule); for mirrored optimizer
+    state, `mirrors` holds each leaf's parameter index (None: replicated)."""
 
-    __slots__ = ("name", "tree", "shardings", "leaves", "mirrors")
+    __slots__ = ("name", "tree", "shardings", "leaves", "mirrors", "rules")
 
-    def __init__(self, name, tree, shardings, leaves, mirrors=None):
+    def __init__(self, name, tree, shardings, leaves, mirrors=None, rules=None):
         self.name = name
         self.tree = tree
         self.shardings = shardings
         self.leaves = leaves
         self.mirrors = mirrors if mirrors is not None else [None] * len(leaves)
+        self.rules = rules if rules is not None else [None] * len(leaves)
 
 
 def _where(ir: PlanIR) -> Span:
@@ -126,7 +128,8 @@ def laid_out(ir: PlanIR, mesh, name: str, tree, devices: int):
     leaves = [(f"{name}/{p}", _per_device(leaf, s), label)
               for (p, leaf), s, label in zip(paths, flat, labels)]
     found = list(report.diagnostics) if report is not None else []
-    return Argument(name, tree, shardings, leaves), found
+    rules = [a.rule for a in report.assignments] if report is not None else []
+    return Argument(name, tree, shardings, leaves, rules=rules), found
 
 
 def mirrored(ir: PlanIR, mesh, name: str, tree, params: Argument):
@@ -144,13 +147,13 @@ def mirrored(ir: PlanIR, mesh, name: str, tree, params: Argument):
     return Argument(name, tree, shardings, leaves, sources)
 
 
-def with_specs(name: str, tree, shardings, labels, mirrors=None) -> Argument:
+def with_specs(name: str, tree, shardings, labels, mirrors=None, rules=None) -> Argument:
     """An argument whose shardings were worked out elsewhere (Keras's variables)."""
     paths, _ = jax_target.tree_paths(tree)
     flat = jax.tree_util.tree_leaves(shardings)
     leaves = [(f"{name}/{p}", _per_device(leaf, s), label)
               for (p, leaf), s, label in zip(paths, flat, labels)]
-    return Argument(name, tree, shardings, leaves, mirrors)
+    return Argument(name, tree, shardings, leaves, mirrors, rules)
 
 
 def batch(ir: PlanIR, mesh, name: str, tree) -> Argument:

@@ -22,7 +22,8 @@ _SUGGESTED = 2
 
 
 class Contributor:
-    """A parameter and its mirrored optimizer slots: per-device `nbytes` of them all."""
+    """A parameter and its mirrored optimizer slots: per-device `nbytes` of them all;
+    `rule` is where the rule that laid it out is (`plan.kd:7`), None for no rule."""
 
     __slots__ = ("path", "shape", "spec", "nbytes", "slots", "rule")
 
@@ -60,7 +61,7 @@ def peak_findings(ir: PlanIR, topology_label: str, memory: dict, estimate: bool,
     if largest_variables:
         helps.append("largest arguments per device: " + ", ".join(
             f"`{p}` {human_bytes(b)}" for p, b in largest_variables[:3]))
-    helps += _suggestions(contributors, axis_sizes)
+    helps += _suggestions(contributors, axis_sizes, peak)
     if memory["temp"] > memory["argument"]:
         helps.append("temporaries (activations, gradients, XLA's scratch) are most of it: a "
                      "smaller per-device batch, or rematerialisation (`jax.checkpoint`), "
@@ -74,19 +75,21 @@ def peak_findings(ir: PlanIR, topology_label: str, memory: dict, estimate: bool,
                   span, label=f"{human_bytes(budget.peak)} peak", help=tuple(helps))]
 
 
-def _suggestions(contributors, axis_sizes: dict) -> list[str]:
+def _suggestions(contributors, axis_sizes: dict, peak: int) -> list[str]:
     found = []
     for c in contributors:
         best = _best_split(c, axis_sizes)
-        if best is not None:
+        # A change that saves less than 1% of the peak is not worth a line.
+        if best is not None and best[0] * 100 >= peak:
             found.append((best[0], c, best[1], best[2]))
     found.sort(key=lambda f: (-f[0], f[1].path))
     out = []
     for saving, c, axis, layout in found[:_SUGGESTED]:
         slots = (f", its {c.slots} optimizer slot{'s' if c.slots != 1 else ''} included"
                  if c.slots else "")
-        rule = f" (rule {c.rule})" if c.rule else ""
-        out.append(f"laying `{c.path}` out as `{layout}`, over `{axis}` as well, would save "
+        rule = f" (the rule at {c.rule})" if c.rule else ""
+        also = " as well" if any(e is not None for e in c.spec) else ""
+        out.append(f"laying `{c.path}` out as `{layout}`, over `{axis}`{also}, would save "
                    f"{human_bytes(saving)} per device{slots}{rule}")
     return out
 

@@ -84,7 +84,7 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
     devices = len(where.topology.devices)
     whole, found = args_lib.laid_out(bound, mesh, "model", variables, devices)
     by_path = dict(zip(sorted(variables), zip(jax.tree_util.tree_leaves(whole.shardings),
-                                              whole.leaves)))
+                                              whole.leaves, whole.rules)))
     trainable = _part("trainable", t_paths, variables, by_path)
     non_trainable = _part("non_trainable", n_paths, variables, by_path)
 
@@ -142,7 +142,8 @@ def _part(name: str, paths, variables, by_path):
     tree = {p: variables[p] for p in paths}
     shardings = {p: by_path[p][0] for p in paths}
     labels = [by_path[p][1][2] for p in sorted(paths)]
-    return args_lib.with_specs(name, tree, shardings, labels)
+    rules = [by_path[p][2] for p in sorted(paths)]
+    return args_lib.with_specs(name, tree, shardings, labels, rules=rules)
 
 
 def _loss(ir: PlanIR, loss):

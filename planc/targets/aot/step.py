@@ -101,9 +101,9 @@ def contributors(params, states) -> list[Contributor]:
             if i is not None:
                 totals[i] += b
                 slots[i] += 1
-    return [Contributor(path, shape, spec, total, n, label)
-            for (path, _, label), shape, spec, total, n in
-            zip(params.leaves, shapes, specs, totals, slots)]
+    return [Contributor(path, shape, spec, total, n, rule.where if rule is not None else None)
+            for (path, _, _), shape, spec, total, n, rule in
+            zip(params.leaves, shapes, specs, totals, slots, params.rules)]
 
 
 def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donate: bool,
