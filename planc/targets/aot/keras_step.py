@@ -93,21 +93,24 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
     if len(set(o_paths)) != len(o_paths):
         _refuse(ir, "two of the optimizer's variables share a path", "name the optimizer's "
                 "variables apart")
-    mirrors = _slot_owners(opt.variables, t_vars)
+    owners = _slot_owners(opt.variables, t_vars)  # indices into t_vars, model order
     replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    # Flattened, each argument is in its dict's key order: the paths sorted.
+    t_sorted = sorted(t_paths)
+    t_at = {p: k for k, p in enumerate(t_sorted)}
     t_shardings = jax.tree_util.tree_leaves(trainable.shardings)
     o_tree = dict(zip(o_paths, o_vars))
-    o_shard = {p: (t_shardings[i] if i is not None else replicated)
-               for p, i in zip(o_paths, mirrors)}
-    order = {p: k for k, p in enumerate(sorted(o_paths))}
-    labels = [None] * len(o_paths)
-    for p, i in zip(o_paths, mirrors):
-        labels[order[p]] = (trainable.leaves[i][2] if i is not None else
-                            "optimizer variable with no model variable: replicated")
-    sorted_mirrors = [None] * len(o_paths)
-    for p, i in zip(o_paths, mirrors):
-        sorted_mirrors[order[p]] = i
-    optimizer_arg = args_lib.with_specs("optimizer", o_tree, o_shard, labels, sorted_mirrors)
+    o_shard, labels, mirrors = {}, {}, {}
+    for p, i in zip(o_paths, owners):
+        k = t_at[t_paths[i]] if i is not None else None
+        o_shard[p] = t_shardings[k] if k is not None else replicated
+        labels[p] = (trainable.leaves[k][2] if k is not None else
+                     "optimizer variable with no model variable: replicated")
+        mirrors[p] = k
+    o_sorted = sorted(o_paths)
+    optimizer_arg = args_lib.with_specs("optimizer", o_tree, o_shard,
+                                        [labels[p] for p in o_sorted],
+                                        [mirrors[p] for p in o_sorted])
     batch_args = [args_lib.batch(bound, mesh, name, args_lib.abstract(bound, name, tree))
                   for name, tree in (("x", x), ("y", y), ("sample_weight", sample_weight))]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from planc.diagnostics import PlanError
 from planc.ir import PlanIR
+from planc.resolve import human_bytes
 from planc.targets.aot import arguments as args_lib
 from planc.targets.aot.arguments import StepProblem
 from planc.targets.aot.budget import Contributor, no_topology, peak_findings
@@ -118,7 +119,12 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
         compiled = compile_step(ir, mesh, step, arguments, out_shardings,
                                 tuple(range(mirrored)) if donate else (), topology.platform)
     except StepProblem as exc:
-        _raise(ir, exc.diagnostic)
+        d = exc.diagnostic
+        if d.code == "P809":  # what the arguments hold of it, as a P807 says
+            top = largest([leaf for a in arguments for leaf in a.leaves], 3)[0]
+            d = d._replace(help=d.help + ("largest arguments per device: " + ", ".join(
+                f"`{p}` {human_bytes(b)}" for p, b in top),))
+        _raise(ir, d)
     memory = dict(compiled.memory)
     if topology.estimate:
         # XLA:CPU's own peak leaves the temporaries out.
