@@ -134,7 +134,7 @@ CODES: dict[str, str] = {
     "P703": "internal error while the language server checked a document",
     # the step compiled ahead of time (`planc aot`, `plan.aot`, `planc lint --topology`)
     "P801": "unknown topology name",
-    "P802": "TPU topologies need libtpu, which is not installed",
+    "P802": "TPU topologies need libtpu, which is not installed or cannot start",
     "P803": "the mesh cannot be placed on the topology",
     "P804": "the mesh counts TPU cores where the hardware runs one device per chip",
     "P805": "the step does not trace, lower or compile",

@@ -774,10 +774,10 @@ DOCS: dict[str, Doc] = {
         fix='Write the generation and the chip grid as `jax.experimental.topologies` takes them (`v5e:2x4`, `v4:2x2x2`, `v6e:16x16`), or `cpu:N` for N simulated CPU devices.'),
     'P802': Doc(
         'error',
-        what='a TPU topology was asked for and libtpu is not installed (it says how to install it)',
+        what='a TPU topology was asked for and libtpu is not installed (it says how to install it), or cannot start (another process holds its lock)',
         why='The compile-only TPU devices and the TPU compiler come from libtpu; without it only `cpu:N` works.',
         example='`planc aot plan.kd --step m:build --topology v5e:2x4` without `jax[tpu]`',
-        fix="`pip install 'planc[tpu]'` (libtpu for the installed jax), or use `--topology cpu:N` for an estimate."),
+        fix="`pip install 'planc[tpu]'` (libtpu for the installed jax), or use `--topology cpu:N` for an estimate; with libtpu locked, run with `JAX_PLATFORMS=cpu`."),
     'P803': Doc(
         'error',
         what="the mesh cannot be placed on the topology by JAX's topology-aware device assignment (feasible shapes near it in the help)",

@@ -67,7 +67,8 @@ def by_hand():
     ss = (optax.ScaleByAdamState(count=NamedSharding(mesh, P()), mu=ps, nu=ps),
           optax.EmptyState())
     bs = {"x": NamedSharding(mesh, P("fsdp", None)), "y": NamedSharding(mesh, P("fsdp", None))}
-    return jax.jit(step, in_shardings=(ps, ss, bs), out_shardings=(ps, ss, NamedSharding(mesh, P())),
+    rep = NamedSharding(mesh, P())
+    return jax.jit(step, in_shardings=(ps, ss, bs), out_shardings=(ps, ss, rep),
                    donate_argnums=(0, 1)).trace(PARAMS, STATE, BATCH).lower(
         lowering_platforms=("tpu",)).compile().memory_analysis()
 

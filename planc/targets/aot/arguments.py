@@ -23,7 +23,7 @@ import math
 import jax
 import numpy as np
 
-from planc.diagnostics import Diagnostic, PlanError, Span, error
+from planc.diagnostics import Diagnostic, PlanError, error
 from planc.ir import PlanIR
 from planc.resolve import shard_bytes, validate
 from planc.targets import jax as jax_target
@@ -61,10 +61,6 @@ class Argument:
         self.rules = rules if rules is not None else [None] * len(leaves)
 
 
-def _where(ir: PlanIR) -> Span:
-    return ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
-
-
 def abstract(ir: PlanIR, name: str, tree):
     """`tree` with each leaf a `jax.ShapeDtypeStruct` of its shape and dtype."""
     leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
@@ -77,9 +73,9 @@ def abstract(ir: PlanIR, name: str, tree):
                 out.append(jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype))
             except (TypeError, ValueError) as exc:
                 raise StepProblem(_bad_leaf(ir, name, keys, leaf, str(exc))) from None
-        elif isinstance(leaf, _PYTHON_SCALARS):
-            value = jax.numpy.asarray(leaf) if not isinstance(leaf, np.generic) else leaf
-            out.append(jax.ShapeDtypeStruct(np.shape(value), value.dtype))
+        elif isinstance(leaf, _PYTHON_SCALARS):  # as jnp.asarray would type it, unallocated
+            dtype = leaf.dtype if isinstance(leaf, np.generic) else np.result_type(type(leaf))
+            out.append(jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(dtype)))
         else:
             raise StepProblem(_bad_leaf(ir, name, keys, leaf))
     return jax.tree_util.tree_unflatten(treedef, out)

@@ -151,7 +151,15 @@ def _cpu(name: str, n: int, slices: int) -> Topology:
 # -- TPU -------------------------------------------------------------------------------------
 
 def _tpu(name: str, slices: int) -> Topology:
+    import jax
+
     os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")  # no metadata server to ask
+    platforms = jax.config.jax_platforms or ""
+    if platforms and "tpu" not in platforms.split(","):
+        # This process never runs on a TPU (JAX_PLATFORMS leaves it out; `planc aot` and
+        # `planc lint --topology` set cpu): libtpu's one-process lock, which guards real
+        # chips, would only stop a second planc from describing a topology.
+        os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     devices = _tpu_devices(name, slices)
     kind = devices[0].device_kind
     cores = max(d.core_on_chip for d in devices) + 1
@@ -187,8 +195,10 @@ def _tpu_devices(name: str, slices: int, **options):
         raise TopologyError(_no_libtpu(name, str(exc))) from None
     except RuntimeError as exc:
         text = str(exc)
-        if "not installed" in text or "libtpu" in text.lower():
+        if "not installed" in text:
             raise TopologyError(_no_libtpu(name, text)) from None
+        if "lockfile" in text:
+            raise TopologyError(_libtpu_locked(name)) from None
         raise TopologyError(_unknown(name, _first_line(text),
                                      suggest="chip_config_name" not in options)) from None
     except (ValueError, TypeError) as exc:
@@ -230,6 +240,13 @@ def _no_libtpu(name: str, why: str) -> Diagnostic:
                  help=(f"install it: `{INSTALL_TPU}` (libtpu for the installed jax; in a "
                        "checkout, `pip install -e '.[tpu]'`)",
                        "or compile for `cpu:N` (N simulated CPU devices): an estimate"))
+
+
+def _libtpu_locked(name: str) -> Diagnostic:
+    return error("P802", f"`{name}` is a TPU topology, and libtpu cannot start here: another "
+                 "process holds its lock (/tmp/libtpu_lockfile)", None,
+                 help=("with no TPU attached to this process, set JAX_PLATFORMS=cpu (as "
+                       "`planc aot` does) or ALLOW_MULTIPLE_LIBTPU_LOAD=1",))
 
 
 def _first_line(text: str) -> str:
