@@ -47,7 +47,7 @@ def run(args) -> int:
                          "(needs planc[tpu]), or cpu:N for N simulated CPU devices")
     _prepare_jax(args.topology)
     try:
-        from planc.targets.aot.step import placement
+        from planc.targets.aot.pipeline import placement
 
         # The topology and the mesh on it first: seconds, and before the step's module runs.
         placement(plan.ir, args.topology)

@@ -10,7 +10,10 @@ accelerator (`planc aot`, `plan.aot`, `planc lint --topology`).
   them (the plan's layouts, optimizer state mirrored, the batch split over the batch
   axes; outputs alias their inputs);
 - `compiler`: trace, lower and compile one step; XLA's memory figures and HLO (P805,
-  P806, P809); `keras_step`: Keras's own stateless training step (P810);
+  P806, P809);
+- `pipeline`: the stages every step goes through (the placement, the compile, the
+  report); `step`: `plan.aot` for a JAX step; `keras_step`: Keras's own stateless
+  training step (P810);
 - `collectives`: the collectives of the compiled HLO, by kind and mesh axes;
 - `report`: `AotReport`, what `plan.aot` returns and `planc aot` renders; `budget`: the
   peak against `budget(peak = SIZE)` (P807, P808) and the plan change that would help.

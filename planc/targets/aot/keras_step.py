@@ -53,7 +53,7 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
     import keras
 
     from planc.targets.aot import arguments as args_lib
-    from planc.targets.aot.step import compile_arguments, contributors, placement
+    from planc.targets.aot.pipeline import compile_arguments, contributors, placement
 
     if keras.backend.backend() != "jax":
         _refuse(ir, f"Keras runs on the {keras.backend.backend()} backend; planc compiles "
