@@ -111,12 +111,17 @@ def _leaked(exc: PlanError) -> bool:
 def _load_step(spec: str, plan_file: str, plainly: bool = False):
     """(step, (params, opt_state, batch), whether built abstractly) from `MODULE:ATTR`."""
     from planc.sources import SourceError
-    from planc.sources.objects import import_attr
+    from planc.sources.objects import cwd_on_path, import_attr
 
     try:
         builder = import_attr(spec)
     except SourceError as exc:
         raise UsageError(f"--step {exc}") from None
+    with cwd_on_path():  # a builder may import its siblings when called
+        return _built(spec, plan_file, builder, plainly)
+
+
+def _built(spec: str, plan_file: str, builder, plainly: bool):
     if not callable(builder):
         _convention(plan_file, f"`{spec}` is a {type(builder).__name__}, not a function")
     import jax

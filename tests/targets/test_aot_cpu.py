@@ -285,6 +285,15 @@ def build():
 
 def three():
     return step, {}, {}
+
+
+def leaky():
+    scale = jnp.full((), 0.5)  # made by the builder and read by the step
+
+    def scaled(p, s, b):
+        return jax.tree.map(lambda w: w * scale, p), s
+    _, params, _, batch = build()
+    return scaled, params, {}, batch
 '''
 
 PLAN = '''mesh(fsdp = 4, model = 2)
@@ -340,6 +349,12 @@ def test_json_goes_to_the_output_file_whole(project, capsys, tmp_path):
     doc = json.loads(out_file.read_text())
     assert code == 0 and out == "" and doc["schema"] == "planc.aot/1"
     assert doc["budget"] == {"peak": 2 ** 30, "fits": True} and doc["ok"] is True
+
+
+def test_a_step_reading_what_its_builder_made_is_built_for_real(project, capsys):
+    # Under jax.eval_shape the builder's array is a tracer the step cannot use later.
+    code, out, err = aot(capsys, project(), "--step", "mystep:leaky", "--topology", "cpu:8")
+    assert code == 0 and "plan `p` on cpu:8" in out, err
 
 
 @pytest.mark.parametrize("args, code, says", [
