@@ -120,3 +120,23 @@ def test_kinds_come_in_a_fixed_order_and_unreadable_groups_are_said():
     kinds = [(k, axes) for k, axes, *_ in found(hlo)]
     assert kinds == [("all-gather", ("fsdp", "model")), ("all-reduce", None),
                      ("all-to-all", ("model",))]
+
+
+def test_one_slice_s_program_numbers_its_own_devices_and_dcn_transfers_span_slices():
+    # Global mesh (fsdp = 4, model = 2) with `model` across 2 slices: slice 0 holds the
+    # mesh positions 0, 2, 4, 6 (model = 0), which its program numbers 0..3.
+    hlo = module("%ag = f32[8,8]{1,0} all-gather(%p), channel_id=1, "
+                 "replica_groups={{0,1,2,3}}, dimensions={0}",
+                 '%s = (f32[512,8]{1,0}, u32[], token[]) send(%x, %t), channel_id=2, '
+                 'is_host_transfer=true, frontend_attributes={_xla_host_transfer_handler_name='
+                 '"xla_megascale_runtime",_xla_host_transfer_rendezvous="all-reduce.2_0",'
+                 '_xla_megascale_reduce_operation="SUM",_xla_megascale_target="{1,2}x{0:3}",'
+                 '_xla_megascale_transfer_type="ALL_REDUCE"}',
+                 '%r = (f32[512,8]{1,0}, u32[], token[]) recv(%t), channel_id=3, '
+                 'is_host_transfer=true, frontend_attributes={_xla_host_transfer_handler_name='
+                 '"xla_megascale_runtime",_xla_host_transfer_rendezvous="all-reduce.2_0",'
+                 '_xla_megascale_transfer_type="ALL_REDUCE"}')
+    got = [(c.kind, c.axes, c.count, c.bytes, c.group_size) for c in collectives(
+        hlo, MESH, NAMES, slice_positions=[0, 2, 4, 6], slice_axes=("model",))]
+    assert got == [("all-gather", ("fsdp",), 1, 256, 4),
+                   ("all-reduce", ("model",), 1, 512 * 8 * 4, 2)]

@@ -1,9 +1,9 @@
 """`plan.aot` on a real TPU topology, compile-only through libtpu (the `tpu` extra): a
 two-layer MLP with Adam, FSDP 4 x model 2 on `v5e:2x4`.
 
-TPU compiles cost tens of seconds here, so there are three: planc's, the same step
-compiled by hand (the differential), and one that does not fit in HBM (which XLA refuses
-within seconds). `test_aot_cpu.py` has the breadth.
+TPU compiles cost tens of seconds here, so there are four: planc's, the same step
+compiled by hand (the differential), one over two slices, and one that does not fit in
+HBM (which XLA refuses within seconds). `test_aot_cpu.py` has the breadth.
 """
 
 import importlib.util
@@ -113,3 +113,18 @@ def test_a_step_that_does_not_fit_in_hbm_is_p809():
     (d,) = info.value.diagnostics
     assert (d.code, d.span.line) == ("P809", 4) and "HBM" in d.message
     assert "`params/w` 23.8 GiB" in d.help[-1]
+
+
+def test_over_two_slices_the_dcn_axis_carries_the_gradients_reduction():
+    plan = planc.loads("mesh(data = 1, fsdp = 4, model = 2)\nslices(data = 2)\n"
+                       "model_parallel(batch = (data, fsdp))\n"
+                       'layout { "w1" -> (fsdp, model)\n "w2" -> (model, fsdp) }\n')
+    batch = {k: jax.ShapeDtypeStruct((2 * B, D), jnp.float32) for k in ("x", "y")}
+    report = plan.aot(step, PARAMS, STATE, batch, topology="v5e:2x4")
+    assert (report.topology, report.devices, report.slices) == ("2 slices of v5e:2x4", 16, 2)
+    kinds = {(c.kind, c.axes): c for c in report.collectives}
+    # Within a slice as on one (its program numbers its own 8 devices); across the two
+    # slices, the megascale runtime's all-reduce of the gradients, over `data`.
+    assert ("all-gather", ("fsdp",)) in kinds and ("all-reduce", ("model",)) in kinds
+    dcn = kinds[("all-reduce", ("data",))]
+    assert dcn.bytes >= 2 * D * H * 4 // 8  # both kernels' gradient shards

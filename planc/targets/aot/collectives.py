@@ -20,6 +20,10 @@ fusion and scheduling), so what is reported is what runs:
   mesh's device list (the step's device assignment), so the axes are the plan's mesh axes
   along which a group's members differ. A group smaller than those axes' product (part of
   an axis) keeps its `group_size`.
+- **several slices**: XLA:TPU compiles one slice's program, whose ids number that slice's
+  devices (in mesh order); what crosses slices (DCN) is a host transfer the megascale
+  runtime runs (a `send` with `_xla_megascale_transfer_type`), reported over the axes
+  that span slices.
 """
 
 from __future__ import annotations
@@ -88,10 +92,16 @@ class _Instruction:
         self.computation = computation
 
 
-def collectives(hlo: str, mesh_shape, axis_names) -> list[Collective]:
+def collectives(hlo: str, mesh_shape, axis_names, *, slice_positions=None,
+                slice_axes=()) -> list[Collective]:
     """The collectives of the HLO module `hlo` compiled over a mesh of `mesh_shape` (the
     plan's global axis sizes) named `axis_names`, grouped by kind and axes, in the order
-    of `KINDS` then the axes' mesh order."""
+    of `KINDS` then the axes' mesh order.
+
+    A multi-slice step is compiled per slice: its replica groups number one slice's
+    devices, `slice_positions[i]` being the mesh position of the slice's device `i`; the
+    collectives across slices (DCN) are the megascale runtime's host transfers, reported
+    over `slice_axes`, the axes that span slices."""
     mesh_shape = tuple(int(s) for s in mesh_shape)
     computations, entry = _parse(hlo)
     runs = _multiplicities(computations, entry)
@@ -100,6 +110,16 @@ def collectives(hlo: str, mesh_shape, axis_names) -> list[Collective]:
     groups: dict[tuple, list] = {}
     for comp, instructions in computations.items():
         for ins in instructions:
+            times = runs.get(comp, 1)
+            if ins.opcode == "send":
+                dcn = _megascale(ins, slice_axes)
+                if dcn is not None:
+                    key = ("dcn",) + dcn[:1]
+                    if key not in seen or times > seen[key][0]:
+                        seen[key] = (times, dcn[2])
+                        groups[key] = [dcn[1], tuple(slice_axes) or None, dcn[3], times,
+                                       dcn[2]]
+                continue
             kind = _OPCODES.get(ins.opcode)
             if kind is None:
                 continue
@@ -108,12 +128,11 @@ def collectives(hlo: str, mesh_shape, axis_names) -> list[Collective]:
                 kind, nbytes = "reduce-scatter", scatters[comp]
             channel = _CHANNEL.search(ins.attrs)
             key = (kind, channel.group(1)) if channel else (kind, comp, ins.name)
-            times = runs.get(comp, 1)
             if key in seen:
                 if times <= seen[key][0]:
                     continue
             seen[key] = (times, nbytes)
-            axes, size = _axes(ins, mesh_shape, axis_names)
+            axes, size = _axes(ins, mesh_shape, axis_names, slice_positions)
             groups[key] = [kind, axes, size, times, nbytes]
     merged: dict[tuple, Collective] = {}
     for kind, axes, size, times, nbytes in groups.values():
@@ -129,6 +148,27 @@ def collectives(hlo: str, mesh_shape, axis_names) -> list[Collective]:
     return sorted(merged.values(), key=lambda c: (
         KINDS.index(c.kind), c.axes is None,
         [order[a] for a in c.axes] if c.axes else [], c.group_size or 0))
+
+
+_MEGASCALE_KINDS = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
+                    "REDUCE_SCATTER": "reduce-scatter", "ALL_TO_ALL": "all-to-all",
+                    "COLLECTIVE_PERMUTE": "collective-permute"}
+
+
+def _megascale(ins: _Instruction, slice_axes):
+    """(rendezvous, kind, bytes, slices in a group) of a DCN transfer the megascale
+    runtime runs (a `send` it handles), or None for any other send."""
+    if "xla_megascale_runtime" not in ins.attrs:
+        return None
+    kind = re.search(r'_xla_megascale_transfer_type="([A-Z_]+)"', ins.attrs)
+    if kind is None or kind.group(1) not in _MEGASCALE_KINDS:
+        return None
+    name = re.search(r'_xla_host_transfer_rendezvous="([^"]+)"', ins.attrs)
+    target = re.search(r'_xla_megascale_target="\{([\d,]*)\}', ins.attrs)
+    slices = len(target.group(1).split(",")) if target and target.group(1) else None
+    payload = _tuple_elements(ins.shape)[0]
+    return (name.group(1) if name else ins.name, _MEGASCALE_KINDS[kind.group(1)],
+            _shape_bytes(payload), slices)
 
 
 def _full_size(axes, names, shape) -> int:
@@ -268,12 +308,17 @@ def _result_bytes(ins: _Instruction, kind: str) -> int:
 
 # -- replica groups -> mesh axes -----------------------------------------------------------------
 
-def _axes(ins: _Instruction, shape, names):
-    """(axis names in mesh order or None, devices in a group) of one collective."""
+def _axes(ins: _Instruction, shape, names, positions=None):
+    """(axis names in mesh order or None, devices in a group) of one collective; ids are
+    mesh positions, or with `positions` (one slice's program) `positions[id]`."""
     total = math.prod(shape)
-    groups = _groups(ins.attrs, total)
+    groups = _groups(ins.attrs, total if positions is None else len(positions))
     if groups is None or not groups or not groups[0]:
         return None, None
+    if positions is not None:
+        if any(i < 0 or i >= len(positions) for g in groups for i in g):
+            return None, None
+        groups = [[positions[i] for i in g] for g in groups]
     varying = set()
     for group in groups:
         if any(i < 0 or i >= total for i in group):

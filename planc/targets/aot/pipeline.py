@@ -87,8 +87,20 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
         plan=ir.name, file=ir.file, topology=topology.label, platform=topology.platform,
         device_kind=topology.device_kind, devices=len(topology.devices),
         slices=topology.slices, estimate=topology.estimate, mesh=sizes, donate=donate,
-        memory=memory, collectives=collectives(compiled.hlo, ir.mesh.shape, ir.mesh.names),
+        memory=memory, collectives=_collectives(compiled.hlo, ir, mesh, topology),
         largest_variables=by_variable, largest_rules=by_rule,
         compile_seconds=compiled.seconds,
         budget_peak=ir.budget.peak if ir.budget is not None else None,
         diagnostics=tuple(diagnostics), sources=ir.source_dict)
+
+
+def _collectives(hlo: str, ir: PlanIR, mesh, topology):
+    """The step's collectives on the plan's axes. Compiled for several slices, the
+    program is one slice's: its device ids are slice 0's devices in mesh order."""
+    positions, across = None, ()
+    if topology.slices > 1:
+        positions = [i for i, d in enumerate(mesh.devices.flat)
+                     if getattr(d, "slice_index", 0) == 0]
+        across = tuple(a.name for a in ir.mesh.axes if a.slices > 1)
+    return collectives(hlo, ir.mesh.shape, ir.mesh.names, slice_positions=positions,
+                       slice_axes=across)
