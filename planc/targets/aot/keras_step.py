@@ -53,7 +53,8 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
     import keras
 
     from planc.targets.aot import arguments as args_lib
-    from planc.targets.aot.pipeline import compile_arguments, contributors, placement
+    from planc.targets.aot.pipeline import (compile_arguments, contributors, placement,
+                                            raise_for)
 
     if keras.backend.backend() != "jax":
         _refuse(ir, f"Keras runs on the {keras.backend.backend()} backend; planc compiles "
@@ -76,7 +77,7 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
     bound, mesh = where.ir, where.mesh
 
     t_vars, n_vars = list(model.trainable_variables), list(model.non_trainable_variables)
-    t_paths, n_paths = _paths(ir, t_vars), _paths(ir, n_vars)
+    t_paths, n_paths = [v.path for v in t_vars], [v.path for v in n_vars]
     sds = lambda v: jax.ShapeDtypeStruct(tuple(v.shape), v.dtype)  # noqa: E731
     variables = {v.path: sds(v) for v in t_vars + n_vars}
     if len(variables) != len(t_vars) + len(n_vars):
@@ -88,31 +89,13 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
     trainable = _part("trainable", t_paths, variables, by_path)
     non_trainable = _part("non_trainable", n_paths, variables, by_path)
 
-    opt, o_vars = _abstract_optimizer(ir, optimizer, t_vars)
+    opt, optimizer_arg = _optimizer_argument(ir, mesh, optimizer, t_vars, t_paths, trainable)
     o_paths = [v.path for v in opt.variables]
-    if len(set(o_paths)) != len(o_paths):
-        _refuse(ir, "two of the optimizer's variables share a path", "name the optimizer's "
-                "variables apart")
-    owners = _slot_owners(opt.variables, t_vars)  # indices into t_vars, model order
-    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-    # Flattened, each argument is in its dict's key order: the paths sorted.
-    t_sorted = sorted(t_paths)
-    t_at = {p: k for k, p in enumerate(t_sorted)}
-    t_shardings = jax.tree_util.tree_leaves(trainable.shardings)
-    o_tree = dict(zip(o_paths, o_vars))
-    o_shard, labels, mirrors = {}, {}, {}
-    for p, i in zip(o_paths, owners):
-        k = t_at[t_paths[i]] if i is not None else None
-        o_shard[p] = t_shardings[k] if k is not None else replicated
-        labels[p] = (trainable.leaves[k][2] if k is not None else
-                     "optimizer variable with no model variable: replicated")
-        mirrors[p] = k
-    o_sorted = sorted(o_paths)
-    optimizer_arg = args_lib.with_specs("optimizer", o_tree, o_shard,
-                                        [labels[p] for p in o_sorted],
-                                        [mirrors[p] for p in o_sorted])
-    batch_args = [args_lib.batch(bound, mesh, name, args_lib.abstract(bound, name, tree))
-                  for name, tree in (("x", x), ("y", y), ("sample_weight", sample_weight))]
+    try:
+        batch_args = [args_lib.batch(bound, mesh, name, args_lib.abstract(bound, name, tree))
+                      for name, tree in (("x", x), ("y", y), ("sample_weight", sample_weight))]
+    except args_lib.StepProblem as exc:
+        raise_for(ir, exc.diagnostic)
 
     def step(trainable_values, non_trainable_values, optimizer_values, x, y, sample_weight):
         import jax.numpy as jnp
@@ -134,8 +117,32 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
                              contributors=contributors(trainable, [optimizer_arg]))
 
 
-def _paths(ir: PlanIR, variables) -> list[str]:
-    return [v.path for v in variables]
+def _optimizer_argument(ir: PlanIR, mesh, optimizer, t_vars, t_paths, trainable):
+    """(the optimizer whose variables the step updates, their argument): each slot laid
+    out as the trainable variable Keras made it for, the others replicated."""
+    import jax
+
+    from planc.targets.aot import arguments as args_lib
+
+    opt, values = _abstract_optimizer(ir, optimizer, t_vars)
+    paths = [v.path for v in opt.variables]
+    if len(set(paths)) != len(paths):
+        _refuse(ir, "two of the optimizer's variables share a path",
+                "name the optimizer's variables apart")
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    # Flattened, each argument is in its dict's key order: the paths sorted.
+    at = {p: k for k, p in enumerate(sorted(t_paths))}
+    shardings = jax.tree_util.tree_leaves(trainable.shardings)
+    spec, labels, mirrors = {}, {}, {}
+    for p, i in zip(paths, _slot_owners(opt.variables, t_vars)):
+        k = at[t_paths[i]] if i is not None else None
+        spec[p] = shardings[k] if k is not None else replicated
+        labels[p] = (trainable.leaves[k][2] if k is not None else
+                     "optimizer variable with no model variable: replicated")
+        mirrors[p] = k
+    order = sorted(paths)
+    return opt, args_lib.with_specs("optimizer", dict(zip(paths, values)), spec,
+                                    [labels[p] for p in order], [mirrors[p] for p in order])
 
 
 def _part(name: str, paths, variables, by_path):
