@@ -11,7 +11,9 @@ the objects or files a framework runs out. No target calls back into `planc.Plan
   `runtime_keras` and `devices`; `keras_keys`: the LayoutMap keys the Keras module holds;
 - `compiled_json`: the json target and the plan's `fingerprint`;
 - `orbax_io`: Orbax checkpoints restored into the plan's shardings and saved with the
-  plan recorded (`plan.save`); `reshard`: `planc reshard`'s part-by-part reading.
+  plan recorded (`plan.save`); `reshard`: `planc reshard`'s part-by-part reading;
+- `aot`: the training step compiled ahead of time for a named topology (`plan.aot`,
+  `planc aot`, `planc lint --topology`).
 
 Nothing is imported here: the JAX and Keras targets load jax and Keras, which the
 emitters and the json target do not need.
