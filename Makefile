@@ -14,9 +14,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# The docs extra too: tests/docs/test_readme.py builds the documentation site.
+# The docs extra: tests/docs/test_readme.py builds the documentation site. The `tpu` extra
+# (libtpu) lets the tests compile for real TPU topologies, compile-only.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test,docs]'
+	$(PY) -m pip install --quiet -e '.[test,docs,tpu]'
 	$(PY) -m pip install --quiet --no-deps 'keras-hub>=0.22'
 	touch $(STAMP)
 

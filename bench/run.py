@@ -35,6 +35,7 @@ BENCHMARKS = [
     ("lsp_latency", "lsp_latency.py"),
     ("explain_405b", "explain_405b.py"),
     ("matching_floor", "matching_floor.py"),
+    ("aot", "aot.py"),
 ]
 
 TITLES = {
@@ -55,6 +56,8 @@ TITLES = {
                      "`planc lint` of the same plan and model)"),
     "matching_floor": ("11. Resolution against the floor (planc vs a warm `re2.Set` and a `re` "
                        "first-match loop; the emitted module; scaling from 1k to 1M paths)"),
+    "aot": ("12. `planc aot` (`plan.aot` vs the same step compiled by hand with JAX, on cpu:8 "
+            "and compile-only v5e:2x4; `planc lint --topology` vs that compile)"),
     "reshard_memory": ("8. `planc reshard` peak memory (in parts, vs load, shard and save the "
                        "whole tree; 8 simulated devices)"),
 }
@@ -118,6 +121,10 @@ LIMITS = {
         "piped output is laid out as plain text in one pass (`planc.reports.explain."
         "_plain_table`); rich is imported only for a terminal or `--color always`. What "
         "explain adds to the lint is that table and the memory summary."),
+    "aot": (
+        "`planc lint --topology` is a fixed cost, about that of `import jax` (~1.5 s of CPU "
+        "here) plus loading libtpu: against a small step's compile (a few seconds) it is a "
+        "large fraction, against a transformer block's (tens of seconds) a small one."),
     "reshard_memory": (
         "about 190 MiB of every figure is the interpreter with jax and Orbax imported; the "
         "rest is one part (64 MiB) being read while the previous one is written, and what "

@@ -35,11 +35,12 @@ class MeshAxis(Frozen):
 
 class Mesh(Frozen):
     """The mesh's axes in order; `span` is None for the implied `mesh(batch = auto)` of
-    data_parallel."""
+    data_parallel, `slices_span` None without a `slices` statement."""
 
     axes: tuple[MeshAxis, ...]
     span: Span | None = None
-    _not_compared = ("span",)
+    slices_span: Span | None = None
+    _not_compared = ("span", "slices_span")
     __slots__ = ("_names",)  # `names`, made once from `axes`
 
     def __post_init__(self):
@@ -200,11 +201,14 @@ class Rename(Frozen):
 
 
 class Budget(Frozen):
-    """`budget(per_device = SIZE, state = K)`; `per_device` in bytes."""
+    """`budget(per_device = SIZE, state = K, peak = SIZE)`, sizes in bytes. `per_device`
+    bounds the variables' bytes (times `state`), `peak` the compiled step's per-device
+    peak (`planc aot`); either may be None, not both."""
 
-    per_device: int
+    per_device: int | None
     state: int = 1
     span: Span | None = None
+    peak: int | None = None
     _not_compared = ("span",)
 
 

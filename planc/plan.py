@@ -225,6 +225,27 @@ class Plan:
         return self._activations().shard_map(self._ir, f, in_specs=in_specs,
                                              out_specs=out_specs, mesh=mesh, **kwargs)
 
+    # -- ahead of time (planc.targets.aot) ---------------------------------------------------
+
+    def aot(self, step, params=None, opt_state=None, batch=None, *, topology=None,
+            donate: bool = True, optimizer=None, loss=None):
+        """The training step compiled for `topology` with no accelerator attached; returns
+        a `planc.targets.aot.report.AotReport` (XLA's per-device memory, the collectives
+        by mesh axis, the largest arguments, P807 when the peak exceeds `budget(peak)`).
+
+        `step(params, opt_state, batch)` returns `(params, opt_state, ...)`; the trees hold
+        arrays or `jax.ShapeDtypeStruct`s, read for their shapes and dtypes only.
+        `topology` is a name `jax.experimental.topologies` takes (`"v5e:2x4"`, compile-only
+        through libtpu) or `"cpu:N"` (an estimate). `plan.aot(model, batch=(x, y),
+        optimizer=..., loss=..., topology=...)` compiles a Keras model's own stateless
+        training step. The plan's problems, the topology's and the step's raise one
+        `PlanError` before anything is compiled where they can be found first.
+        """
+        from planc.targets.aot.step import aot
+
+        return aot(self._ir, step, params, opt_state, batch, topology=topology,
+                   donate=donate, optimizer=optimizer, loss=loss)
+
     # -- Keras (planc.targets.keras.distribution) ---------------------------------------------
 
     def _keras_backend(self):

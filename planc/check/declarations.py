@@ -126,7 +126,7 @@ class Declarations(CheckerBase):
             if v is not None:
                 counts[n] = v
         return Mesh(tuple(MeshAxis(a.name, a.size, a.span, counts.get(a.name, 1))
-                          for a in mesh.axes), mesh.span)
+                          for a in mesh.axes), mesh.span, statements.slices[0].span)
 
     def _axis_types(self, statements, mesh: Mesh) -> tuple[str, ...]:
         """Each axis's type in mesh order, or () when every axis is `auto`."""

@@ -21,23 +21,27 @@ class Settings(CheckerBase):
         if not statements.budget:
             return None
         stmt = statements.budget[0]
-        per_device, state = None, 1
+        per_device, state, peak = None, 1, None
         for kw in stmt.args:
             key = kw.name.text
             if key == "per_device":
                 per_device = self._int_value(kw.value, params, "`per_device`")
             elif key == "state":
                 state = self._int_value(kw.value, params, "`state`") or 1
+            elif key == "peak":
+                peak = self._int_value(kw.value, params, "`peak`")
             else:
                 self.err("P119", f"unknown budget setting `{key}`", kw.name.span,
-                         label="unknown", help=self._hint(key, ("per_device", "state")) or
-                         "budget takes `per_device = SIZE` and `state = K`")
-        if per_device is None:
-            if not any(kw.name.text == "per_device" for kw in stmt.args):
-                self.err("P119", "`budget` needs `per_device = SIZE`", stmt.span,
-                         label="no per-device size", help="e.g. `budget(per_device = 80 GB)`")
+                         label="unknown", help=self._hint(key, ("per_device", "state", "peak"))
+                         or "budget takes `per_device = SIZE`, `peak = SIZE` and `state = K`")
+        if per_device is None and peak is None:
+            if not any(kw.name.text in ("per_device", "peak") for kw in stmt.args):
+                self.err("P119", "`budget` needs `per_device = SIZE` or `peak = SIZE`",
+                         stmt.span, label="no size",
+                         help="e.g. `budget(per_device = 80 GB)`, or `budget(peak = 16 GiB)` "
+                         "for the compiled step's peak (`planc aot`)")
             return None
-        return Budget(per_device, state, stmt.span)
+        return Budget(per_device, state, stmt.span, peak)
 
     def _checks(self, statements, params, mesh: Mesh) -> tuple[Check, ...]:
         out = []

@@ -120,6 +120,11 @@ def _lint_parser(sub) -> None:
     p.add_argument("--strict", action="store_true",
                    help="exit 1 on warnings too (a checkpoint tensor no variable takes "
                    "becomes an error)")
+    p.add_argument("--topology", metavar="NAME",
+                   help="check each plan's mesh against this topology without compiling "
+                   "(device count with slices, JAX's device assignment, one device per chip) "
+                   "and validate at its device count: v5e:2x4, v6e:16x16 (needs planc[tpu]) "
+                   "or cpu:N")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE "
                    "(always, even when an input cannot be read: the report says so)")
     _common(p, formats=("text", "json", "github", "sarif", "junit"))
@@ -248,6 +253,27 @@ def _reshard_parser(sub) -> None:
     _common(p)
 
 
+def _aot_parser(sub) -> None:
+    p = sub.add_parser("aot", help="compile the training step ahead of time for a topology "
+                       "(no accelerator needed): per-device memory, collectives, budget(peak)",
+                       epilog="--step names MODULE:ATTR, which imports and runs that module's "
+                       "code: only name modules you trust.")
+    p.add_argument("plan", metavar="PLAN")
+    p.add_argument("--step", metavar="MODULE:ATTR", required=True,
+                   help="a function of no arguments returning (step, params, opt_state, "
+                   "batch); step(params, opt_state, batch) returns (params, opt_state, ...)")
+    p.add_argument("--topology", metavar="NAME",
+                   help="a TPU topology as jax.experimental.topologies names it (v5e:2x4, "
+                   "v4:2x2x2, v6e:16x16; needs planc[tpu]) or cpu:N (N simulated CPU devices, "
+                   "an estimate)")
+    p.add_argument("--no-donate", action="store_true",
+                   help="do not donate params and opt_state (their buffers then do not "
+                   "alias the outputs)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE "
+                   "(atomically)")
+    _common(p)
+
+
 def _rule_parser(sub) -> None:
     p = sub.add_parser("rule", help="what a diagnostic code means: why, an example, the fix")
     p.add_argument("code", metavar="CODE", nargs="?")
@@ -260,6 +286,7 @@ _PARSERS = {
     "fmt": _fmt_parser,
     "explain": _explain_parser,
     "compile": _compile_parser,
+    "aot": _aot_parser,
     "inspect": _inspect_parser,
     "suggest": _suggest_parser,
     "import": _import_plan_parser,

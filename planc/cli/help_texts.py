@@ -58,6 +58,10 @@ EPILOGS: dict[str, str] = {
                "errors), 2 a bad command line or an unreadable plan\n\nexample:\n  planc "
                "cluster plans/gemma.kd -D tp=2",
     "rule": "exit codes: 0 printed, 2 an unknown code\n\nexample:\n  planc rule P301",
+    "aot": "exit codes: 0 compiled (and within budget(peak)), 1 the plan, the step or the "
+           "budget has an error, 2 a bad command line or input (an unknown topology, libtpu "
+           "missing, a --step that cannot be imported)\n\nexample:\n  planc aot "
+           "examples/aot.kd --step examples.aot_step:build --topology cpu:8",
 }
 
 # Help for options declared without any, by (command, dest), then by dest alone.

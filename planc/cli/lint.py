@@ -34,6 +34,7 @@ def run(args) -> int:
             variables = load_model(args.model)
         except UsageError as exc:
             failures.append(failure(str(exc), args.model))
+    topology = _topology_check(args.topology, failures) if args.topology else None
     if failures:
         result = LintResult()
     else:
@@ -42,7 +43,7 @@ def run(args) -> int:
             allow_include_outside=args.allow_include_outside,
             progress=args.format == "text" and sys.stderr.isatty(),
             checkpoint=args.checkpoint, strict=args.strict, golden=golden,
-            load_model=_model_loader())
+            load_model=_model_loader(), topology=topology)
         if variables is not None:
             result.models.add(args.model)
         if golden is not None and result.plans and not result.validated:
@@ -57,6 +58,30 @@ def run(args) -> int:
     if code == 0 and not args.quiet:
         say(_summary(result, diags))
     return code
+
+
+def _topology_check(name: str, failures: list):
+    """`check(ir) -> (device count, problems)` of the plan's mesh on topology `name`,
+    found without compiling (`planc.targets.aot.feasibility`). jax loads only here, on
+    the CPU platform unless one is chosen: the topology is described, never run on. A
+    topology that cannot be loaded is an input that cannot be read (exit 2)."""
+    from planc.reports.lint import failure
+
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from planc.targets.aot.feasibility import lint_topology
+    from planc.targets.aot.topology import TopologyError
+
+    def check(ir):
+        try:
+            return lint_topology(ir, name)
+        except TopologyError as exc:
+            d = exc.diagnostic
+            message = f"--topology {name}: {d.message}" + "".join(f"; {h}" for h in d.help)
+            if not any(f.message == message for f in failures):
+                failures.append(failure(message, name))
+            return None, []
+
+    return check
 
 
 def _model_loader():

@@ -50,8 +50,8 @@ def failure(message: str, file: str | None = None) -> Diagnostic:
 
 def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
                allow_include_outside: bool = False, progress: bool = False,
-               checkpoint=None, strict: bool = False, golden=None, load_model=None
-               ) -> LintResult:
+               checkpoint=None, strict: bool = False, golden=None, load_model=None,
+               topology=None) -> LintResult:
     """Every diagnostic for `paths`, checked at each device count in `counts`.
 
     With `variables` (a model's variables), each plan is validated against them; without,
@@ -61,7 +61,9 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
     says what was skipped. With `checkpoint` (a path), its tensors are bound to each
     plan as `plan.load` would bind them, from headers alone. `strict` makes a tensor no
     variable takes an error. `golden` (a `planc.explain/1` document) is compared with
-    the table each plan resolves to (`planc.reports.diff.golden_drift`).
+    the table each plan resolves to (`planc.reports.diff.golden_drift`). `topology(ir)`
+    checks a plan's mesh against a topology: `(its device count, problems)`, the count
+    then being the one checked unless `counts` are given.
     """
     out = LintResult()
     tensors = None
@@ -93,6 +95,13 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
         model, plan_counts, found, source = _model_for(ir, path, variables, counts, found,
                                                        load_model)
         diags += found
+        if topology is not None:
+            count, problems = topology(ir)
+            diags += problems
+            if count is None:
+                continue
+            if not counts:
+                plan_counts = [count]
         if tensors is not None:
             diags += bind_checkpoint(ir, tensors, model, strict=strict)[1]
         out.counts.update(plan_counts)

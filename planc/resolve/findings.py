@@ -23,7 +23,7 @@ LARGE_REPLICATED_BYTES = 64 * 2**20
 def budget_findings(ir: PlanIR, memory: MemorySummary) -> list[Diagnostic]:
     """P309 when the most loaded device, times the `budget`'s state, needs more than it."""
     budget = ir.budget
-    if budget is None or memory.per_device_bytes is None:
+    if budget is None or budget.per_device is None or memory.per_device_bytes is None:
         return []
     need = memory.per_device_bytes * budget.state
     if need <= budget.per_device:

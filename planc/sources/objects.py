@@ -330,13 +330,23 @@ def variables_of_module_attr(spec: str) -> tuple[Variable, ...]:
     objects is it called plainly (some Keras code needs concrete values); Keras's
     automatic layer-name counters are restored first, so the names match a fresh run.
     """
+    with cwd_on_path():
+        obj = import_attr(spec)
+        if _readable(obj) or not callable(obj):
+            return variables_of_object(obj, spec)
+        return _call_abstractly(obj, spec)
+
+
+def import_attr(spec: str) -> Any:
+    """The object ``module:attr`` names: the module imported (the current directory on
+    the path, as for `python -m`), then the attribute read; `SourceError` when either
+    fails. Importing a module runs its code."""
     m = MODULE_ATTR.match(spec)
     if m is None:
         raise SourceError(f"{spec}: not of the form module:attr")
     module_name, attr_path = m.groups()
     with cwd_on_path():
-        module = _import(module_name, spec)
-        obj = module
+        obj = _import(module_name, spec)
         for part in attr_path.split("."):
             try:
                 obj = getattr(obj, part)
@@ -345,9 +355,7 @@ def variables_of_module_attr(spec: str) -> tuple[Variable, ...]:
                                   f"'{attr_path}'") from None
             except Exception as e:
                 raise SourceError(f"{spec}: getting '{attr_path}' raised {one_line(e)}") from None
-        if _readable(obj) or not callable(obj):
-            return variables_of_object(obj, spec)
-        return _call_abstractly(obj, spec)
+    return obj
 
 
 def _import(module_name: str, spec: str):

@@ -10,6 +10,9 @@ the objects or files a framework runs out. No target calls back into `planc.Plan
   (`module_text`), which share `codegen` and copy their runtime from `runtime_binding`,
   `runtime_jax`, `runtime_keras` and `devices`; `keras_keys`, the LayoutMap keys the
   Keras module holds; `compiled_json`, the json target and the plan's `fingerprint`;
+- `aot/`: the training step compiled ahead of time for a named topology (`plan.aot`,
+  `planc aot`, `planc lint --topology`): topologies and their feasibility, the step's
+  shardings, XLA's figures and the collectives by mesh axis;
 - `devices`: the device order of a mesh, which every target shares; `expressible`: what
   the targets can be given (the P311 and P312 wordings).
 

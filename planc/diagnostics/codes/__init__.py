@@ -3,8 +3,8 @@
 A code never changes meaning; retired codes are not reused. The entries live in one module
 per family, the hundreds of the code: `syntax` (P0xx), `declarations` (P1xx), `devices`
 (P2xx), `model` (P3xx), `checkpoints` (P4xx), `writing` (P5xx: `planc suggest` and
-`planc import`), `multihost` (P6xx), `editor` (P7xx: `planc lsp`). `CODES` (code ->
-title, what `planc rule` lists and SARIF's short description) and `DOCS` (code -> `Doc`,
+`planc import`), `multihost` (P6xx), `editor` (P7xx: `planc lsp`), `compiled` (P8xx:
+`planc aot`). `CODES` (code -> title, what `planc rule` lists and SARIF's short description) and `DOCS` (code -> `Doc`,
 the form of ruff's rule pages: `planc rule CODE`, docs/diagnostics.md's code table, LSP hovers,
 SARIF's rule help; see `planc.diagnostics.docs`) are both read from them.
 
@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planc.diagnostics.codes import (checkpoints, declarations, devices, editor, model,
-                                     multihost, syntax, writing)
+from planc.diagnostics.codes import (checkpoints, compiled, declarations, devices, editor,
+                                     model, multihost, syntax, writing)
 
-FAMILIES = (syntax, declarations, devices, model, checkpoints, writing, multihost, editor)
+FAMILIES = (syntax, declarations, devices, model, checkpoints, writing, multihost, editor,
+            compiled)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from planc.variables import Variable
 __all__ = [
     "make_mesh", "partition_spec", "shardings", "shard", "init", "init_jit",
     "data_sharding", "shard_batch", "output_sharding", "tree_paths", "place",
+    "mirrored_parameters",
 ]
 
 
@@ -217,23 +218,30 @@ def _resolve_leaves(ir: PlanIR, leaves) -> tuple[list[PartitionSpec], list]:
     return [_spec(a.layout) for a in resolution.assignments], errors
 
 
-def _mirror(leaves, param_leaves, param_specs) -> list[PartitionSpec]:
-    """Each leaf's spec from the parameter whose path is its longest "/"-suffix and whose
-    shape is its shape; replicated when there is none."""
-    table = {path: (_leaf_shape(leaf), spec)
-             for (path, leaf), spec in zip(param_leaves, param_specs)}
+def mirrored_parameters(leaves, param_leaves) -> list[int | None]:
+    """For each `(path, leaf)` of `leaves`, the index in `param_leaves` of the parameter it
+    mirrors: the one whose path is its longest "/"-suffix and whose shape is its shape;
+    None when there is none (a step count)."""
+    table = {path: (i, _leaf_shape(leaf)) for i, (path, leaf) in enumerate(param_leaves)}
     out = []
     for path, leaf in leaves:
         shape = _leaf_shape(leaf)
         parts = path.split("/")
-        spec = None
+        found = None
         for i in range(len(parts)):
             hit = table.get("/".join(parts[i:]))
-            if hit is not None and hit[0] == shape:
-                spec = hit[1]
+            if hit is not None and hit[1] == shape:
+                found = hit[0]
                 break
-        out.append(spec if spec is not None else PartitionSpec(*(None,) * len(shape)))
+        out.append(found)
     return out
+
+
+def _mirror(leaves, param_leaves, param_specs) -> list[PartitionSpec]:
+    """Each leaf's spec from the parameter it mirrors (`mirrored_parameters`); replicated
+    when there is none."""
+    return [param_specs[i] if i is not None else PartitionSpec(*(None,) * len(_leaf_shape(leaf)))
+            for i, (_, leaf) in zip(mirrored_parameters(leaves, param_leaves), leaves)]
 
 
 def _tree_specs(ir: PlanIR, tree, params=None):

@@ -1,0 +1,106 @@
+"""The stages every compiled step goes through, whatever built it (`step` for a JAX
+step, `keras_step` for a Keras model): the plan's mesh on the topology (`placement`),
+then the compile and the report (`compile_arguments`).
+"""
+
+from __future__ import annotations
+
+from planc.diagnostics import PlanError
+from planc.ir import PlanIR
+from planc.resolve import human_bytes
+from planc.targets.aot.arguments import StepProblem
+from planc.targets.aot.budget import Contributor, no_topology, peak_findings
+from planc.targets.aot.collectives import collectives
+from planc.targets.aot.compiler import compile_step, mirrored_outputs, output_shapes
+from planc.targets.aot.feasibility import Placement, place, slice_count
+from planc.targets.aot.report import AotReport, largest
+from planc.targets.aot.topology import TopologyError, load_topology
+
+__all__ = ["placement", "contributors", "compile_arguments", "raise_for"]
+
+
+def raise_for(ir: PlanIR, *diags) -> None:
+    raise PlanError(tuple(d if d.span or d.file else d._replace(file=ir.file) for d in diags),
+                    ir.source_dict)
+
+
+def placement(ir: PlanIR, topology) -> Placement:
+    """The plan's mesh on `topology` (a name); `PlanError` (P201, P801-P804, P808)."""
+    if topology is None:
+        if ir.budget is not None and ir.budget.peak is not None:
+            raise_for(ir, no_topology(ir))
+        raise TypeError('plan.aot needs topology=: a TPU topology such as "v5e:2x4", or '
+                        '"cpu:N" for N simulated CPU devices')
+    try:
+        loaded = load_topology(topology, slice_count(ir))
+    except TopologyError as exc:
+        raise_for(ir, exc.diagnostic)
+    return place(ir, loaded)
+
+
+def contributors(params, states) -> list[Contributor]:
+    """Each parameter with the optimizer slots that mirror it: their per-device bytes."""
+    import jax
+
+    specs = [s.spec for s in jax.tree_util.tree_leaves(params.shardings)]
+    shapes = [tuple(leaf.shape) for leaf in jax.tree_util.tree_leaves(params.tree)]
+    totals = [b for _, b, _ in params.leaves]
+    slots = [0] * len(totals)
+    for state in states:
+        for i, (_, b, _) in zip(state.mirrors, state.leaves):
+            if i is not None:
+                totals[i] += b
+                slots[i] += 1
+    return [Contributor(path, shape, spec, total, n, rule.where if rule is not None else None)
+            for (path, _, _), shape, spec, total, n, rule in
+            zip(params.leaves, shapes, specs, totals, slots, params.rules)]
+
+
+def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donate: bool,
+                      names: str, found=(), contributors=()) -> AotReport:
+    """Compile `step(*arguments)`: its first `mirrored` outputs take (and, with `donate`,
+    alias) its first `mirrored` arguments; the report of what XLA made of it."""
+    ir, mesh, topology = where.ir, where.mesh, where.topology
+    trees = [a.tree for a in arguments]
+    try:
+        out = output_shapes(ir, mesh, step, trees)
+        out_shardings = mirrored_outputs(ir, mesh, out, arguments, mirrored, names)
+        compiled = compile_step(ir, mesh, step, arguments, out_shardings,
+                                tuple(range(mirrored)) if donate else (), topology.platform)
+    except StepProblem as exc:
+        d = exc.diagnostic
+        if d.code == "P809":  # what the arguments hold of it, as a P807 says
+            top = largest([leaf for a in arguments for leaf in a.leaves], 3)[0]
+            d = d._replace(help=d.help + ("largest arguments per device: " + ", ".join(
+                f"`{p}` {human_bytes(b)}" for p, b in top),))
+        raise_for(ir, d)
+    memory = dict(compiled.memory)
+    if topology.estimate:
+        # XLA:CPU's own peak leaves the temporaries out.
+        memory["peak"] = memory["argument"] + memory["output"] - memory["alias"] + memory["temp"]
+    leaves = [leaf for a in arguments for leaf in a.leaves]
+    by_variable, by_rule = largest(leaves)
+    sizes = dict(zip(ir.mesh.names, ir.mesh.shape))
+    diagnostics = list(where.diagnostics) + list(found) + peak_findings(
+        ir, topology.label, memory, topology.estimate, by_variable, contributors, sizes)
+    return AotReport(
+        plan=ir.name, file=ir.file, topology=topology.label, platform=topology.platform,
+        device_kind=topology.device_kind, devices=len(topology.devices),
+        slices=topology.slices, estimate=topology.estimate, mesh=sizes, donate=donate,
+        memory=memory, collectives=_collectives(compiled.hlo, ir, mesh, topology),
+        largest_variables=by_variable, largest_rules=by_rule,
+        compile_seconds=compiled.seconds,
+        budget_peak=ir.budget.peak if ir.budget is not None else None,
+        diagnostics=tuple(diagnostics), sources=ir.source_dict)
+
+
+def _collectives(hlo: str, ir: PlanIR, mesh, topology):
+    """The step's collectives on the plan's axes. Compiled for several slices, the
+    program is one slice's: its device ids are slice 0's devices in mesh order."""
+    positions, across = None, ()
+    if topology.slices > 1:
+        positions = [i for i, d in enumerate(mesh.devices.flat)
+                     if getattr(d, "slice_index", 0) == 0]
+        across = tuple(a.name for a in ir.mesh.axes if a.slices > 1)
+    return collectives(hlo, ir.mesh.shape, ir.mesh.names, slice_positions=positions,
+                       slice_axes=across)

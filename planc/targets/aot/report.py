@@ -1,0 +1,141 @@
+"""`AotReport`: what `plan.aot` returns and `planc aot` renders (`planc.reports.aot`).
+
+All figures are per device, in bytes. `to_dict()` is the JSON form, schema
+`planc.aot/1`, and carries the same names as the object:
+
+    {
+      "schema": "planc.aot/1",
+      "plan": "mlp", "file": "examples/aot.kd",
+      "topology": "v5e:2x4", "platform": "tpu", "device_kind": "TPU v5 lite",
+      "devices": 8, "slices": 1,
+      "estimate": false,                # true for cpu:N: XLA:CPU's figures
+      "mesh": {"fsdp": 4, "model": 2},
+      "donate": true,
+      "memory": {"argument": ..., "output": ..., "alias": ..., "temp": ...,
+                 "generated_code": ..., "peak": ..., "host_argument": ...,
+                 "host_output": ..., "host_alias": ..., "host_temp": ...},
+      "budget": {"peak": 1073741824, "fits": true},   # null without budget(peak)
+      "collectives": [{"kind": "all-gather", "axes": ["fsdp"], "count": 2,
+                       "bytes": 33554432, "group_size": 4}, ...],
+      "largest_arguments": {
+        "by_variable": [{"path": "params/dense_0/kernel", "bytes": ...}, ...],
+        "by_rule": [{"rule": "\"dense_0/kernel\" -> (fsdp, model) at examples/aot.kd:7",
+                     "bytes": ...}, ...]},
+      "compile_seconds": 9.3,
+      "ok": true,
+      "diagnostics": [...],             # planc.diagnostics/1 entries
+      "summary": {"errors": 0, "warnings": 0, "notes": 0}
+    }
+
+`memory` is `memory_analysis()` of the compiled step, field for field, except `peak`
+on `cpu:N`: XLA:CPU's own peak leaves temporaries out, so there it is `argument + output
+- alias + temp`, an estimate (`estimate` says so).
+"""
+
+from __future__ import annotations
+
+from planc.diagnostics import Diagnostic, PlanError, severity_counts
+
+__all__ = ["AotReport", "SCHEMA", "TOP"]
+
+SCHEMA = "planc.aot/1"
+TOP = 8  # largest arguments listed, by variable and by rule
+
+
+class AotReport:
+    """The step compiled for a topology: XLA's per-device figures, the collectives, the
+    largest arguments, and the diagnostics (the plan's warnings; P807 when the peak
+    exceeds `budget(peak)`)."""
+
+    __slots__ = ("plan", "file", "topology", "platform", "device_kind", "devices", "slices",
+                 "estimate", "mesh", "donate", "memory", "collectives", "largest_variables",
+                 "largest_rules", "compile_seconds", "budget_peak", "diagnostics", "sources")
+
+    def __init__(self, *, plan, file, topology, platform, device_kind, devices, slices,
+                 estimate, mesh, donate, memory, collectives, largest_variables,
+                 largest_rules, compile_seconds, budget_peak, diagnostics, sources):
+        self.plan = plan
+        self.file = file
+        self.topology = topology
+        self.platform = platform
+        self.device_kind = device_kind
+        self.devices = devices
+        self.slices = slices
+        self.estimate = estimate
+        self.mesh = mesh
+        self.donate = donate
+        self.memory = memory
+        self.collectives = collectives
+        self.largest_variables = largest_variables
+        self.largest_rules = largest_rules
+        self.compile_seconds = compile_seconds
+        self.budget_peak = budget_peak
+        self.diagnostics = diagnostics
+        self.sources = sources
+
+    def __repr__(self):
+        return (f"<AotReport {self.plan!r} on {self.topology}: peak {self.peak} bytes per "
+                f"device{' (estimate)' if self.estimate else ''}>")
+
+    @property
+    def peak(self) -> int:
+        return self.memory["peak"]
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the peak fits `budget(peak)`; None without one."""
+        return None if self.budget_peak is None else self.peak <= self.budget_peak
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.is_error)
+
+    def raise_for_errors(self) -> None:
+        """Raise `PlanError` with every diagnostic when one is an error (P807)."""
+        if not self.ok:
+            raise PlanError(self.diagnostics, dict(self.sources))
+
+    def to_dict(self) -> dict:
+        from planc.diagnostics.formats import diagnostic_dict
+
+        return {
+            "schema": SCHEMA,
+            "plan": self.plan,
+            "file": self.file,
+            "topology": self.topology,
+            "platform": self.platform,
+            "device_kind": self.device_kind,
+            "devices": self.devices,
+            "slices": self.slices,
+            "estimate": self.estimate,
+            "mesh": dict(self.mesh),
+            "donate": self.donate,
+            "memory": dict(self.memory),
+            "budget": (None if self.budget_peak is None
+                       else {"peak": self.budget_peak, "fits": self.fits}),
+            "collectives": [c.to_dict() for c in self.collectives],
+            "largest_arguments": {
+                "by_variable": [{"path": p, "bytes": b} for p, b in self.largest_variables],
+                "by_rule": [{"rule": r, "bytes": b} for r, b in self.largest_rules]},
+            "compile_seconds": round(self.compile_seconds, 3),
+            "ok": self.ok,
+            "diagnostics": [diagnostic_dict(d) for d in self.diagnostics],
+            "summary": severity_counts(self.diagnostics),
+        }
+
+
+def largest(leaves, top: int = TOP):
+    """(by variable, by rule): the `top` largest `(path, bytes)` of `leaves` (`(path,
+    bytes, label)` per argument leaf), and the `top` largest sums per label; ties in
+    argument order."""
+    by_variable = sorted(((p, b) for p, b, _ in leaves if b > 0),
+                         key=lambda pb: -pb[1])[:top]
+    sums: dict[str, int] = {}
+    for _, b, label in leaves:
+        sums[label] = sums.get(label, 0) + b
+    by_rule = sorted(((l, b) for l, b in sums.items() if b > 0), key=lambda lb: -lb[1])[:top]
+    return tuple(by_variable), tuple(by_rule)

@@ -1,0 +1,334 @@
+"""A topology name as the devices a step is compiled for, with no accelerator attached.
+
+- **TPU names** are whatever `jax.experimental.topologies.get_topology_desc(NAME, "tpu")`
+  takes: a generation and a chip grid (`v5e:2x4`, `v4:4x4x4`, `v5p:4x4x8`, `v6e:16x16`).
+  libtpu (`pip install 'planc[tpu]'`) gives compile-only devices: they can be compiled
+  for, never run on. A name is one slice; a plan with `slices(...)` gets that many slices
+  of it (`num_slices`), so the device count is the slice's times the plan's slices.
+- **One device per chip.** TPU v4 chips have two TensorCores that JAX runs as one device
+  (megacore), and JAX's mesh code refuses a v4 device list with a device per core. Where
+  JAX's own rule (`mesh_utils.create_device_mesh`) refuses the per-core devices, the
+  topology is loaded per chip (`chip_config_name="megacore"`), as the hardware runs.
+- **`cpu:N`** is N of this process's CPU devices (`XLA_FLAGS=
+  --xla_force_host_platform_device_count=N` before jax starts; `planc aot` sets it). Its
+  figures are XLA:CPU's: an estimate, and marked so.
+
+An unknown name is P801, with a did-you-mean among names JAX accepts (each suggestion is
+loaded before it is offered); libtpu missing is P802, saying how to install it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from contextlib import contextmanager
+
+from planc.diagnostics import Diagnostic, error
+from planc.diagnostics.did_you_mean import closest
+
+__all__ = ["Topology", "TopologyError", "load_topology", "is_cpu_name"]
+
+_CPU = re.compile(r"cpu:(\d{1,7})")
+# The names JAX's TPU topologies take: GENERATION, a separator, a chip grid.
+_TPU = re.compile(r"([A-Za-z0-9_ ]+?)([=_:-])([0-9x]+)(_twisted|_untwisted)?")
+# Generations libtpu knows, for the did-you-mean; each suggestion is loaded before it is
+# offered, so a name missing here costs only a suggestion.
+_GENERATIONS = ("v2", "v3", "v4", "v5e", "v5p", "v6e", "tpu7x")
+# Names people write for them (Cloud accelerator types, marketing names).
+_ALIASES = {"v5litepod": "v5e", "v5lite": "v5e", "v5 lite": "v5e", "v6": "v6e",
+            "v6lite": "v6e", "trillium": "v6e", "v7": "tpu7x", "v7x": "tpu7x",
+            "ironwood": "tpu7x", "v5": "v5p"}
+# Generations whose chip grid has three dimensions, and whose Cloud accelerator type
+# (`v4-8`) counts TensorCores, two per chip.
+_THREE_D = {"v4", "v5p", "tpu7x"}
+_COUNTS_CORES = {"v2", "v3", "v4", "v5p", "tpu7x"}
+
+INSTALL_TPU = "pip install 'planc[tpu]'"
+
+
+class TopologyError(Exception):
+    """A topology that cannot be loaded: `diagnostic` says why (P801, P802)."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+
+
+class Topology:
+    """The devices of a named topology. `devices` are every slice's, slice by slice;
+    `chips` counts one slice's chips, `cores_per_chip` the hardware's TensorCores per chip;
+    `one_per_chip` says each device is a whole chip of several cores (megacore);
+    `estimate` is True for `cpu:N`, whose figures are XLA:CPU's."""
+
+    __slots__ = ("name", "platform", "devices", "slices", "device_kind", "chips",
+                 "cores_per_chip", "one_per_chip")
+
+    def __init__(self, name, platform, devices, slices, device_kind, chips, cores_per_chip,
+                 one_per_chip):
+        self.name = name
+        self.platform = platform
+        self.devices = tuple(devices)
+        self.slices = slices
+        self.device_kind = device_kind
+        self.chips = chips
+        self.cores_per_chip = cores_per_chip
+        self.one_per_chip = one_per_chip
+
+    @property
+    def estimate(self) -> bool:
+        return self.platform == "cpu"
+
+    @property
+    def per_slice(self) -> int:
+        """Devices in one slice."""
+        return len(self.devices) // self.slices
+
+    @property
+    def label(self) -> str:
+        """The name as a report says it: `v5e:2x4`, `2 slices of v5e:2x4`."""
+        return self.name if self.slices == 1 else f"{self.slices} slices of {self.name}"
+
+    def describe(self) -> str:
+        """`8 devices (8 chips of TPU v5 lite)`, for messages."""
+        n = len(self.devices)
+        if self.platform == "cpu":
+            return f"{n} simulated CPU device{'s' if n != 1 else ''}"
+        chips = self.chips * self.slices
+        cores = (f" of {self.cores_per_chip} TensorCores, one device each"
+                 if self.one_per_chip else "")
+        return f"{n} devices ({chips} chips{cores} of {self.device_kind})"
+
+    def __repr__(self):
+        return f"<Topology {self.label}: {self.describe()}>"
+
+
+def is_cpu_name(name: str) -> bool:
+    return _CPU.fullmatch(name.strip()) is not None
+
+
+def cpu_count(name: str) -> int | None:
+    """N of `cpu:N`, else None."""
+    m = _CPU.fullmatch(name.strip())
+    return int(m.group(1)) if m else None
+
+
+# Topologies are loaded once per process: a TPU load initializes libtpu, and tests and
+# `lint --topology` ask for the same names again.
+_LOADED: dict[tuple[str, int], Topology] = {}
+
+
+def load_topology(name: str, slices: int = 1) -> Topology:
+    """The devices of topology `name`, `slices` slices of it; `TopologyError` when the
+    name is unknown or libtpu is missing."""
+    if not isinstance(name, str) or not name.strip():
+        raise TopologyError(_unknown(str(name), "a topology is named like `v5e:2x4` or "
+                                     "`cpu:8`"))
+    key = (name.strip(), slices)
+    if key not in _LOADED:
+        n = cpu_count(name)
+        _LOADED[key] = _cpu(key[0], n, slices) if n is not None else _tpu(key[0], slices)
+    return _LOADED[key]
+
+
+# -- CPU -------------------------------------------------------------------------------------
+
+def _cpu(name: str, n: int, slices: int) -> Topology:
+    import jax
+
+    if n < 1:
+        raise TopologyError(_unknown(name, "`cpu:N` needs N >= 1"))
+    devices = jax.devices("cpu")
+    if len(devices) < n:
+        raise TopologyError(error(
+            "P801", f"`{name}` needs {n} CPU devices; this process has {len(devices)}", None,
+            help=f"start Python with XLA_FLAGS=--xla_force_host_platform_device_count={n} "
+                 "(before jax is imported); `planc aot` sets it itself"))
+    return Topology(name, "cpu", devices[:n], slices, devices[0].device_kind, n, 1, False)
+
+
+# -- TPU -------------------------------------------------------------------------------------
+
+def _tpu(name: str, slices: int) -> Topology:
+    import jax
+
+    os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")  # no metadata server to ask
+    platforms = jax.config.jax_platforms or ""
+    if platforms and "tpu" not in platforms.split(","):
+        # This process never runs on a TPU (JAX_PLATFORMS leaves it out; `planc aot` and
+        # `planc lint --topology` set cpu): libtpu's one-process lock, which guards real
+        # chips, would only stop a second planc from describing a topology.
+        os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    devices = _tpu_devices(name, slices)
+    kind = devices[0].device_kind
+    cores = max(d.core_on_chip for d in devices) + 1
+    one_per_chip = False
+    if cores > 1 and _refuses_per_core(devices[:len(devices) // slices]):
+        try:
+            devices = _tpu_devices(name, slices, chip_config_name="megacore")
+            one_per_chip = True
+        except TopologyError:
+            pass  # kept per core: the feasibility check then says what JAX refuses
+    chips = len({tuple(d.coords) for d in devices[:len(devices) // slices]})
+    return Topology(name, "tpu", devices, slices, kind, chips, cores, one_per_chip)
+
+
+def _refuses_per_core(devices) -> bool:
+    """Whether JAX's mesh code refuses these per-core devices (it wants one per chip)."""
+    from jax.experimental import mesh_utils
+
+    try:
+        mesh_utils.create_device_mesh((len(devices),), list(devices))
+    except AssertionError:
+        return True
+    except (ValueError, NotImplementedError, KeyError):
+        return False
+    return False
+
+
+def _tpu_devices(name: str, slices: int, **options):
+    """The compile-only devices of `name`; `TopologyError` (P801, P802) when JAX has none."""
+    try:
+        return _load_tpu(name, slices, **options)
+    except ImportError as exc:  # a jax without the topologies module: no TPU support
+        raise TopologyError(_no_libtpu(name, str(exc))) from None
+    except RuntimeError as exc:
+        text = str(exc)
+        if "not installed" in text:
+            raise TopologyError(_no_libtpu(name, text)) from None
+        if "lockfile" in text:
+            raise TopologyError(_libtpu_locked(name)) from None
+        raise TopologyError(_unknown(name, _first_line(text),
+                                     suggest="chip_config_name" not in options)) from None
+    except (ValueError, TypeError) as exc:
+        raise TopologyError(_unknown(name, _first_line(str(exc)), suggest=True)) from None
+
+
+def _load_tpu(name: str, slices: int, **options):
+    from jax.experimental import topologies
+
+    if slices > 1:
+        options["num_slices"] = slices
+    with _quiet_native_stderr():
+        return topologies.get_topology_desc(name, "tpu", **options).devices
+
+
+@contextmanager
+def _quiet_native_stderr():
+    """File descriptor 2 sent to a scratch file: libtpu logs its start-up there (metadata
+    and worker host names it cannot find, which a compile-only topology does not need)."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def _no_libtpu(name: str, why: str) -> Diagnostic:
+    return error("P802", f"`{name}` is a TPU topology, and the TPU compiler (libtpu) is not "
+                 "installed", None,
+                 help=(f"install it: `{INSTALL_TPU}` (libtpu for the installed jax; in a "
+                       "checkout, `pip install -e '.[tpu]'`)",
+                       "or compile for `cpu:N` (N simulated CPU devices): an estimate"))
+
+
+def _libtpu_locked(name: str) -> Diagnostic:
+    return error("P802", f"`{name}` is a TPU topology, and libtpu cannot start here: another "
+                 "process holds its lock (/tmp/libtpu_lockfile)", None,
+                 help=("with no TPU attached to this process, set JAX_PLATFORMS=cpu (as "
+                       "`planc aot` does) or ALLOW_MULTIPLE_LIBTPU_LOAD=1",))
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "no reason given"
+    # XLA's status prefix (`INVALID_ARGUMENT: `) says nothing a person needs.
+    return re.sub(r"^[A-Z_]+: ", "", line)[:300]
+
+
+def _unknown(name: str, why: str, suggest: bool = False) -> Diagnostic:
+    helps = []
+    if suggest:
+        found = suggestions(name)
+        if found:
+            helps.append("did you mean " + " or ".join(f"`{s}`" for s in found) + "?")
+    helps.append("a TPU topology is a generation and a chip grid, as "
+                 "`jax.experimental.topologies` takes it: " +
+                 ", ".join(f"`{g}`" for g in ("v5e:2x4", "v4:2x2x2", "v5p:4x4x8", "v6e:16x16"))
+                 + "; `cpu:N` is N simulated CPU devices")
+    return error("P801", f"unknown topology `{name}`: {why}", None, help=tuple(helps))
+
+
+def suggestions(name: str, limit: int = 2) -> list[str]:
+    """Names JAX accepts near `name` (each loaded to be sure), best first."""
+    m = _TPU.fullmatch(name.strip())
+    if m is None:
+        word = re.split(r"[=_:\- ]", name.strip(), maxsplit=1)[0]
+        generation = _generation(word)
+        return [n for n in ([f"{generation}:{_grid(generation, 8)}"] if generation else [])
+                if _loads(n)][:limit]
+    word, sep, grid, twist = m.groups()
+    generation = _generation(word) or word.lower()
+    candidates = []
+    if sep == "-" and grid.isdigit():  # a Cloud accelerator type: v5litepod-8, v4-8
+        count = int(grid)
+        chips = count // 2 if generation in _COUNTS_CORES else count
+        candidates.append(f"{generation}:{_grid(generation, chips)}")
+    else:
+        same = f"{generation}:{grid}{twist or ''}"
+        if same != name.strip() and _loads(same):
+            return [same]
+        dims = [int(d) for d in grid.split("x") if d.isdigit()]
+        if dims:
+            chips = math.prod(dims)
+            below = 1 << max(chips.bit_length() - 1, 0)
+            candidates += [f"{generation}:{_grid(generation, c)}" for c in (below, below * 2)]
+    out = []
+    for c in dict.fromkeys(candidates):
+        if c != name.strip() and _loads(c):
+            out.append(c)
+        if len(out) == limit:
+            break
+    return out
+
+
+def _generation(word: str) -> str | None:
+    w = word.strip().lower()
+    if w in _GENERATIONS:
+        return w
+    if w in _ALIASES:
+        return _ALIASES[w]
+    near = closest(w, _GENERATIONS + tuple(_ALIASES))
+    return _ALIASES.get(near, near) if near else None
+
+
+def _grid(generation: str, chips: int) -> str:
+    """A chip grid of `chips` (rounded to a power of two, at least 4) shaped as the
+    generation's slices are: `2x4`, `16x16`; `2x2x1`, `2x2x4`, `4x4x8`."""
+    doublings = max((max(chips, 4)).bit_length() - 1, 2)
+    if generation not in _THREE_D:
+        y = (doublings + 1) // 2
+        return f"{1 << (doublings - y)}x{1 << y}"
+    dims = {"x": 1, "y": 1, "z": 1}
+    order = ["x", "y"] + ["z", "z", "y", "x"][:max(doublings - 2, 0)]
+    order += ["z", "y", "x"] * ((doublings - len(order)) // 3 + 1)
+    for axis in order[:doublings]:
+        dims[axis] *= 2
+    return f"{dims['x']}x{dims['y']}x{dims['z']}"
+
+
+def _loads(name: str) -> bool:
+    try:
+        _load_tpu(name, 1)
+    except Exception:  # whatever JAX raises for a name it refuses
+        return False
+    return True

@@ -1,0 +1,158 @@
+"""Topologies and the mesh on them, without compiling: `planc lint --topology`, and what
+`planc aot` checks first (`planc.targets.aot.topology`, `.feasibility`).
+
+The TPU topologies are libtpu's compile-only devices (the `tpu` extra); loading one
+costs no compile.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+import planc
+from conftest import ROOT
+from planc.cli import main
+from planc.targets.aot.feasibility import check, place, slice_count
+from planc.targets.aot.topology import TopologyError, load_topology
+
+needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
+                                  reason="libtpu is not installed (pip install 'planc[tpu]')")
+
+
+def problems(text, name):
+    ir = planc.loads(text, file="p.kd").ir
+    _, found, grid = check(ir, load_topology(name, slice_count(ir)))
+    return found, grid
+
+
+def unknown(name):
+    with pytest.raises(TopologyError) as info:
+        load_topology(name)
+    return info.value.diagnostic
+
+
+@needs_libtpu
+@pytest.mark.parametrize("name, suggested", [
+    ("v5litepod-8", "v5e:2x4"),       # a Cloud accelerator type: 8 chips
+    ("v5p-8", "v5p:2x2x1"),           # v5p's counts TensorCores: 4 chips
+    ("v6:2x2", "v6e:2x2"),
+    ("v7x:2x2x1", "tpu7x:2x2x1"),
+    ("v5e:3x3", "v5e:2x4"),           # a grid libtpu cannot make
+])
+def test_an_unknown_topology_gets_a_name_jax_accepts(name, suggested):
+    d = unknown(name)
+    assert d.code == "P801" and f"`{name}`" in d.message
+    assert f"did you mean `{suggested}`" in d.help[0]
+    load_topology(suggested)  # what is suggested loads
+
+
+@needs_libtpu
+def test_names_jax_takes_load_as_compile_only_devices():
+    t = load_topology("v5e:2x4")
+    assert (len(t.devices), t.platform, t.device_kind, t.estimate) == (8, "tpu", "TPU v5 lite",
+                                                                      False)
+    two = load_topology("v5e:2x4", 2)
+    assert len(two.devices) == 16 and {d.slice_index for d in two.devices} == {0, 1}
+    assert len(load_topology("v6e:16x16").devices) == 256
+
+
+@needs_libtpu
+def test_tpu_v4_is_one_device_per_chip_and_a_mesh_of_its_cores_is_p804():
+    t = load_topology("v4:4x4x4")
+    assert (len(t.devices), t.chips, t.cores_per_chip, t.one_per_chip) == (64, 64, 2, True)
+    found, grid = problems("mesh(data = 128)\nmodel_parallel(batch = data)\n", "v4:4x4x4")
+    (d,) = found
+    assert (d.code, d.span.line, grid) == ("P804", 1, None)
+    assert "one device per chip" in d.message and "`mesh(data = 64)`" in d.help[0]
+
+
+@needs_libtpu
+def test_a_mesh_jax_cannot_assign_on_the_torus_is_p803_with_shapes_that_fit():
+    found, grid = problems("param tp = 2\nmesh(data = 128, model = tp)\n"
+                           "model_parallel(batch = data)\n", "v6e:16x16")
+    (d,) = found
+    assert (d.code, d.span.line, grid) == ("P803", 2, None)
+    assert "product of some subset of the physical mesh axis sizes" in d.message
+    assert "`mesh(data = 16, model = 16)`" in d.help[0]
+    found, grid = problems("mesh(data = 16, model = 16)\nmodel_parallel(batch = data)\n",
+                           "v6e:16x16")
+    assert found == [] and grid.shape == (16, 16)
+
+
+@needs_libtpu
+def test_a_device_count_that_does_not_fit_is_p201_naming_the_slices():
+    text = "mesh(data = 8, model = 2)\nmodel_parallel(batch = data)\nslices(data = 2)\n"
+    (d,), _ = problems(text, "v5e:2x4")
+    assert (d.code, d.span.line) == ("P201", 1)
+    assert "2 slices of v5e:2x4, which has 16 devices" in d.message
+    assert [(s.span.line, s.message) for s in d.secondary] == [(3, "2 slices of v5e:2x4")]
+    assert "`mesh(data = 4, model = 2)`" in d.help[0]
+
+
+@needs_libtpu
+def test_slices_become_the_dcn_axis_of_jax_hybrid_mesh():
+    ir = planc.loads("mesh(data = 4, model = 2)\nmodel_parallel(batch = data)\n"
+                     "slices(data = 2)\n").ir
+    mesh = place(ir, load_topology("v5e:2x4", 2)).mesh
+    assert dict(mesh.shape) == {"data": 8, "model": 2}
+    slice_of = [[d.slice_index for d in row] for row in mesh.devices]
+    assert slice_of == [[0, 0]] * 4 + [[1, 1]] * 4
+
+
+def test_cpu_names_more_devices_than_the_process_has_says_how_to_get_them():
+    d = unknown("cpu:64")
+    assert d.code == "P801" and "this process has 8" in d.message
+    assert "--xla_force_host_platform_device_count=64" in d.help[0]
+    assert unknown("cpu:0").code == "P801"
+
+
+def lint(args, capsys):
+    code = main(["lint", *args])
+    return code, capsys.readouterr()
+
+
+@needs_libtpu
+def test_lint_topology_exit_codes_and_the_line_they_point_at(plan_file, capsys):
+    good = plan_file("mesh(data = 16, model = 16)\nmodel_parallel(batch = data)\n", "good.kd")
+    bad = plan_file("mesh(data = 128, model = 2)\nmodel_parallel(batch = data)\n", "bad.kd")
+    assert lint([str(good), "--topology", "v6e:16x16"], capsys)[0] == 0
+    code, out = lint([str(bad), "--topology", "v6e:16x16"], capsys)
+    assert code == 1 and "error[P803]" in out.out and "bad.kd:1:1" in out.out
+    code, out = lint([str(good), "--topology", "v5litepod-256"], capsys)
+    assert code == 2 and "did you mean `v5e:16x16`?" in out.err
+
+
+def test_lint_topology_validates_the_model_at_the_topology_device_count(plan_file, capsys):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    plan = plan_file('mesh(data = auto, model = 2)\nmodel_parallel(batch = data)\n'
+                     'layout { "w" -> (data, model) }\n')
+    model = plan.parent / "model.safetensors"
+    save_file({"w": np.zeros((6, 4), np.float32)}, str(model))
+    # On cpu:8 `data` is 4, which does not divide 6; on cpu:6 it is 3, which does.
+    code, out = lint([str(plan), "--model", str(model), "--topology", "cpu:8"], capsys)
+    assert code == 1 and "error[P303]" in out.out and "with 8 devices" in out.out
+    code, out = lint([str(plan), "--model", str(model), "--topology", "cpu:6"], capsys)
+    assert code == 0 and "at 6 devices" in out.err, out.out + out.err
+
+
+@needs_libtpu
+def test_lint_without_topology_never_imports_jax_and_libtpu_missing_is_p802(plan_file):
+    plan = plan_file("mesh(data = 4, model = 2)\nmodel_parallel(batch = data)\n")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env.pop("TPU_LIBRARY_PATH", None)  # libtpu, once imported here, points there at itself
+    script = ("import sys\n{hide}from planc.cli import main\n"
+              "code = main({argv!r})\nprint('EXIT', code, 'jax' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script.format(hide="", argv=["lint", str(plan)])],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert "EXIT 0 False" in out.stdout, out.stderr
+    hidden = "sys.modules['libtpu'] = None  # as if it were not installed\n"
+    for argv in (["lint", str(plan), "--topology", "v5e:2x4"],
+                 ["aot", str(plan), "--step", "x:y", "--topology", "v5e:2x4"]):
+        out = subprocess.run([sys.executable, "-c", script.format(hide=hidden, argv=argv)],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert "EXIT 2" in out.stdout and "pip install 'planc[tpu]'" in out.stderr, out.stderr
