@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import operator
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
 from planc.variables import _ITEMSIZE, Variable, any_line_break, path_of
+
+if TYPE_CHECKING:
+    from planc.sources.keras_weights import WeightsNames
 
 
 class SourceError(Exception):
@@ -15,6 +18,15 @@ class SourceError(Exception):
     ``model.safetensors: truncated file: header claims 1048576 bytes but only 10 follow``.
     The CLI prints it and exits with status 2.
     """
+
+
+class Model(NamedTuple):
+    """What a model source gives: its variables and, for a Keras model read with
+    `weights_names=True`, the datasets its ``save_weights`` writes them under (None for
+    every other source)."""
+
+    variables: tuple[Variable, ...]
+    weights_names: WeightsNames | None = None
 
 
 # safetensors dtype codes (the "dtype" field of a header entry). F8_E4M3 is the "fn"
