@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 
-from planc.diagnostics import Diagnostic, error
+from planc.diagnostics import Diagnostic, InputError, error
 from planc.fileio import os_error_text
 
 GOLDEN_SCHEMA = "planc.explain/1"
@@ -38,8 +38,9 @@ _FIELDS = (("layout", ("axes", "blocks")), ("shard_shape", ("shard_shape",)),
            ("bytes_per_device", ("bytes_per_device",)))
 
 
-class GoldenError(Exception):
-    """A golden or explain document that cannot be read or is not `planc.explain/1`."""
+class GoldenError(InputError):
+    """A golden or explain document that cannot be read or is not `planc.explain/1` (an
+    `InputError`)."""
 
     def __init__(self, message: str, path: str):
         super().__init__(message)
