@@ -339,14 +339,18 @@ class PlanIR(Frozen):
     statement); it is not part of the layout, so it leaves the fingerprint alone.
     `sources` are the source texts by file name, so diagnostics can be rendered later;
     `diagnostics` the warnings and notes found while checking (errors raise instead).
+    `written_mesh` is the mesh as the plan writes it once `mesh` has `auto` resolved for a
+    device count (None while `mesh` is as written): the plan's fingerprint, its identity,
+    is taken over it, so binding a device count leaves the fingerprint alone.
     """
 
     __slots__ = ("name", "file", "params", "mesh", "distribution", "batch_axes", "match",
                  "overlap", "rules", "default", "outputs", "outputs_default", "renames",
                  "budget", "checks", "cluster", "axis_types", "axis_types_span", "layout_span",
-                 "rename_span", "model", "model_span", "sources", "diagnostics")
+                 "rename_span", "model", "model_span", "sources", "diagnostics",
+                 "written_mesh")
     _not_compared = ("axis_types_span", "layout_span", "rename_span", "model", "model_span",
-                     "sources", "diagnostics")
+                     "sources", "diagnostics", "written_mesh")
     _not_shown = ("sources", "diagnostics")
 
     def __new__(cls, name: str, file: str, params: tuple[tuple[str, int | str], ...],
@@ -359,7 +363,7 @@ class PlanIR(Frozen):
                  axis_types_span: Span | None = None, layout_span: Span | None = None,
                  rename_span: Span | None = None, model: str | None = None,
                  model_span: Span | None = None, sources: tuple[tuple[str, str], ...] = (),
-                 diagnostics: tuple[Diagnostic, ...] = ()):
+                 diagnostics: tuple[Diagnostic, ...] = (), written_mesh: Mesh | None = None):
         self = _new(cls._open)
         self.name = name
         self.file = file
@@ -385,6 +389,7 @@ class PlanIR(Frozen):
         self.model_span = model_span
         self.sources = sources
         self.diagnostics = diagnostics
+        self.written_mesh = written_mesh
         self.__class__ = cls
         return self
 
