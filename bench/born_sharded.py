@@ -102,7 +102,7 @@ def child(mode: str, size: str) -> None:
 
     if mode == "born_groups":
         # What `plan.init` does where XLA refuses the memory scheduler's option.
-        backend._cpu_memory_scheduler = lambda: None
+        backend._cpu_memory_scheduler = lambda mesh=None: None
     elif mode == "born_untrimmed":
         # What giving freed memory back to the OS (`malloc_trim`) saves.
         backend._return_freed_memory = lambda: None

@@ -18,14 +18,17 @@ start-up tricks live in its entry point, `planc.cli`.
 _LAZY = {
     "__version__": "planc._version",
     "CODES": "planc.diagnostics", "Diagnostic": "planc.diagnostics",
-    "PlanError": "planc.diagnostics", "Severity": "planc.diagnostics",
+    "PlanError": "planc.diagnostics", "InputError": "planc.diagnostics",
+    "SourceError": "planc.sources._common", "CheckpointError": "planc.checkpoints.tensors",
+    "ClusterError": "planc.multihost.spec", "Severity": "planc.diagnostics",
     "Span": "planc.diagnostics", "Plan": "planc.plan", "load_plan": "planc.plan",
     "loads": "planc.plan", "Variable": "planc.variables",
 }
 _KERAS_API = ("set_distribution", "distribution", "list_devices", "distribute_tensor")
 
 __all__ = [
-    "CODES", "Diagnostic", "Plan", "PlanError", "Severity", "Span", "Variable",
+    "CODES", "CheckpointError", "ClusterError", "Diagnostic", "InputError", "Plan",
+    "PlanError", "Severity", "SourceError", "Span", "Variable",
     "load_plan", "loads", "__version__", *_KERAS_API,
 ]
 

@@ -268,6 +268,9 @@ class PlanIR(Frozen):
     statement); it is not part of the layout, so it leaves the fingerprint alone.
     `sources` are the source texts by file name, so diagnostics can be rendered later;
     `diagnostics` the warnings and notes found while checking (errors raise instead).
+    `written_mesh` is the mesh as the plan writes it once `mesh` has `auto` resolved for a
+    device count (None while `mesh` is as written): the plan's fingerprint, its identity,
+    is taken over it, so binding a device count leaves the fingerprint alone.
     """
 
     name: str
@@ -294,8 +297,9 @@ class PlanIR(Frozen):
     model_span: Span | None = None
     sources: tuple[tuple[str, str], ...] = ()
     diagnostics: tuple[Diagnostic, ...] = ()
+    written_mesh: Mesh | None = None
     _not_compared = ("axis_types_span", "layout_span", "rename_span", "model", "model_span",
-                     "sources", "diagnostics")
+                     "sources", "diagnostics", "written_mesh")
     _not_shown = ("sources", "diagnostics")
 
     @property

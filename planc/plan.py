@@ -71,6 +71,15 @@ class Plan:
         return self._ir.name
 
     @property
+    def fingerprint(self) -> str:
+        """The plan's identity: SHA-256 (hex) of its meaning as written, `auto`
+        unresolved; the same for `plan.with_devices(n)` and wherever the file lives, and
+        what `planc compile` and `plan.save` write (`planc.targets.emit.compiled_json`)."""
+        from planc.targets.emit.compiled_json import fingerprint
+
+        return fingerprint(self._ir)
+
+    @property
     def file(self) -> str:
         return self._ir.file
 

@@ -36,7 +36,9 @@ def bind(ir: PlanIR, devices: int) -> Binding:
         return Binding(None, (mesh,))
     env = sizes_env(ir.param_dict, mesh)
     problems = tuple(p for c in ir.checks if (p := evaluate_check(c, env, devices)))
-    return Binding(ir._replace(mesh=mesh), problems)
+    if mesh is ir.mesh:
+        return Binding(ir, problems)
+    return Binding(ir._replace(mesh=mesh, written_mesh=ir.written_mesh or ir.mesh), problems)
 
 
 def bind_devices(ir: PlanIR, devices: int) -> PlanIR:

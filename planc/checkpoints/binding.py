@@ -9,13 +9,20 @@ tensor that is not 2-D (P406), and a rename rule that renames no tensor (P407, a
 warning). Each diagnostic points at the rename rule that mapped the tensor, or at the
 plan's `rename` block (else its `layout` block, else its first line) when none did.
 
+A Keras ``.weights.h5`` names its datasets by Keras's saving walk, not by variable
+path; given the model's `WeightsNames` (`planc.sources.keras_weights`), each dataset is
+known by the path of the variable Keras stored in it before the `rename` rules see it,
+and the model's other saved state (optimizer slots, variables the model source does not
+list such as RNG state) is passed over. `plan.load` and `planc lint --checkpoint` both
+bind here, so they agree on every file.
+
 Neither jax nor keras is imported: `planc lint --checkpoint` runs this too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from planc.checkpoints.renaming import Renamer
 from planc.checkpoints.tensors import Tensor
@@ -23,6 +30,9 @@ from planc.diagnostics import Diagnostic, Label, Span, error, warning
 from planc.diagnostics.did_you_mean import similar
 from planc.ir import PlanIR, Rename
 from planc.variables import Variable
+
+if TYPE_CHECKING:
+    from planc.sources.keras_weights import WeightsNames
 
 __all__ = ["Source", "bind_checkpoint"]
 
@@ -47,14 +57,17 @@ class Source:
 
 def bind_checkpoint(ir: PlanIR, tensors: Iterable[Tensor],
                     variables: Sequence[Variable] | None = None, *, strict: bool = False,
-                    dtype=None) -> tuple[tuple[Source, ...], tuple[Diagnostic, ...]]:
+                    dtype=None, names: WeightsNames | None = None
+                    ) -> tuple[tuple[Source, ...], tuple[Diagnostic, ...]]:
     """The sources of the variables and every problem, from the tensors' headers alone.
 
     With `variables` None, each tensor makes its own variable: the renamed path, the
     shape read transposed when its rule says `transpose`, and the tensor's dtype (or
     `dtype`). Otherwise every variable must get exactly one tensor, of its shape and of
     its dtype; `dtype` allows a cast, and must then be the variable's dtype. Sources come
-    in the order of `variables` (of the tensors when None).
+    in the order of `variables` (of the tensors when None). With `names` (a Keras
+    model's), each tensor is first known by the path Keras stored it for; a source's
+    `tensor` keeps the file's name, which is what is read.
 
     >>> import planc
     >>> ir = planc.loads('data_parallel\\nrename { "w\\\\.(\\\\d+)" -> "dense_\\\\1/kernel" transpose }').ir
@@ -65,13 +78,33 @@ def bind_checkpoint(ir: PlanIR, tensors: Iterable[Tensor],
     """
     cast = _dtype_name(dtype)
     binder = _Binder(ir, strict, cast)
-    claimed = binder.rename(tuple(tensors))
+    tensors = tuple(tensors)
+    if names is None:
+        stored = [t.name for t in tensors]
+    else:
+        tensors, stored = _as_stored(tensors, names, variables)
+    claimed = binder.rename(tensors, stored)
     if variables is None:
         sources = tuple(Source(Variable(path, _read_shape(t, tr), cast or t.dtype), t, tr, rule)
                         for path, (t, tr, rule) in claimed.items())
     else:
         sources = binder.pair(claimed, variables)
     return sources, tuple(binder.diags)
+
+
+def _as_stored(tensors: tuple[Tensor, ...], names: WeightsNames, variables):
+    """The tensors a load considers and the name each is known by (see the module
+    docstring)."""
+    listed = None if variables is None else {v.path for v in variables}
+    state = set(names.paths.values())
+    kept, stored = [], []
+    for t in tensors:
+        path = names.stored_as(t.name)
+        if path is None or (listed is not None and path in state and path not in listed):
+            continue
+        kept.append(t)
+        stored.append(path)
+    return tuple(kept), stored
 
 
 def _read_shape(t: Tensor, transpose: bool) -> tuple[int, ...]:
@@ -130,13 +163,14 @@ class _Binder:
 
     # -- tensors -> paths -------------------------------------------------------------------
 
-    def rename(self, tensors: tuple[Tensor, ...]) -> dict[str, tuple[Tensor, bool, Rename | None]]:
-        """Path -> (tensor, transpose, rule) for every tensor that can be bound (P403,
-        P406 and P407 reported)."""
+    def rename(self, tensors: tuple[Tensor, ...], stored: list[str]
+               ) -> dict[str, tuple[Tensor, bool, Rename | None]]:
+        """Path -> (tensor, transpose, rule) for every tensor that can be bound, each
+        renamed from the name in `stored` (P403, P406 and P407 reported)."""
         renamer = Renamer(self.ir.renames)
         by_path: dict[str, list] = {}
         used: set[int] = set()
-        for t, (path, rule) in zip(tensors, renamer.rename_many(t.name for t in tensors)):
+        for t, (path, rule) in zip(tensors, renamer.rename_many(stored)):
             if rule is not None:
                 used.add(rule.index)
             transpose = rule is not None and rule.transpose
@@ -201,8 +235,8 @@ class _Binder:
         self.summarise("P404", "tensors whose shape does not match their variable")
         self.summarise("P405", "tensors whose dtype does not match their variable")
         unclaimed = [(path, entry) for path, entry in claimed.items() if path not in paths]
-        self.missing(missing, [p for p, _ in unclaimed])
-        self.unclaimed(unclaimed, [v.path for v in missing])
+        self.missing(missing, unclaimed)
+        self.unclaimed(unclaimed, missing)
         return tuple(sources)
 
     def shape_fits(self, v: Variable, t: Tensor, transpose: bool, rule) -> bool:
@@ -245,13 +279,16 @@ class _Binder:
                           help=fix))
         return False
 
-    def missing(self, missing: list[Variable], spare_paths: list[str]) -> None:
+    def missing(self, missing: list[Variable], unclaimed: list) -> None:
         hints = 0
         for v in missing:
             helps = []
-            if hints < _MAX_HINTS and spare_paths:
+            # A hint names only a tensor that could fill the variable: of its shape, as
+            # stored or read transposed.
+            spare = [p for p, (t, _, _) in unclaimed if _fits(t.shape, v.shape)]
+            if hints < _MAX_HINTS and spare:
                 hints += 1
-                near = similar(v.path, spare_paths, n=1)
+                near = similar(v.path, spare, n=1)
                 if near:
                     helps.append(f"a tensor is renamed onto `{near[0]}`, which no variable "
                                  "takes: did you mean this path?")
@@ -262,15 +299,16 @@ class _Binder:
                 variable=v.path, help=tuple(helps)))
         self.summarise("P401", "variables that get no tensor")
 
-    def unclaimed(self, unclaimed: list, missing_paths: list[str]) -> None:
+    def unclaimed(self, unclaimed: list, missing: list[Variable]) -> None:
         make = error if self.strict else warning
         hints = 0
         for path, (t, _, rule) in unclaimed:
             renamed = f" (renamed `{path}`)" if path != t.name else ""
             helps = []
-            if hints < _MAX_HINTS and missing_paths:
+            takers = [v.path for v in missing if _fits(t.shape, v.shape)]
+            if hints < _MAX_HINTS and takers:
                 hints += 1
-                near = similar(path, missing_paths, n=1)
+                near = similar(path, takers, n=1)
                 if near:
                     helps.append(f"variable `{near[0]}` gets no tensor: rename this tensor "
                                  "onto it")
@@ -282,6 +320,13 @@ class _Binder:
                 label="renamed by this rule" if rule is not None else "no rename rule applies",
                 variable=path, rule=_rule_text(rule), help=tuple(helps)))
         self.summarise("P402", "tensors that no variable takes", as_error=self.strict)
+
+
+def _fits(stored, shape) -> bool:
+    """Whether a tensor of shape `stored` can fill a variable of `shape`, as it is or read
+    transposed (a 2-D PyTorch weight)."""
+    stored, shape = tuple(stored), tuple(shape)
+    return stored == shape or (len(stored) == 2 and stored[::-1] == shape)
 
 
 def _rule_text(rule: Rename | None) -> str | None:

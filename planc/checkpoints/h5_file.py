@@ -6,7 +6,7 @@ A tensor is a dataset; its name is the dataset's path in the file without the le
 chunked datasets, the chunks it touches) straight into an aligned buffer.
 Keras stores bfloat16 as raw 2-byte values with a ``dtype="bfloat16"`` attribute; such
 datasets are read as bfloat16. How a Keras model's variables map onto these names is
-Keras's own traversal (`planc.checkpoints.sharded.keras_weights`).
+Keras's own traversal (`planc.sources.keras_weights`).
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from planc.diagnostics.input_error import InputError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -55,8 +57,8 @@ class Tensor:
 _CODE = re.compile(r"^(P\d{3}) ")
 
 
-class CheckpointError(Exception):
-    """A checkpoint cannot be opened or read.
+class CheckpointError(InputError):
+    """A checkpoint cannot be opened or read (an `InputError`).
 
     The message is one line naming the file (and tensor) and saying why; it never
     quotes bytes of the file. `code` is the diagnostic code (P410 unless the raiser

@@ -132,12 +132,19 @@ def exit_code(diags, strict: bool = False) -> int:
 
 
 def load_model(source: str):
+    """The variables of the model source `source`; UsageError when it cannot be read."""
+    return read_model(source).variables
+
+
+def read_model(source: str, *, weights_names: bool = False):
+    """`source` as a `planc.sources.Model` (with a Keras model's ``.weights.h5`` names
+    when `weights_names`); UsageError when it cannot be read."""
     # A `module:attr` source may import keras, which must not guess a backend.
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    from planc.sources import SourceError, load_variables
+    from planc.sources import SourceError, load_model as load
 
     try:
-        return load_variables(source)
+        return load(source, weights_names=weights_names)
     except SourceError as exc:
         raise UsageError(str(exc)) from None
 

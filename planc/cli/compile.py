@@ -63,7 +63,7 @@ def run(args) -> int:
             if errors:
                 report(diags + [_refusal(ir, errors, args.model)], sources)
                 return EXIT_PLAN
-        text = _render(args.target, ir, resolution)
+        text = _render(args.target, ir, resolution, args.output)
     except PlanError as exc:
         report(list(exc.diagnostics), exc.sources or sources)
         return EXIT_PLAN
@@ -80,18 +80,22 @@ def _refusal(ir: PlanIR, errors: int, model: str) -> Diagnostic:
                                     "layout of every variable")
 
 
-def _render(target: str, ir: PlanIR, resolution) -> str:
-    """The text `target` writes for `ir` (and the model resolved against it)."""
+def _render(target: str, ir: PlanIR, resolution, output: str | None) -> str:
+    """The text `target` writes for `ir` (and the model resolved against it) to `output`
+    (None: stdout), whose name the module's docstring imports."""
     if target == "json":
         from planc.targets.emit.compiled_json import compiled_json
 
         return compiled_json(ir, resolution)
+    from planc.targets.emit.codegen import import_name
+
     if target == "keras":
         try:
             from planc.targets.emit.keras_module import module_text
         except ImportError as exc:
             raise UsageError(f"keras target not available: {exc}") from None
-    else:
-        from planc.targets.emit.jax_module import module_text
-    return module_text(ir, resolution)
+        return module_text(ir, resolution, module=import_name(output, "plan_keras"))
+    from planc.targets.emit.jax_module import module_text
+
+    return module_text(ir, resolution, module=import_name(output, "plan_sharding"))
 

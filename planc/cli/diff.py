@@ -2,9 +2,11 @@
 
 OLD and NEW are plan files (resolved against `--model`, else each plan's own model) or
 `planc explain --format json` documents. Lists each variable whose layout, shard shape
-or bytes per device changed, those newly replicated, and the per-device totals
-(`planc.reports.diff`). Exit codes as diff(1): 0 identical, 1 different, 2 trouble (a
-bad command line, an unreadable input, a plan with errors).
+or bytes per device changed, those newly replicated, axes renamed with every shard in
+place, and the per-device totals (`planc.reports.diff`). `-D NAME=VALUE` overrides the
+parameter in each plan that declares it (a name neither declares is P109, as in lint).
+Exit codes as diff(1): 0 identical, 1 different, 2 trouble (a bad command line, an
+unreadable input, a plan with errors).
 """
 
 from __future__ import annotations
@@ -35,9 +37,17 @@ def run(args) -> int:
                     raise UsageError(str(exc)) from None
                 devices = written if isinstance(written, int) else None
                 break
+    declared = {path: _declared(path, args.allow_include_outside)
+                for path in (args.old, args.new) if not _is_document(path)}
+    anywhere = set().union(*declared.values()) if declared else set()
     docs = []
     for path in (args.old, args.new):
-        doc, problems = _document(path, args, defines, devices)
+        # An override applies where its parameter exists: a plan that gained or lost a
+        # parameter can be compared with the one that has it. A name no plan declares
+        # is passed on, so the checker reports it (P109) with its did-you-mean.
+        mine = {k: v for k, v in defines.items()
+                if k in declared.get(path, ()) or k not in anywhere}
+        doc, problems = _document(path, args, mine, devices)
         if doc is None:
             emit_diagnostics(problems[0], problems[1], args, to_file=False)
             return EXIT_USAGE
@@ -55,6 +65,21 @@ def _is_document(path: str) -> bool:
             return f.read(64).lstrip().startswith(b"{")
     except OSError:
         return False
+
+
+def _declared(path: str, allow_outside: bool) -> set[str]:
+    """The parameters the plan file `path` and its includes declare; empty when it cannot
+    be read or parsed (loading it then says why)."""
+    from planc.diagnostics import PlanError
+    from planc.syntax.files import read_plan_text
+    from planc.syntax.includes import collect
+
+    try:
+        statements = collect(read_plan_text(path), path,
+                             allow_include_outside=allow_outside).statements
+    except (OSError, PlanError):
+        return set()
+    return {stmt.name.text for stmt in statements.params}
 
 
 def _document(path: str, args, defines: dict, devices: int | None):

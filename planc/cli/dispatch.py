@@ -42,9 +42,10 @@ class _Parser(QuickFormatting, argparse.ArgumentParser):
         return super().format_help()
 
 
-def _common(p: argparse.ArgumentParser, *, formats=("text", "json")) -> None:
+def _common(p: argparse.ArgumentParser, *, formats=("text", "json"),
+            defines="override a `param` of the plan") -> None:
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a `param` of the plan")
+                   help=defines)
     p.add_argument("--format", choices=formats, default="text", help="output format")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p.add_argument("--allow-include-outside", action="store_true",
@@ -141,7 +142,8 @@ def _diff_parser(sub) -> None:
                    "against (default: each plan's own model)")
     p.add_argument("--devices", metavar="N", help="the device count to resolve plans at")
     p.add_argument("-o", "--output", metavar="FILE", help="write the diff to FILE")
-    _common(p)
+    _common(p, defines="override a `param` in each plan that declares it (a name neither "
+            "plan declares is P109)")
 
 
 def _fmt_parser(sub) -> None:

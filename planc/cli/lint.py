@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
-from planc.cli.common import (EXIT_USAGE, UsageError, emit_diagnostics, exit_code, load_model,
-                              parse_defines, parse_devices, say)
+from planc.cli.common import (EXIT_USAGE, UsageError, emit_diagnostics, exit_code,
+                              parse_defines, parse_devices, read_model, say)
 
 
 def run(args) -> int:
@@ -28,10 +28,13 @@ def run(args) -> int:
     golden = None
     if args.golden is not None:
         golden, counts = _golden(args, plans, counts, failures)
-    variables = None
+    model = None
+    # With a checkpoint, a Keras model also names the datasets of its `.weights.h5`, so
+    # the file is paired with it as `plan.load` pairs it.
+    names = args.checkpoint is not None
     if args.model:
         try:
-            variables = load_model(args.model)
+            model = read_model(args.model, weights_names=names)
         except UsageError as exc:
             failures.append(failure(str(exc), args.model))
     topology = _topology_check(args.topology, failures) if args.topology else None
@@ -39,12 +42,12 @@ def run(args) -> int:
         result = LintResult()
     else:
         result = lint_plans(
-            plans, defines, counts, variables,
+            plans, defines, counts, model,
             allow_include_outside=args.allow_include_outside,
             progress=args.format == "text" and sys.stderr.isatty(),
             checkpoint=args.checkpoint, strict=args.strict, golden=golden,
-            load_model=_model_loader(), topology=topology)
-        if variables is not None:
+            load_model=_model_loader(names), topology=topology)
+        if model is not None:
             result.models.add(args.model)
         if golden is not None and result.plans and not result.validated:
             raise UsageError(f"--golden needs the plan's model: pass --model SRC, or add "
@@ -84,16 +87,16 @@ def _topology_check(name: str, failures: list):
     return check
 
 
-def _model_loader():
+def _model_loader(weights_names: bool):
     """`load_model` for the models plans name, each read once however many plans share it."""
-    from planc.sources import SourceError, load_variables
+    from planc.sources import SourceError, load_model
 
     cache: dict = {}
 
     def load(source: str):
         if source not in cache:
             try:
-                cache[source] = load_variables(source)
+                cache[source] = load_model(source, weights_names=weights_names)
             except SourceError as exc:
                 cache[source] = exc
         found = cache[source]

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 
 from planc.diagnostics.diagnostic import Diagnostic
+from planc.diagnostics.input_error import InputError
 from planc.diagnostics.text import render_text
 
 
-class PlanError(ValueError):
+class PlanError(InputError):
     """Raised by `load_plan`, `loads` and validation when a plan has errors.
 
-    A `ValueError`, as Keras raises in the same situations (an ambiguous layout lookup,
-    a mesh the devices do not fit), so `except ValueError` keeps working under planc.
+    An `InputError`, so a `ValueError`, as Keras raises in the same situations (an
+    ambiguous layout lookup, a mesh the devices do not fit), so `except ValueError`
+    keeps working under planc.
 
     It carries every diagnostic found (errors, and the warnings and notes beside them);
     `str()` renders them as the CLI does, without colour.

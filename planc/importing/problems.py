@@ -7,5 +7,9 @@ a readable source is a located `Diagnostic` instead, raised in a `PlanError`.
 from __future__ import annotations
 
 
-class SourceProblem(Exception):
-    """An unreadable source, or options that do not fit it: one line, exit 2."""
+from planc.diagnostics import InputError
+
+
+class SourceProblem(InputError):
+    """An unreadable source, or options that do not fit it: one line, exit 2 (an
+    `InputError`)."""

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planc.diagnostics.input_error import InputError
 
-class ClusterError(Exception):
-    """The cluster cannot start: a bad setting, an unreachable coordinator, a late call.
+
+class ClusterError(InputError):
+    """The cluster cannot start: a bad setting, an unreachable coordinator, a late call
+    (an `InputError`).
 
     `str(error)` is one line that says what is wrong and where the value came from;
     `code` is its stable diagnostic code (P601...) and `fix` says what to do.

@@ -3,13 +3,24 @@
 A table is the `variables` of a `planc.explain/1` document (`planc explain --format
 json`), or what a plan resolves to against a model. Two tables differ for a variable
 when its layout (`axes`), shard shape or bytes per device differ, or when it is in
-only one of them. `planc diff --format json` writes ``planc.diff/1``::
+only one of them.
+
+`planc diff` also tells renamed axes apart from moved shards: when the two meshes have
+the same axes in the same order and of the same sizes, and only names differ, each mesh
+position's old name stands for its new one (`renamed_axes`), so a layout that differs
+only by those names places every shard on the same devices. Such a variable is listed
+in `renamed`, not among the changes; the tables are still not identical (code that names
+an axis, such as `plan.constrain` or a `PartitionSpec`, must follow the rename).
+`lint --golden` compares names as they are. `planc diff --format json` writes
+``planc.diff/1``::
 
     {
       "schema": "planc.diff/1",
       "old": {"file": "old.kd", "devices": 8, "per_device_bytes": 1048576},
       "new": {"file": "new.kd", "devices": 8, "per_device_bytes": 2097152},
       "identical": false,
+      "renamed_axes": {"model": "tp"},      # old name -> new name; {} when none
+      "renamed": ["path", ...],            # placed as before, under the new names
       "changes": [CHANGE, ...],            # model order of NEW, then removed variables
       "newly_replicated": ["path", ...]
     }
@@ -30,7 +41,7 @@ from __future__ import annotations
 
 import json
 
-from planc.diagnostics import Diagnostic, error
+from planc.diagnostics import Diagnostic, InputError, error
 from planc.fileio import os_error_text
 
 GOLDEN_SCHEMA = "planc.explain/1"
@@ -38,8 +49,9 @@ _FIELDS = (("layout", ("axes", "blocks")), ("shard_shape", ("shard_shape",)),
            ("bytes_per_device", ("bytes_per_device",)))
 
 
-class GoldenError(Exception):
-    """A golden or explain document that cannot be read or is not `planc.explain/1`."""
+class GoldenError(InputError):
+    """A golden or explain document that cannot be read or is not `planc.explain/1` (an
+    `InputError`)."""
 
     def __init__(self, message: str, path: str):
         super().__init__(message)
@@ -93,9 +105,11 @@ def _layout(axes, blocks=None) -> str | None:
     return "(" + ", ".join(parts) + ")"
 
 
-def changes(old_rows: list[dict], new_rows: list[dict]) -> list[dict]:
+def changes(old_rows: list[dict], new_rows: list[dict], renamed: dict | None = None
+            ) -> list[dict]:
     """Each variable whose layout, shard shape or bytes per device differ between the
-    two tables, or that is in only one (module docstring: CHANGE)."""
+    two tables, or that is in only one (module docstring: CHANGE). With `renamed` (old
+    axis name -> new), an old layout is compared under the new names."""
     old = {r["path"]: r for r in old_rows}
     new = {r["path"]: r for r in new_rows}
     out = []
@@ -105,8 +119,10 @@ def changes(old_rows: list[dict], new_rows: list[dict]) -> list[dict]:
             out.append({"path": path, "kind": "added", "fields": [], "old": None,
                         "new": _cell(row)})
             continue
+        compared = dict(before, axes=_renamed(before.get("axes"), renamed)) if renamed \
+            else before
         fields = [name for name, keys in _FIELDS
-                  if any(before.get(k) != row.get(k) for k in keys)]
+                  if any(compared.get(k) != row.get(k) for k in keys)]
         if fields:
             out.append({"path": path, "kind": "changed", "fields": fields,
                         "old": _cell(before), "new": _cell(row)})
@@ -117,19 +133,50 @@ def changes(old_rows: list[dict], new_rows: list[dict]) -> list[dict]:
     return out
 
 
+def renamed_axes(old: dict, new: dict) -> dict[str, str]:
+    """`{old name: new name}` of the mesh axes two `planc.explain/1` documents name
+    differently at the same position, when their meshes have the same number of axes
+    and the same size at each position (so the same devices lie along each); else {}.
+
+    >>> renamed_axes({"mesh": {"batch": 4, "model": 2}}, {"mesh": {"batch": 4, "tp": 2}})
+    {'model': 'tp'}
+    >>> renamed_axes({"mesh": {"batch": 4, "model": 2}}, {"mesh": {"model": 2, "batch": 4}})
+    {}
+    """
+    before, after = old.get("mesh"), new.get("mesh")
+    if not isinstance(before, dict) or not isinstance(after, dict) or \
+            len(before) != len(after) or list(before.values()) != list(after.values()):
+        return {}
+    return {a: b for a, b in zip(before, after) if a != b}
+
+
+def _renamed(axes, renamed: dict):
+    """A row's `axes` with each axis name replaced by its new one."""
+    if not isinstance(axes, list):
+        return axes
+    return [renamed.get(a, a) if isinstance(a, str) else
+            [renamed.get(x, x) for x in a] if isinstance(a, list) else a for a in axes]
+
+
 def diff_document(old: dict, new: dict) -> dict:
     """The `planc.diff/1` document of two `planc.explain/1` documents."""
-    found = changes(old["variables"], new["variables"])
+    axes = renamed_axes(old, new)
+    found = changes(old["variables"], new["variables"], axes)
     replicated = [c["path"] for c in found if c["kind"] == "changed"
                   and c["new"]["replicated"] and not c["old"]["replicated"]]
+    moved = {c["path"] for c in found}
+    before = {r["path"]: r.get("axes") for r in old["variables"]}
+    renamed = [r["path"] for r in new["variables"] if r["path"] in before
+               and r["path"] not in moved and before[r["path"]] != r.get("axes")]
 
     def side(doc):
         return {"file": doc.get("file"), "devices": doc.get("devices"),
                 "per_device_bytes": (doc.get("summary") or {}).get("per_device_bytes")}
 
     return {"schema": "planc.diff/1", "old": side(old), "new": side(new),
-            "identical": not found and side(old)["per_device_bytes"] ==
+            "identical": not found and not axes and side(old)["per_device_bytes"] ==
             side(new)["per_device_bytes"],
+            "renamed_axes": axes, "renamed": renamed,
             "changes": found, "newly_replicated": replicated}
 
 
@@ -145,6 +192,12 @@ def diff_text(doc: dict) -> str:
         return f"{c['layout']} shard {c['shard_shape']} {size(c['bytes_per_device'])}/device"
 
     lines = []
+    renamed = doc.get("renamed_axes") or {}
+    if renamed:
+        n = len(doc.get("renamed") or ())
+        lines.append(f"= axes renamed: {_rename_text(renamed)} (the same devices along each; "
+                     f"{n} variable{'s' if n != 1 else ''} placed as before under the new "
+                     "names)")
     for c in doc["changes"]:
         path = visible(c["path"])
         if c["kind"] == "added":
@@ -157,10 +210,16 @@ def diff_text(doc: dict) -> str:
     o, n = doc["old"]["per_device_bytes"], doc["new"]["per_device_bytes"]
     lines.append(f"per device: {size(o)} -> {size(n)}" if o != n else f"per device: {size(o)}")
     changed = len(doc["changes"])
-    lines.append("identical" if doc["identical"] else
-                 f"{changed} variable{'s' if changed != 1 else ''} changed, "
-                 f"{len(doc['newly_replicated'])} newly replicated")
+    summary = (f"{changed} variable{'s' if changed != 1 else ''} changed, "
+               f"{len(doc['newly_replicated'])} newly replicated")
+    if renamed:
+        summary += f"; axes renamed: {_rename_text(renamed)}"
+    lines.append("identical" if doc["identical"] else summary)
     return "".join(visible(line) + "\n" for line in lines)
+
+
+def _rename_text(renamed: dict) -> str:
+    return ", ".join(f"{a} -> {b}" for a, b in renamed.items())
 
 
 def golden_drift(report, golden: dict, devices: int | None) -> list[Diagnostic]:

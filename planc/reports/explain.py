@@ -312,6 +312,9 @@ def _table(rows: list[dict], width: int, plan_file: str, marks: list[str] | None
                          justify="right" if h in right else "left",
                          style={"rule": "dim", "!": "bold red"}.get(h))
     layout_at = headers.index("layout")
+    if "variable" in wrapping:
+        for c in cells:
+            c[at] = broken_at_slashes(c[at], room)
     for row, c in zip(rows, cells):
         texts = [Text(x) for x in c]
         if row["replicated"] and row["shape"]:
@@ -385,6 +388,32 @@ def _cells(text: str) -> int:
     return cell_len(text)
 
 
+def broken_at_slashes(text: str, width: int) -> str:
+    """`text` with a line break after a `/` wherever a line would pass `width` columns:
+    a path wraps between its segments, never inside a name (a segment wider than
+    `width` on its own is left to the renderer to fold).
+
+    >>> print(broken_at_slashes("decoder_block_0/attention/query/kernel", 20))
+    decoder_block_0/
+    attention/query/
+    kernel
+    """
+    out = []
+    for line in text.split("\n"):
+        if _cells(line) <= width:
+            out.append(line)
+            continue
+        current = ""
+        for part in re.split(r"(?<=/)", line):
+            if current and _cells(current + part) > width:
+                out.append(current)
+                current = part
+            else:
+                current += part
+        out.append(current)
+    return "\n".join(out)
+
+
 def _compact_shape(shape) -> str:
     """`8x2048`, `scalar` for rank 0; `?` for an unknown shape."""
     return "?" if shape is None else ("x".join(str(d) for d in shape) or "scalar")
@@ -397,9 +426,12 @@ def _print_summary(console, report: Report) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
-    for label, value in report.summary_lines():
+    lines = report.summary_lines()
+    # The values quote variable paths: each wraps at a `/`, not inside a name.
+    room = console.width - max((len(label) for label, _ in lines), default=0) - 2
+    for label, value in lines:
         # Text, never markup: a summary quotes variable paths, and `emb[/]` is a path.
-        grid.add_row(Text(label), Text(visible(value)))
+        grid.add_row(Text(label), Text(broken_at_slashes(visible(value), max(room, 1))))
     console.print(grid)
 
 

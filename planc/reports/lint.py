@@ -24,6 +24,7 @@ from planc.sources.project import project_for
 if TYPE_CHECKING:
     from planc.checkpoints.tensors import Tensor
     from planc.ir import PlanIR
+    from planc.sources import Model
 
 
 class LintResult:
@@ -48,18 +49,19 @@ def failure(message: str, file: str | None = None) -> Diagnostic:
                  help="the report covers only the inputs that could be read")
 
 
-def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
+def lint_plans(paths, defines: dict, counts: list[int], model: Model | None = None, *,
                allow_include_outside: bool = False, progress: bool = False,
                checkpoint=None, strict: bool = False, golden=None, load_model=None,
                topology=None) -> LintResult:
     """Every diagnostic for `paths`, checked at each device count in `counts`.
 
-    With `variables` (a model's variables), each plan is validated against them; without,
-    against its own model (`load_model(source)` reads one: variables, or raises
+    With `model` (a `planc.sources.Model`), each plan is validated against its variables;
+    without, against its own model (`load_model(source)` reads one: a `Model`, or raises
     `planc.sources.SourceError`), if it names one. A plan with `auto` and no count is
     checked for everything that does not depend on the device count, and a P202 note
     says what was skipped. With `checkpoint` (a path), its tensors are bound to each
-    plan as `plan.load` would bind them, from headers alone. `strict` makes a tensor no
+    plan as `plan.load` would bind them into the model (a Keras model's `.weights.h5`
+    by the model's `weights_names`), from headers alone. `strict` makes a tensor no
     variable takes an error. `golden` (a `planc.explain/1` document) is compared with
     the table each plan resolves to (`planc.reports.diff.golden_drift`). `topology(ir)`
     checks a plan's mesh against a topology: `(its device count, problems)`, the count
@@ -92,8 +94,8 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
         if ir is None:
             diags += found
             continue
-        model, plan_counts, found, source = _model_for(ir, path, variables, counts, found,
-                                                       load_model)
+        found_model, plan_counts, found, source = _model_for(ir, path, model, counts, found,
+                                                             load_model)
         diags += found
         if topology is not None:
             count, problems = topology(ir)
@@ -102,19 +104,21 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
                 continue
             if not counts:
                 plan_counts = [count]
+        variables = None if found_model is None else found_model.variables
         if tensors is not None:
-            diags += bind_checkpoint(ir, tensors, model, strict=strict)[1]
+            names = None if found_model is None else found_model.weights_names
+            diags += bind_checkpoint(ir, tensors, variables, strict=strict, names=names)[1]
         out.counts.update(plan_counts)
-        if model is not None:
+        if variables is not None:
             from planc.resolve import validate
 
             out.validated += 1
             if source is not None:
                 out.models.add(source)
-            out.variables += len(model)
+            out.variables += len(variables)
             per_count = []
             for n in plan_counts or [None]:
-                report = validate(ir, model, n, progress=progress)
+                report = validate(ir, variables, n, progress=progress)
                 per_count += report.diagnostics
                 if golden is not None:
                     from planc.reports.diff import golden_drift
@@ -127,14 +131,14 @@ def lint_plans(paths, defines: dict, counts: list[int], variables=None, *,
     return out
 
 
-def _model_for(ir: PlanIR, path: str, variables, counts, found, load_model):
-    """(variables or None, device counts, diagnostics, model source) for one plan:
-    `variables` when given, else the plan's `model`, else its `[tool.planc]` entry."""
+def _model_for(ir: PlanIR, path: str, model, counts, found, load_model):
+    """(`Model` or None, device counts, diagnostics, model source) for one plan: `model`
+    when given, else the plan's `model`, else its `[tool.planc]` entry."""
     entry = project_for(path)
     found = list(found) + list(entry.problems)
     plan_counts = list(counts) or list(entry.devices)
-    if variables is not None:
-        return variables, plan_counts, found, None
+    if model is not None:
+        return model, plan_counts, found, None
     source, span = (ir.model, ir.model_span) if ir.model else (entry.model, entry.span)
     if source is None or load_model is None:
         return None, plan_counts, found, None

@@ -4,13 +4,18 @@ A typo in a pattern (`self_atention`) or a renamed layer shows up twice: the rul
 matches nothing and the variables it was meant for match no rule. Both diagnostics name
 the other side. The measure is edit distance over the literal parts of a pattern (the
 text between its regex operators), each part against its best-matching stretch of the
-path: a small distance is a near miss, and the stretch is "the differing part".
+path after the stretch of the part before it (the parts stay in the pattern's order): a
+small distance is a near miss, and the stretch is "the differing part". `corrected`
+writes the pattern with each differing part replaced by its stretch; the resolver
+proposes it only where the plan's matcher confirms it matches the path it names.
 
 >>> literal_parts(r"decoder_\d+/self_atention/(query|key)/kernel")
 ['decoder_', '/self_atention/', 'query', 'key', '/kernel']
 >>> miss = near_miss(r"decoder_\d+/self_atention/kernel", "decoder_0/self_attention/kernel")
 >>> miss.pattern_part, miss.path_part
 ('self_atention', 'self_attention')
+>>> print(corrected(r"decoder_\d+/self_atention/kernel", "decoder_0/self_attention/kernel"))
+decoder_\d+/self_attention/kernel
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ class NearMiss(Frozen):
     path_part: str
 
     def sentence(self) -> str:
+        if not self.path_part:
+            return f"the pattern has `{self.pattern_part}` where the path has nothing"
         return (f"the pattern has `{self.pattern_part}` where the path has "
                 f"`{self.path_part}`")
 
@@ -41,7 +48,13 @@ class NearMiss(Frozen):
 def literal_parts(pattern: str) -> list[str]:
     """The runs of literal text in `pattern`; an operator or a class ends a run, and a
     quantifier takes the character before it out of the run."""
-    parts, cur = [], []
+    return [text for text, _, _ in _literal_runs(pattern)]
+
+
+def _literal_runs(pattern: str) -> list[tuple[str, int, int]]:
+    """`(text, start, end)` of each literal run: its text, and where it is written in
+    `pattern` (an escaped character is one character of text and two of pattern)."""
+    parts, cur = [], []  # cur: (character, start, end in the pattern)
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
@@ -50,7 +63,7 @@ def literal_parts(pattern: str) -> list[str]:
             if nxt.isalnum():  # \d, \w, \1 ...: not literal text
                 _flush(parts, cur)
             else:
-                cur.append(nxt)
+                cur.append((nxt, i, i + 2))
             i += 2
             continue
         if c == "[":
@@ -75,15 +88,15 @@ def literal_parts(pattern: str) -> list[str]:
         elif c in _OPERATORS:
             _flush(parts, cur)
         else:
-            cur.append(c)
+            cur.append((c, i, i + 1))
         i += 1
     _flush(parts, cur)
     return parts
 
 
-def _flush(parts: list[str], cur: list[str]) -> None:
+def _flush(parts: list, cur: list) -> None:
     if cur:
-        parts.append("".join(cur))
+        parts.append(("".join(c for c, _, _ in cur), cur[0][1], cur[-1][2]))
         cur.clear()
 
 
@@ -102,21 +115,66 @@ class Budget:
 def near_miss(pattern: str, path: str, budget: Budget | None = None) -> NearMiss | None:
     """How nearly `pattern`'s literal text appears in `path`; None when it is not near
     (more than a quarter of the literal text differs) or the budget is spent."""
-    parts = [p for p in literal_parts(pattern) if p]
-    total = sum(len(p) for p in parts)
-    if not parts or total < 3 or total > MAX_TEXT or len(path) > MAX_TEXT:
-        return None
-    if budget is not None and not budget.spend(total * (len(path) + 1)):
+    aligned = _aligned(pattern, path, budget)
+    if aligned is None:
         return None
     distance, worst = 0, None
-    for part in parts:
-        d, start, end = _best_stretch(part, path)
+    for (part, _, _), (d, start, end) in aligned:
         distance += d
         if d and (worst is None or d > worst[0]):
             worst = (d, *_narrowed(part, path[start:end]))
-    if distance == 0 or distance > max(1, total // 4) or worst is None:
-        return None
     return NearMiss(distance, worst[1], worst[2])
+
+
+def corrected(pattern: str, path: str, budget: Budget | None = None) -> str | None:
+    """`pattern` with each literal part that differs from its stretch of `path` replaced
+    by that stretch (escaped), when `pattern` is a near miss of `path`; else None. Not
+    checked here: only a match of `path` shows that it is a fix."""
+    aligned = _aligned(pattern, path, budget)
+    if aligned is None:
+        return None
+    out, at = [], 0
+    for (_, start, end), (d, lo, hi) in aligned:
+        if d:
+            out.append(pattern[at:start])
+            out.append(escape_literal(path[lo:hi]))
+            at = end
+    out.append(pattern[at:])
+    return "".join(out)
+
+
+def escape_literal(text: str) -> str:
+    r"""`text` as a pattern that matches it literally.
+
+    >>> print(escape_literal("a.b(1)"))
+    a\.b\(1\)
+    """
+    return "".join("\\" + c if c in _OPERATORS or c == "\\" else c for c in text)
+
+
+def _aligned(pattern: str, path: str, budget: Budget | None):
+    """`[(run, (distance, start, end))]`: each literal run of `pattern` with its nearest
+    stretch of `path` after the stretch of the run before it; None when the pattern is
+    not near the path (nothing differs, more than a quarter of the literal text does,
+    or the budget is spent)."""
+    runs = [r for r in _literal_runs(pattern) if r[0]]
+    total = sum(len(r[0]) for r in runs)
+    if not runs or total < 3 or total > MAX_TEXT or len(path) > MAX_TEXT:
+        return None
+    if budget is not None and not budget.spend(total * (len(path) + 1)):
+        return None
+    out, at, distance = [], 0, 0
+    for run in runs:
+        d, start, end = _best_stretch(run[0], path[at:])
+        start, end = at + start, at + end
+        if d:
+            start, end = _widened(run[0], path, start, end, at)
+        out.append((run, (d, start, end)))
+        distance += d
+        at = end
+    if distance == 0 or distance > max(1, total // 4):
+        return None
+    return out
 
 
 _SEPARATORS = "/."
@@ -136,6 +194,19 @@ def _narrowed(a: str, b: str) -> tuple[str, str]:
     while q > 0 and a[len(a) - q] not in _SEPARATORS:
         q -= 1
     return a[p:len(a) - q] or a, b[p:len(b) - q] or b
+
+
+def _widened(part: str, path: str, start: int, end: int, floor: int) -> tuple[int, int]:
+    """The stretch `path[start:end]` grown to whole words (runs of letters and digits)
+    at each end where `part` has a letter or digit: the nearest stretch of a renamed
+    layer's name may stop inside a word (`decoder_laye` for `decoder_layer`)."""
+    if part[:1].isalnum():
+        while start > floor and path[start - 1].isalnum():
+            start -= 1
+    if part[-1:].isalnum():
+        while end < len(path) and path[end].isalnum():
+            end += 1
+    return start, end
 
 
 def _best_stretch(part: str, text: str) -> tuple[int, int, int]:

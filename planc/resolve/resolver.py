@@ -22,7 +22,7 @@ from planc.ir import UNSPLIT, Alternative, PlanIR, Rule, layout_text
 from planc.matching import Matcher
 from planc.resolve.answers import (Assignment, Misfit, Reason, Resolution, ResolvedLayout,
                                    replicated, unmatched_is_error)
-from planc.resolve.causes import Budget, NearMiss, near_miss
+from planc.resolve.causes import Budget, NearMiss, corrected, near_miss
 from planc.resolve.grouping import grouped
 from planc.variables import Variable, any_line_break, path_of
 
@@ -221,6 +221,20 @@ class Resolver:
             if miss is not None and (best is None or miss.distance < best[1].distance):
                 best = (path, miss)
         return best
+
+    def _fix_for(self, rule: Rule, path: str) -> str | None:
+        """The pattern of `rule` corrected towards `path`, as written in a plan, when the
+        plan's own matcher shows that it matches `path`; else None (no fix is proposed
+        that would still match nothing)."""
+        fixed = corrected(rule.pattern, path)
+        if fixed is None or any(fixed == r.pattern for r in self.rules):
+            return None  # no correction, or one the plan has already
+        try:
+            if not Matcher([fixed], self.ir.match).match(path):
+                return None
+        except ValueError:  # the correction is not a pattern planc takes
+            return None
+        return fixed.replace('"', '\\"')
 
     def _split_example(self, var: Variable) -> str:
         """A layout for `var` that splits its largest dimension over a model axis."""
@@ -473,10 +487,9 @@ class Resolver:
                 nearest = self._nearest_variable(rule, candidates)
                 if nearest is not None:
                     path, miss = nearest
-                    raw = rule.raw or ""
-                    fixed = raw.replace(miss.pattern_part, re.escape(miss.path_part), 1)
                     helps = (f"the closest variable is `{path}`: {miss.sentence()}",)
-                    if fixed != raw:
+                    fixed = self._fix_for(rule, path)
+                    if fixed is not None:
                         helps += (f"a typo or a renamed layer? e.g. \"{fixed}\"",)
                 else:
                     helps = (_nothing_help(rule, self.ir.match),)

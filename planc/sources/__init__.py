@@ -29,6 +29,10 @@ integers and a known dtype; a source with no variables, or with two variables of
 path, is an error. Every failure is a `SourceError` with a one-line message that names
 the source and says why; nothing else escapes `load_variables`.
 
+`load_model(source, weights_names=True)` gives the variables in a `Model` record, with
+the datasets a Keras model's ``save_weights`` writes them under (`keras_weights`), so
+`planc lint --checkpoint` pairs a ``.weights.h5`` with the model as `plan.load` does.
+
 Nothing here imports jax or keras at module level: jax is imported only to evaluate a
 callable, and Keras models are read by duck typing.
 """
@@ -40,7 +44,7 @@ from typing import Any
 
 from planc.collector import collector_paused
 from planc.variables import Variable
-from planc.sources._common import SourceError, finish, normalize_dtype, one_line
+from planc.sources._common import Model, SourceError, finish, normalize_dtype, one_line
 from planc.sources.headers import (
     read_json_file, read_npz, read_safetensors, variables_from_index,
 )
@@ -48,11 +52,12 @@ from planc.sources.manifest import (
     MANIFEST_VERSION, manifest_text, read_manifest, variables_from_manifest, write_manifest,
 )
 from planc.sources.objects import (
-    is_module_attr, variables_of_module_attr, variables_of_object,
+    is_module_attr, model_of_module_attr, model_of_object, variables_of_module_attr,
+    variables_of_object,
 )
 
 __all__ = [
-    "SourceError", "load_variables", "normalize_dtype",
+    "SourceError", "Model", "load_model", "load_variables", "normalize_dtype",
     "write_manifest", "read_manifest", "manifest_text", "MANIFEST_VERSION",
 ]
 
@@ -63,11 +68,18 @@ def load_variables(source: Any) -> tuple[Variable, ...]:
     See the module docstring for what each kind of source gives. Raises `SourceError`
     (and only that) when the source cannot be read or understood.
     """
+    return load_model(source).variables
+
+
+def load_model(source: Any, *, weights_names: bool = False) -> Model:
+    """`source`'s variables as a `Model`; with `weights_names`, a Keras model's also
+    names the datasets its ``save_weights`` writes. Raises `SourceError` as
+    `load_variables` does."""
     try:
         with collector_paused():  # a Variable and its shape per leaf, none in a cycle
             if isinstance(source, (str, os.PathLike)):
-                return _load_named(source)
-            return variables_of_object(source)
+                return _load_named(source, weights_names)
+            return model_of_object(source, weights_names=weights_names)
     except SourceError:
         raise
     except RecursionError:
@@ -83,10 +95,14 @@ def _name(source: Any) -> str:
     return type(source).__name__
 
 
-def _load_named(source: str | os.PathLike) -> tuple[Variable, ...]:
+def _load_named(source: str | os.PathLike, weights_names: bool) -> Model:
     path = os.fspath(source)
     if isinstance(source, str) and not os.path.exists(path) and is_module_attr(path):
-        return variables_of_module_attr(path)
+        return model_of_module_attr(path, weights_names=weights_names)
+    return Model(_load_path(source, path))
+
+
+def _load_path(source: str | os.PathLike, path: str) -> tuple[Variable, ...]:
     if os.path.isdir(path):
         return _load_directory(path)
     if not os.path.exists(path):

@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import operator
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
+from planc.diagnostics.input_error import InputError
 from planc.variables import _ITEMSIZE, Variable, any_line_break, path_of
 
+if TYPE_CHECKING:
+    from planc.sources.keras_weights import WeightsNames
 
-class SourceError(Exception):
-    """A model source could not be read or understood.
+
+class SourceError(InputError):
+    """A model source could not be read or understood (an `InputError`).
 
     The message is one line, names the source and says why, e.g.
     ``model.safetensors: truncated file: header claims 1048576 bytes but only 10 follow``.
     The CLI prints it and exits with status 2.
     """
+
+
+class Model(NamedTuple):
+    """What a model source gives: its variables and, for a Keras model read with
+    `weights_names=True`, the datasets its ``save_weights`` writes them under (None for
+    every other source)."""
+
+    variables: tuple[Variable, ...]
+    weights_names: WeightsNames | None = None
 
 
 # safetensors dtype codes (the "dtype" field of a header entry). F8_E4M3 is the "fn"
@@ -90,6 +103,12 @@ def _numpy_name(value: Any, original: Any) -> str:
 # numpy's own `dtype.name` costs microseconds each time.
 _NAMED: dict = {}
 
+# Dimensions are exact integers of any size, but every memory figure (bytes, a device's
+# share, a ratio) is also shown as a float, which ends near 1.8e308: a variable of more
+# elements than this (times 16 bytes, times a hundred thousand variables, still a float)
+# is refused where it is read, rather than overflowing in a report.
+MAX_ELEMENTS = 10**300
+
 
 def make_variable(path: Any, shape: Any, dtype: Any) -> Variable:
     """A checked `Variable`; ValueError says what is wrong with path, shape or dtype."""
@@ -102,11 +121,14 @@ def make_variable(path: Any, shape: Any, dtype: Any) -> Variable:
         except TypeError:  # an unhashable dtype-like object
             name = None
         if name is not None:
+            count = 1
             for d in shape:
                 if type(d) is not int or d < 0:
                     break
+                count *= d
             else:
-                return Variable(path, shape, name)
+                if count <= MAX_ELEMENTS:
+                    return Variable(path, shape, name)
     return _checked_variable(path, shape, dtype)
 
 
@@ -149,6 +171,12 @@ def _checked_variable(path: Any, shape: Any, dtype: Any) -> Variable:
             raise ValueError(f"`{path}` has shape {_shape_text(dims)}: dimension {axis} "
                              f"is negative")
         checked.append(n)
+    count = 1
+    for n in checked:
+        count *= n
+    if count > MAX_ELEMENTS:
+        raise ValueError(f"`{path}` has shape {_shape_text(dims)}: more than 10**300 "
+                         "elements, beyond any memory figure planc can show")
     try:
         name = normalize_dtype(dtype)
     except ValueError as e:
@@ -159,7 +187,18 @@ def _checked_variable(path: Any, shape: Any, dtype: Any) -> Variable:
 
 
 def _shape_text(dims: tuple) -> str:
-    return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
+    return "(" + ", ".join(map(_dim_text, dims)) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _dim_text(d) -> str:
+    """`d` as a message shows it; an integer too long to read, by its size.
+
+    >>> _dim_text(8), _dim_text(10**300)
+    ('8', 'a 997-bit integer')
+    """
+    if isinstance(d, int) and not isinstance(d, bool) and abs(d) >= 2**128:
+        return f"a {abs(d).bit_length()}-bit integer"
+    return str(d)
 
 
 # Python's `$` matches before a final newline, RE2's does not, and no framework names a

@@ -62,7 +62,7 @@ def parse_json(text: bytes | str, origin: str, what: str = "file") -> Any:
         if isinstance(text, (bytes, bytearray)):
             text = bytes(text).decode("utf-8")
         return json.loads(text, object_pairs_hook=_no_duplicate_keys(origin),
-                          parse_constant=_no_constant)
+                          parse_constant=_no_constant, parse_int=_integer)
     except UnicodeDecodeError as e:
         raise SourceError(f"{origin}: {what} is not UTF-8 text ({e.reason} at byte "
                           f"{e.start})") from None
@@ -72,12 +72,28 @@ def parse_json(text: bytes | str, origin: str, what: str = "file") -> Any:
     except _Constant as e:
         raise SourceError(f"{origin}: {what} is not valid JSON: {e} is not a JSON "
                           f"value") from None
+    except _TooLong as e:
+        raise SourceError(f"{origin}: {what} holds an integer of {e.args[0]:,} digits, "
+                          "far larger than any size or offset") from None
     except RecursionError:
         raise SourceError(f"{origin}: {what} is nested too deeply") from None
 
 
 class _Constant(Exception):
     pass
+
+
+class _TooLong(Exception):
+    pass
+
+
+def _integer(text: str) -> int:
+    # Python refuses to convert an integer of more than 4,300 digits (a guard against
+    # quadratic time); said here as what it is, not as Python's own advice.
+    try:
+        return int(text)
+    except ValueError:
+        raise _TooLong(len(text.lstrip("-"))) from None
 
 
 def _no_constant(name: str) -> Any:

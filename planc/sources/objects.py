@@ -23,7 +23,10 @@ leaf is a SourceError naming its path; so is a bare array at the top, which has 
 A function (or partial) given directly is evaluated as for ``module:attr`` below.
 
 A Keras model (any object whose ``.variables`` hold objects with ``.path``, ``.shape``
-and ``.dtype``) gives each variable's ``path``, e.g. ``dense/kernel``.
+and ``.dtype``) gives each variable's ``path``, e.g. ``dense/kernel``. Asked for
+(`model_of_object(..., weights_names=True)`), a Keras 3 model also gives the datasets
+its ``save_weights`` writes (`planc.sources.keras_weights`), found while the model is at
+hand: inside the abstract evaluation of a ``module:attr`` builder.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from planc.variables import Variable
-from planc.sources._common import _NAMED, SourceError, finish, make_variable, one_line
+from planc.sources._common import _NAMED, Model, SourceError, finish, make_variable, one_line
 
 MODULE_ATTR = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$")
 
@@ -66,17 +69,37 @@ def describe(obj: Any) -> str:
 
 def variables_of_object(obj: Any, origin: str | None = None) -> tuple[Variable, ...]:
     """The variables of a Keras model or pytree; see the module docstring."""
+    return model_of_object(obj, origin).variables
+
+
+def model_of_object(obj: Any, origin: str | None = None, *,
+                    weights_names: bool = False) -> Model:
+    """The variables of a Keras model or pytree and, with `weights_names`, a Keras
+    model's ``save_weights`` datasets; see the module docstring."""
     origin = origin or describe(obj)
     if _is_function(obj):
         # A function handed over directly is read like `module:attr` naming it.
-        return _call_abstractly(obj, origin)
+        return _call_abstractly(obj, origin, weights_names)
     if _is_variable_list(obj):
-        return finish(_checked_variables(obj, origin), origin)
+        return Model(finish(_checked_variables(obj, origin), origin))
     if _is_keras_like(obj):
-        return finish(_keras_variables(obj, origin), origin)
+        variables = finish(_keras_variables(obj, origin), origin)
+        return Model(variables, _weights_names(obj, origin) if weights_names else None)
     out: list[Variable] = []
     _walk(obj, None, out, origin, set())
-    return finish(out, origin)
+    return Model(finish(out, origin))
+
+
+def _weights_names(model: Any, origin: str):
+    from planc.sources.keras_weights import is_keras_layer, weights_names
+
+    if not is_keras_layer(model):
+        return None  # Keras-like but not Keras 3 (no `save_weights` walk to run)
+    try:
+        return weights_names(model)
+    except Exception as e:
+        raise SourceError(f"{origin}: Keras's saving walk, which names the datasets of its "
+                          f".weights.h5, raised {one_line(e)}") from None
 
 
 def _is_variable_list(obj: Any) -> bool:
@@ -321,6 +344,11 @@ def cwd_on_path() -> Iterator[None]:
 
 
 def variables_of_module_attr(spec: str) -> tuple[Variable, ...]:
+    """The variables of ``module:attr``; see `model_of_module_attr`."""
+    return model_of_module_attr(spec).variables
+
+
+def model_of_module_attr(spec: str, *, weights_names: bool = False) -> Model:
     """Import ``module:attr``, read it; a zero-argument callable is called abstractly.
 
     The attribute may be a Keras model, a pytree, or a zero-argument callable that
@@ -333,8 +361,8 @@ def variables_of_module_attr(spec: str) -> tuple[Variable, ...]:
     with cwd_on_path():
         obj = import_attr(spec)
         if _readable(obj) or not callable(obj):
-            return variables_of_object(obj, spec)
-        return _call_abstractly(obj, spec)
+            return model_of_object(obj, spec, weights_names=weights_names)
+        return _call_abstractly(obj, spec, weights_names)
 
 
 def import_attr(spec: str) -> Any:
@@ -379,7 +407,7 @@ def _readable(obj: Any) -> bool:
             or (_is_dataclass(obj)))
 
 
-def _call_abstractly(fn: Callable[[], Any], spec: str) -> tuple[Variable, ...]:
+def _call_abstractly(fn: Callable[[], Any], spec: str, weights_names: bool) -> Model:
     import inspect
 
     try:
@@ -393,14 +421,14 @@ def _call_abstractly(fn: Callable[[], Any], spec: str) -> tuple[Variable, ...]:
     try:
         import jax
     except ImportError:
-        return _call_plainly(fn, spec)
+        return _call_plainly(fn, spec, weights_names)
 
-    captured: dict[str, tuple[Variable, ...]] = {}
+    captured: dict[str, Model] = {}
 
     def traced() -> None:
         # The result is read inside the trace, so a Keras model (not a JAX type) can
-        # come back too, and nothing but shapes and dtypes ever leaves it.
-        captured["variables"] = variables_of_object(fn(), spec)
+        # come back too, and nothing but shapes, dtypes and names ever leaves it.
+        captured["model"] = model_of_object(fn(), spec, weights_names=weights_names)
 
     uids = _keras_uids()
     try:
@@ -412,16 +440,16 @@ def _call_abstractly(fn: Callable[[], Any], spec: str) -> tuple[Variable, ...]:
             raise SourceError(f"{spec}: calling it under jax.eval_shape (so that nothing "
                               f"is allocated) raised {one_line(e)}") from None
         _restore_keras_uids(uids)
-        return _call_plainly(fn, spec)
-    return captured["variables"]
+        return _call_plainly(fn, spec, weights_names)
+    return captured["model"]
 
 
-def _call_plainly(fn: Callable[[], Any], spec: str) -> tuple[Variable, ...]:
+def _call_plainly(fn: Callable[[], Any], spec: str, weights_names: bool) -> Model:
     try:
         result = fn()
     except (Exception, SystemExit) as e:
         raise SourceError(f"{spec}: calling it raised {one_line(e)}") from None
-    return variables_of_object(result, spec)
+    return model_of_object(result, spec, weights_names=weights_names)
 
 
 def _keras_uids() -> dict | None:

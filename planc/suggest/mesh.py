@@ -12,8 +12,9 @@ alone. Then, by strategy:
 - `auto`: `--tp K` if given, else the smallest K (1 first: pure FSDP) that fits the budget
   and replicates at most 2% of the parameter bytes.
 
-When nothing fits, the diagnostic (P501) says the smallest device count that would, and
-the smallest budget that would at this count.
+When nothing fits, the diagnostic (P501) says the smallest device count that would (or,
+when none up to `_MAX_DEVICES` does, the least bytes per device reached), and the
+smallest budget that would at this count.
 
 >>> from planc.variables import Variable
 >>> from planc.suggest.roles import detect_roles
@@ -149,11 +150,17 @@ def _nothing_fits(variables, roles, devices, strategy, tp, budget, state, evalua
     best = min(c.cost.per_device for c in evaluated)
     need = best * state
     total = sum(v.nbytes for v in variables)
-    smallest = _smallest_device_count(variables, roles, devices, strategy, tp, budget, state)
+    smallest, (least, least_at) = _smallest_device_count(variables, roles, devices, strategy,
+                                                         tp, budget, state)
     mb = -(-need // 10**6)
     times = f" x {state} (parameters and optimizer state)" if state != 1 else ""
-    where = (f"{smallest} devices would fit it" if smallest else
-             f"no device count up to {_MAX_DEVICES:,} fits it")
+    if smallest:
+        where = f"{smallest} devices would fit it"
+    elif least is not None and least < best:
+        where = (f"no device count up to {_MAX_DEVICES:,} fits it (the least reached is "
+                 f"{human_bytes(least)} per device{times}, on {least_at:,} devices)")
+    else:
+        where = f"no device count up to {_MAX_DEVICES:,} fits it"
     return error(
         "P501", f"no {strategy} mesh on {devices} devices fits the budget of "
         f"{size_text(budget)} per device: the best needs {human_bytes(best)} per device"
@@ -164,18 +171,27 @@ def _nothing_fits(variables, roles, devices, strategy, tp, budget, state, evalua
 
 
 def _smallest_device_count(variables, roles, devices, strategy, tp, budget, state):
+    """`(count, (least, at))`: the smallest device count above `devices` on which a mesh
+    of `strategy` fits `budget` (None when none up to `_MAX_DEVICES` does), and the least
+    per-device bytes reached over the counts tried, with its count. Each count is
+    evaluated here, not through `choose_mesh`, whose failure would search again."""
     total = sum(v.nbytes for v in variables)
     low = max(devices + 1, math.ceil(total * state / budget))
     tried = sorted({n for n in range(low, low + 64)} |
                    {1 << k for k in range(1, 25) if (1 << k) >= low} |
                    {m * k for m in (3, 5, 6, 7) for k in (1 << j for j in range(25))
                     if low <= m * k <= _MAX_DEVICES})
+    least: tuple = (None, None)
     for n in tried:
         if n > _MAX_DEVICES:
             break
         try:
-            choose_mesh(variables, roles, n, strategy, tp, budget, state)
-        except PlanError:
+            candidates = _candidates(variables, roles, n, strategy, tp)
+        except PlanError:  # no mesh of this strategy on `n` devices (P504, P505)
             continue
-        return n
-    return None
+        best = min(evaluate(variables, roles, n, s, k).cost.per_device for s, k in candidates)
+        if least[0] is None or best < least[0]:
+            least = (best, n)
+        if best * state <= budget:
+            return n, least
+    return None, least

@@ -439,7 +439,7 @@ def test_the_memory_scheduler_is_none_where_xla_refuses_every_spelling(monkeypat
 def test_a_large_model_is_initialised_in_groups_where_the_scheduler_is_refused(monkeypatch):
     """Without the memory scheduler, `init` on the CPU computes big models a group of
     outputs at a time; the values are exactly those of one program."""
-    monkeypatch.setattr(backend, "_cpu_memory_scheduler", lambda: None)
+    monkeypatch.setattr(backend, "_cpu_memory_scheduler", lambda mesh=None: None)
     monkeypatch.setattr(backend, "INIT_GROUP_MIN_BYTES", 64 * 32 * 4 * 2)
     groups = []
     split = backend._init_groups

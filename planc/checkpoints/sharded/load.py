@@ -80,13 +80,14 @@ def _plan_error(ir: PlanIR, e: CheckpointError) -> PlanError:
 
 def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
     keras_model = like if _is_keras_model(like) else None
+    names = None
     if keras_model is not None:
         owners = list(keras_model.variables)
         variables = [_variable(v.path, v.shape, v.dtype, "Keras variable") for v in owners]
         if checkpoint.kind == "h5":
-            from planc.checkpoints.sharded.keras_weights import KerasView
+            from planc.sources.keras_weights import weights_names
 
-            checkpoint = KerasView(checkpoint, keras_model)
+            names = weights_names(keras_model)
     elif like is not None:
         leaves, treedef = jax_target.tree_paths(like)
         owners = [(path, leaf) for path, leaf in leaves if _is_array_like(leaf)]
@@ -98,7 +99,7 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
         variables = None
 
     sources, diags = bind_checkpoint(ir, checkpoint.tensors, variables, strict=strict,
-                                     dtype=dtype)
+                                     dtype=dtype, names=names)
     diags = tuple(diags) + narrowed_by_jax(ir, sources)
     if any(d.is_error for d in diags):
         raise PlanError(tuple(diags), ir.source_dict)

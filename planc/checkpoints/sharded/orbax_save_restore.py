@@ -25,7 +25,7 @@ from planc.check.binding import bind_devices
 from planc.checkpoints.orbax_dir import PLAN_KEY, saved_plan
 from planc.diagnostics import Diagnostic, PlanError, Span, note
 from planc.ir import PlanIR
-from planc.targets.emit.compiled_json import fingerprint
+from planc.targets.emit.compiled_json import bound_fingerprint, fingerprint
 
 __all__ = ["restore", "save", "save_parts", "plan_record", "reshard_note", "nest"]
 
@@ -40,7 +40,7 @@ def _bound_fingerprint(ir: PlanIR, devices: int | None) -> str | None:
     if devices is None:
         return None
     try:
-        return fingerprint(bind_devices(ir, devices))
+        return bound_fingerprint(bind_devices(ir, devices))
     except PlanError:
         return None
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import inspect
+import keyword
+import os
 import re
 
 from planc.diagnostics import PlanError, error
@@ -55,6 +57,22 @@ def docstring_name(name: str) -> str:
     """The plan's name as the module docstring shows it. The name may come from a file
     stem: only safe characters reach the docstring."""
     return re.sub(r"[^A-Za-z0-9_.-]", "?", name)
+
+
+def import_name(output: str | None, default: str) -> str:
+    """The name the emitted module is imported by: the stem of the file it is written to
+    (`-o gemma_sharding.py` -> `gemma_sharding`) when that is a Python identifier, else
+    `default` (written to stdout, or a stem such as `my-plan` that no import statement
+    can name).
+
+    >>> import_name("out/gemma_sharding.py", "plan_sharding"), import_name(None, "plan_sharding")
+    ('gemma_sharding', 'plan_sharding')
+    """
+    if output is None:
+        return default
+    stem = os.path.splitext(os.path.basename(os.fspath(output)))[0]
+    ascii_id = stem.isascii() and stem.isidentifier() and not keyword.iskeyword(stem)
+    return stem if ascii_id else default
 
 
 def mesh_constants(ir: PlanIR) -> str:

@@ -49,7 +49,7 @@ from planc.diagnostics import Span
 from planc.ir import Alternative, Check, PlanIR, Rule
 from planc.targets.emit.codegen import refuse_errors
 
-__all__ = ["fingerprint", "compiled_json"]
+__all__ = ["fingerprint", "bound_fingerprint", "compiled_json"]
 
 SCHEMA = "planc.compiled/1"
 
@@ -99,9 +99,20 @@ def _operator_first(expr: tuple) -> tuple:
 
 
 def fingerprint(ir: PlanIR) -> str:
-    """SHA-256 (hex) of the plan's meaning: every IR field but source locations and file
+    """The plan's identity: SHA-256 (hex) of its meaning as written (parameters after
+    their overrides, `auto` unresolved), every IR field but source locations and file
     names, serialised as sorted-key JSON. Equal for the same plan text wherever the file
-    lives, and independent of `PYTHONHASHSEED`."""
+    lives, whatever device count it is bound to (`with_devices`, `--devices`), and
+    independent of `PYTHONHASHSEED`. `plan.fingerprint`, the emitted modules'
+    `FINGERPRINT`, `planc.compiled/1` and a checkpoint's record all show this one."""
+    if ir.written_mesh is not None:
+        ir = ir._replace(mesh=ir.written_mesh, written_mesh=None)
+    return bound_fingerprint(ir)
+
+
+def bound_fingerprint(ir: PlanIR) -> str:
+    """The fingerprint of `ir` with its mesh as it is now (`auto` resolved when a device
+    count is bound): what a checkpoint records as `fingerprint_bound`."""
     text = json.dumps(_canonical(ir), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 

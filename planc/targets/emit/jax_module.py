@@ -82,17 +82,18 @@ def _default(rule: Rule | None) -> str:
     return f"{literal(alts)}  # -> {rule.layout.text}"
 
 
-def module_text(ir: PlanIR, resolution=None) -> str:
+def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -> str:
     """The emitted module for `ir` (the plan, with `auto` bound or not).
 
     `resolution` (a `planc.resolve.Resolution` of `ir`, from `--model`) puts the layout
     of every variable of the model, in model order, into `TABLE`; its errors raise
     `PlanError` (no module is written for a plan with errors against its model).
-    Deterministic: the same plan and resolution give the same bytes.
+    `module` is the name its docstring imports it by (`codegen.import_name`).
+    Deterministic: the same plan, resolution and name give the same bytes.
     """
     refuse_errors(ir, resolution)
     refuse_backtracking(ir)
-    out = [_HEADER.format(name=docstring_name(ir.name), version=__version__)]
+    out = [_HEADER.format(name=docstring_name(ir.name), version=__version__, module=module)]
     out.append("import re\n\nimport jax\nimport numpy as np\n"
                "from jax.sharding import Mesh, NamedSharding, PartitionSpec\n\n")
     out.append(f"PLAN_NAME = {literal(ir.name)}\n")
@@ -150,7 +151,7 @@ _HEADER = '''\
 
 Needs only jax, numpy and re (planc need not be installed):
 
-    import plan_sharding as plan
+    import {module} as plan
     mesh = plan.make_mesh()                    # over jax.devices()
     params = plan.shard(params, mesh)          # every leaf as the plan lays it out
     specs = plan.shardings(params, mesh)       # or just the NamedShardings

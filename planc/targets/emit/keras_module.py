@@ -61,14 +61,15 @@ from planc.targets.emit.runtime_binding import _bind, _run_checks
 __all__ = ["module_text"]
 
 
-def module_text(ir: PlanIR, resolution=None) -> str:
+def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_keras") -> str:
     """The text of a module that builds the plan's Keras distribution with only Keras.
 
     `ir` is the plan, bound to a device count or not; `resolution` (a
     `planc.resolve.Resolution` of `ir`, from `--model`) lets rules whose layout depends
     on the shape be written as exact keys. Raises `PlanError`: the errors of
-    `resolution`, else P311 for each rule Keras cannot express. Deterministic: the same
-    plan and resolution give the same bytes.
+    `resolution`, else P311 for each rule Keras cannot express. `module` is the name its
+    docstring imports it by (`codegen.import_name`). Deterministic: the same plan,
+    resolution and name give the same bytes.
     """
     refuse_errors(ir, resolution)
     refuse_backtracking(ir)
@@ -79,7 +80,7 @@ def module_text(ir: PlanIR, resolution=None) -> str:
     var_lines, out_lines = _entries(ir, resolution, problems)
     if problems:
         raise PlanError(tuple(problems), ir.source_dict)
-    out = [_HEADER.format(name=docstring_name(ir.name), version=__version__)]
+    out = [_HEADER.format(name=docstring_name(ir.name), version=__version__, module=module)]
     out.append("import keras\nfrom keras import distribution as kd\n\n")
     out.append(f"PLAN_NAME = {literal(ir.name)}\n")
     out.append(f"PLANC_VERSION = {literal(__version__)}\n")
@@ -190,7 +191,7 @@ _HEADER = '''\
 
 Needs only Keras 3 (`keras.distribution`; on the JAX backend, jax for the device order):
 
-    import plan_keras
+    import {module} as plan_keras
     with plan_keras.distribution().scope():    # or kd.set_distribution(...)
         model = build_model()
 

@@ -344,7 +344,7 @@ def init_jit(ir: PlanIR, fn, *args, mesh=None, **kwargs):
 def _init_program(fn, out, mesh):
     """`fn` under `jax.jit` with `out` as its output shardings and, on the CPU, the
     memory-minimising scheduler (None where it is refused: the plain program)."""
-    options = _cpu_memory_scheduler() if _on_cpu(mesh) else None
+    options = _cpu_memory_scheduler(mesh) if _on_cpu(mesh) else None
     return jax.jit(fn, out_shardings=out, compiler_options=options)
 
 
@@ -359,7 +359,9 @@ def _on_cpu(mesh) -> bool:
 # and can be chosen for one compilation instead of the whole process (`XLA_FLAGS`).
 # XLA renamed the option: jaxlib 0.7 knows only the boolean, later releases the enum and
 # still accept the boolean but ignore it, so the enum is tried first. Each is tried on a
-# trivial program (a refused key fails before anything is compiled).
+# trivial program (a refused key fails before anything is compiled), placed on the very
+# devices the caller's program runs on: under `plan.use()` or `jax.set_mesh`, jit refuses
+# a program whose devices differ from the current mesh's, and JAX 0.7 cannot clear it.
 _CPU_MEMORY_SCHEDULER = (
     {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"},
     {"xla_cpu_enable_concurrency_optimized_scheduler": False},
@@ -367,13 +369,16 @@ _CPU_MEMORY_SCHEDULER = (
 
 
 @functools.cache
-def _cpu_memory_scheduler() -> dict | None:
+def _cpu_memory_scheduler(mesh=None) -> dict | None:
     """The `compiler_options` that select XLA:CPU's memory-minimising scheduler, or None
-    when the installed XLA takes none of their spellings. Found once per process."""
-    device = jax.devices("cpu")[0]
+    when the installed XLA takes none of their spellings. Found once per CPU mesh (the
+    first CPU device when `mesh` is None)."""
+    if mesh is None:
+        where = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
+    else:
+        where = NamedSharding(mesh, PartitionSpec())
     for options in _CPU_MEMORY_SCHEDULER:
-        probe = jax.jit(lambda: np.float32(0), compiler_options=options,
-                        out_shardings=jax.sharding.SingleDeviceSharding(device))
+        probe = jax.jit(lambda: np.float32(0), compiler_options=options, out_shardings=where)
         try:
             probe.lower().compile()
         except jax.errors.JaxRuntimeError:
@@ -429,7 +434,7 @@ def init(ir: PlanIR, fn, *args, mesh=None, **kwargs):
         # Off the CPU, outputs and temporaries live in device memory, whose schedulers
         # account for it, and nothing is left on the host to give back.
         return program(*args, **kwargs)
-    if _cpu_memory_scheduler() is not None:
+    if _cpu_memory_scheduler(mesh) is not None:
         compiled = program.lower(*args, **kwargs).compile()
         # The compiler's working memory is freed by now, but glibc keeps its pages and
         # the program's large buffers do not reuse them: given back first, they are not

@@ -9,16 +9,55 @@ variable object went under which name: so a model maps onto its file exactly as 
 ``save_weights`` lays the file out, subclassed layers and custom
 ``save_own_variables`` included. Values handed to the store that are not the model's
 variables (optimizer slots, computed arrays) name datasets that loading leaves alone.
+
+The walk runs where the model is at hand (`planc.sources.load_model` for `planc lint
+--checkpoint`, `plan.load(..., like=model)`); what it found is plain data,
+`WeightsNames`, which `planc.checkpoints.binding.bind_checkpoint` reads for both, so
+lint and load pair a file's datasets with the model's variables the same way.
 """
 
 from __future__ import annotations
 
-__all__ = ["dataset_names", "KerasView"]
+from typing import NamedTuple
+
+__all__ = ["WeightsNames", "weights_names", "is_keras_layer"]
 
 
-def dataset_names(model) -> tuple[dict[int, str], set[str], tuple[str, ...]]:
-    """``({id(variable): dataset name}, {names of other datasets the walk writes},
-    (prefixes of the optimizer's datasets,))``.
+class WeightsNames(NamedTuple):
+    """What a Keras model's ``save_weights`` writes, by dataset name.
+
+    `paths`: dataset -> the path of the model variable it holds. `others`: datasets of
+    other values the walk writes (computed arrays). `prefixes`: the prefixes of the
+    datasets of state a load never touches (the optimizer's slots).
+
+    >>> names = WeightsNames({"layers/dense/vars/0": "dense/kernel"}, frozenset(), ("optimizer/",))
+    >>> names.stored_as("layers/dense/vars/0"), names.stored_as("optimizer/vars/0")
+    ('dense/kernel', None)
+    """
+
+    paths: dict
+    others: frozenset
+    prefixes: tuple
+
+    def stored_as(self, dataset: str) -> str | None:
+        """The path the model knows `dataset` by: its variable's path, the dataset's own
+        name when the walk writes no such dataset, or None for one a load leaves alone."""
+        if dataset in self.others or dataset.startswith(self.prefixes):
+            return None
+        return self.paths.get(dataset, dataset)
+
+
+def is_keras_layer(obj) -> bool:
+    """Whether `obj` is a Keras 3 layer or model (Keras is imported already if it is)."""
+    import sys
+
+    keras = sys.modules.get("keras")
+    layer = getattr(keras, "Layer", None) if keras is not None else None
+    return isinstance(layer, type) and isinstance(obj, layer)
+
+
+def weights_names(model) -> WeightsNames:
+    """The datasets ``model.save_weights`` writes, from Keras's own saving walk.
 
     Nothing is read or converted: the variables are only recorded, by identity.
     """
@@ -49,7 +88,8 @@ def dataset_names(model) -> tuple[dict[int, str], set[str], tuple[str, ...]]:
         def close(self):
             pass
 
-    wanted = {id(v) for v in model.variables}
+    variables = list(model.variables)
+    wanted = {id(v) for v in variables}
     store = _Recorder()
     # An optimizer's save_own_variables copies its slots to the host; they are not
     # loaded, so the walk skips it and its datasets are set aside by their prefix.
@@ -61,42 +101,5 @@ def dataset_names(model) -> tuple[dict[int, str], set[str], tuple[str, ...]]:
             prefixes.append(f"{attr}/")
     saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
                            visited_saveables=skipped)
-    return store.names, store.others, tuple(prefixes)
-
-
-class KerasView:
-    """An h5 checkpoint as a Keras model sees it: each dataset that holds one of the
-    model's variables is named by that variable's path; datasets of other state the
-    model writes (its optimizer's) are hidden; anything else keeps its name."""
-
-    def __init__(self, checkpoint, model):
-        from planc.checkpoints.tensors import Tensor
-
-        names, others, prefixes = dataset_names(model)
-        by_dataset = {}
-        for v in model.variables:
-            name = names.get(id(v))
-            if name is not None:
-                by_dataset[name] = v.path
-        self.base = checkpoint
-        self.kind = checkpoint.kind
-        self.path = checkpoint.path
-        self._original: dict[str, str] = {}
-        tensors = []
-        for t in checkpoint.tensors:
-            if t.name in others or t.name.startswith(prefixes):
-                continue
-            name = by_dataset.get(t.name, t.name)
-            self._original[name] = t.name
-            tensors.append(Tensor(name, t.shape, t.dtype, t.file))
-        self.tensors = tuple(tensors)
-
-    @property
-    def bytes_read(self) -> int:
-        return self.base.bytes_read
-
-    def read(self, name, index):
-        return self.base.read(self._original.get(name, name), index)
-
-    def close(self) -> None:
-        self.base.close()
+    paths = {store.names[id(v)]: v.path for v in variables if id(v) in store.names}
+    return WeightsNames(paths, frozenset(store.others), tuple(prefixes))
