@@ -156,8 +156,8 @@ def test_the_declaration_is_checked_when_the_class_is_made():
 
 def test_fields_are_slots_and_private_state_is_not_a_field():
     assert _Point.__slots__ == ("x", "y", "label") and not hasattr(_Point(1), "__dict__")
-    assert Mesh._fields == ("axes", "span") and "_names" in Mesh.__slots__
-    assert [f.name for f in dataclasses.fields(Mesh)] == ["axes", "span"]
+    assert Mesh._fields == ("axes", "span", "slices_span") and "_names" in Mesh.__slots__
+    assert [f.name for f in dataclasses.fields(Mesh)] == ["axes", "span", "slices_span"]
 
 
 def test_post_init_derives_state_on_every_construction():
