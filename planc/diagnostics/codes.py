@@ -83,7 +83,7 @@ CODES: dict[str, str] = {
     "P407": "rename rule matches no checkpoint tensor",
     # checkpoint files (`plan.load`, `planc lint --checkpoint`)
     "P410": "checkpoint file unreadable, truncated or corrupt",
-    "P411": "index shard outside the index's directory",
+    "P411": "checkpoint data outside the checkpoint (an index's shard, an HDF5 link or dataset)",
     "P412": "index names a missing shard file",
     "P413": "tensor data cannot be read",
     # Orbax checkpoints, `plan.save`, `planc reshard`

@@ -504,10 +504,10 @@ DOCS: dict[str, Doc] = {
         fix='Download or write the checkpoint again.'),
     'P411': Doc(
         'error',
-        what="an index's `weight_map` names a shard outside the index's own directory (absolute, `..`, a link leading out); the shard is never opened",
-        why="A shard outside the index's directory could read any file.",
-        example='`"weight_map": {"w": "../../etc/passwd"}`',
-        fix='Keep shards beside the index (`weight_map` names relative to it).'),
+        what="a checkpoint's data lies outside it: an index's `weight_map` names a shard outside the index's own directory (absolute, `..`, a link leading out), or an HDF5 file holds an external link, a virtual dataset mapped from another file, or a dataset with external storage; the outside file is never opened",
+        why="Data outside the checkpoint could be any file of the host, read as tensor values, or another file's values passed off as this one's.",
+        example='`"weight_map": {"w": "../../etc/passwd"}`; `create_dataset(..., external=[("/etc/shadow", 0, n)])`',
+        fix="Keep every tensor inside the checkpoint: shards beside the index (`weight_map` names relative to it), HDF5 datasets in the file itself (save the weights again)."),
     'P412': Doc(
         'error',
         what="an index's `weight_map` names a shard file that does not exist",
