@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from planc.checkpoints.tensors import (
     Checkpoint, CheckpointError, Tensor, aligned_empty, checked_index,
 )
-from planc.sources._common import normalize_dtype, one_line
+from planc.sources._common import array_problem, normalize_dtype, one_line
 from planc.sources.headers import shown
 
 if TYPE_CHECKING:
@@ -149,6 +149,9 @@ class H5Checkpoint(Checkpoint):
                                       f"numbers; it is not a tensor")
         self._raw[name] = raw_bf16
         shape = tuple(int(d) for d in ds.shape) if ds.shape is not None else ()
+        problem = array_problem(shape, dtype)
+        if problem:
+            raise CheckpointError(f"{where}: {problem}")
         return Tensor(name, shape, dtype, self.path)
 
     def read(self, name: str, index: tuple[slice, ...]) -> np.ndarray:

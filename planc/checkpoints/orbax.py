@@ -22,6 +22,8 @@ import os
 from contextlib import contextmanager
 
 from planc.checkpoints.tensors import Checkpoint, CheckpointError, Tensor
+from planc.sources._common import array_problem
+from planc.sources.headers import shown
 
 __all__ = ["OrbaxCheckpoint", "is_orbax_dir", "saved_plan", "PLAN_KEY"]
 
@@ -195,6 +197,11 @@ class OrbaxCheckpoint(Checkpoint):
         self.custom_metadata = custom if isinstance(custom, dict) else {}
         self.tensors = tuple(Tensor(name, shape, dtype, self.path)
                              for name, (shape, dtype) in _flatten(self._tree))
+        for t in self.tensors:
+            problem = array_problem(t.shape, t.dtype)
+            if problem:
+                raise CheckpointError(f"{self.path}: tensor `{shown(t.name)}`: {problem}",
+                                      code="P416")
 
     @property
     def tree(self):

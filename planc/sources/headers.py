@@ -25,12 +25,14 @@ import json
 import os
 import re
 import struct
+import sys
 from typing import Any
 
 from planc.fileio import open_counted, os_error_text
 from planc.frozen import Frozen
 from planc.variables import Variable, itemsize
-from planc.sources._common import SAFETENSORS_DTYPES, SourceError, make_variable, one_line
+from planc.sources._common import (SAFETENSORS_DTYPES, SourceError, array_problem,
+                                   make_variable, one_line)
 
 _new = object.__new__
 
@@ -74,6 +76,11 @@ def parse_json(text: bytes | str, origin: str, what: str = "file") -> Any:
     except _Constant as e:
         raise SourceError(f"{origin}: {what} is not valid JSON: {e} is not a JSON "
                           f"value") from None
+    except ValueError:
+        # Python's limit on the digits of an integer it reads (sys.set_int_max_str_digits):
+        # no real header or document holds a number that long.
+        raise SourceError(f"{origin}: {what} holds an integer of more than "
+                          f"{sys.get_int_max_str_digits()} digits") from None
     except RecursionError:
         raise SourceError(f"{origin}: {what} is nested too deeply") from None
 
@@ -219,6 +226,9 @@ def _safetensors_entry(name: str, entry: Any, data_bytes: int, data_start: int,
         var = make_variable(name, entry["shape"], code)
     except ValueError as e:
         raise SourceError(f"{origin}: {shown(str(e), 300)}") from None
+    problem = array_problem(var.shape, var.dtype)
+    if problem:
+        raise SourceError(f"{origin}: {who}: {problem}")
     offsets = entry["data_offsets"]
     if (not isinstance(offsets, list) or len(offsets) != 2
             or not all(type(o) is int and o >= 0 for o in offsets)
@@ -390,10 +400,13 @@ def read_npz_members(path: str | os.PathLike) -> tuple[NpzMember, ...]:
                 offset = None
                 if info.compress_type == zipfile.ZIP_STORED:
                     offset = _stored_data_offset(raw, info, where) + used
-                    if offset + var.nbytes > size or used + var.nbytes > info.file_size:
-                        raise SourceError(f"{where}: truncated: `{shown(name)}` needs "
-                                          f"{var.nbytes} data bytes that the archive does "
-                                          f"not hold")
+                # A compressed member's size is the central directory's, as unpacked:
+                # a header that asks for more is a truncated member, not a read error.
+                if ((offset is not None and offset + var.nbytes > size)
+                        or used + var.nbytes > info.file_size):
+                    raise SourceError(f"{where}: truncated: `{shown(name)}` needs "
+                                      f"{var.nbytes} data bytes but the member holds "
+                                      f"{max(0, info.file_size - used)}")
                 out.append(NpzMember(name, info.filename, var, fortran, descr, offset))
     except SourceError:
         raise
@@ -463,6 +476,10 @@ def _npz_variable(name: str, descr: Any, shape: Any, origin: str) -> Variable:
     if not isinstance(shape, tuple):
         raise SourceError(f"{origin}: `{name}` has shape {shape!r}, not a tuple")
     try:
-        return make_variable(name, shape, descr)
+        var = make_variable(name, shape, descr)
     except ValueError as e:
         raise SourceError(f"{origin}: {e}") from None
+    problem = array_problem(var.shape, var.dtype)
+    if problem:
+        raise SourceError(f"{origin}: `{shown(name)}`: {problem}")
+    return var
