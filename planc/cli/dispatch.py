@@ -385,9 +385,11 @@ def main(argv: list[str] | None = None) -> int:
         emit_diagnostics(list(exc.diagnostics), exc.sources, args, stream=sys.stderr,
                          to_file=False)
         return EXIT_PLAN
-    except KeyboardInterrupt:
-        print("planc: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal (`planc.stopping`)
+        code = getattr(exc, "exit_code", 130)
+        print("planc: interrupted" if code == 130 else
+              f"planc: stopped by {signal.Signals(code - 128).name}", file=sys.stderr)
+        return code
     except BrokenPipeError:
         # The reader went away (`planc lint bad.kd | head`): what was not printed is
         # unknown, so the run cannot count as a success. Exit as a tool killed by SIGPIPE
