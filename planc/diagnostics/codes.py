@@ -43,6 +43,7 @@ CODES: dict[str, str] = {
     "P130": "unknown cluster environment in `detect`",
     "P133": "`model` names no model",
     "P134": "`model` names a module, whose code linting would run",
+    "P135": "string or comment holds a character that is not plainly visible",
     # devices
     "P201": "device count does not fit the mesh",
     "P202": "check skipped: depends on the device count",
