@@ -122,8 +122,11 @@ class Input:
                 return line
             self._fill()
 
-    def _skip_to_header(self) -> None:
-        """Drop input up to the next `Content-Length:`, a chunk at a time."""
+    def _skip_to_header(self, unread_line: bool) -> None:
+        """Drop input up to the next `Content-Length:`, a chunk at a time; with
+        `unread_line`, the refused line is still in the buffer, its own header too."""
+        if unread_line:
+            del self._buf[:1]
         keep = len(_HEADER) - 1
         while True:
             at = self._buf.find(_HEADER)
@@ -137,8 +140,8 @@ class Input:
                 return
             self._fill()
 
-    def _refuse(self, why: str) -> bytes:
-        self._skip_to_header()
+    def _refuse(self, why: str, unread_line: bool = False) -> bytes:
+        self._skip_to_header(unread_line)
         return (_REFUSED + why).encode()
 
     # -- frames --------------------------------------------------------------------------
@@ -151,7 +154,8 @@ class Input:
             if line is None:
                 return None
             if line == b"":
-                return self._refuse(f"a header line longer than {MAX_HEADER_LINE} bytes")
+                return self._refuse(f"a header line longer than {MAX_HEADER_LINE} bytes",
+                                    unread_line=True)
             at = line.find(_HEADER)
             if at >= 0:
                 value = line[at + len(_HEADER):].strip()

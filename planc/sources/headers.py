@@ -31,8 +31,8 @@ from typing import Any
 from planc.fileio import open_counted, os_error_text
 from planc.frozen import Frozen
 from planc.variables import Variable, itemsize
-from planc.sources._common import (SAFETENSORS_DTYPES, SourceError, array_problem,
-                                   make_variable, one_line)
+from planc.sources._common import (MAX_ARRAY_BYTES, SAFETENSORS_DTYPES, SourceError,
+                                   array_problem, make_variable, one_line)
 
 _new = object.__new__
 
@@ -236,6 +236,8 @@ def _safetensors_entry(name: str, entry: Any, data_bytes: int, data_start: int,
         raise SourceError(f"{origin}: {who} has data_offsets that are not [begin, end] "
                           f"with 0 <= begin <= end")
     begin, end = offsets
+    if end > MAX_ARRAY_BYTES:  # a number this long is not quoted back
+        raise SourceError(f"{origin}: {who} has data_offsets past 2**63, beyond any file")
     if end > data_bytes:
         raise SourceError(f"{origin}: truncated file: {who} ends at data byte {end} but "
                           f"the file holds only {data_bytes} data bytes (offsets out of "
@@ -474,11 +476,12 @@ def _npz_variable(name: str, descr: Any, shape: Any, origin: str) -> Variable:
                           f"bfloat16 and float8 this way and loses the type); save to "
                           f"safetensors or a planc manifest instead")
     if not isinstance(shape, tuple):
-        raise SourceError(f"{origin}: `{name}` has shape {shape!r}, not a tuple")
+        raise SourceError(f"{origin}: `{shown(name)}` has shape {shown(repr(shape), 80)}, "
+                          f"not a tuple")
     try:
         var = make_variable(name, shape, descr)
     except ValueError as e:
-        raise SourceError(f"{origin}: {e}") from None
+        raise SourceError(f"{origin}: {shown(str(e), 300)}") from None
     problem = array_problem(var.shape, var.dtype)
     if problem:
         raise SourceError(f"{origin}: `{shown(name)}`: {problem}")

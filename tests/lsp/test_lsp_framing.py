@@ -153,3 +153,27 @@ class _Prefixed:
             out, self.head = self.head[:n], self.head[n:]
             return out
         return self.rest.read1(n)
+
+
+def test_a_length_too_long_to_read_as_a_line_is_skipped_once():
+    # the refused line begins with the header the reader skips to: it must not find it
+    # again (found by tests/fuzzing_io.py)
+    stream = (b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n"
+              b"Content-Length: 2\r\n\r\n{}")
+    reader = Input(io.BytesIO(stream))
+    n = int(reader.readline()[len(b"Content-Length: "):])
+    assert reader.readline() == b"\r\n"
+    assert reader.read(n).endswith(f"a header line longer than {MAX_HEADER_LINE} "
+                                   f"bytes".encode())
+    assert [reader.readline(), reader.readline(), reader.read(2), reader.readline()] == \
+        [b"Content-Length: 2\r\n", b"\r\n", b"{}", b""]
+
+
+def test_a_refused_header_line_keeps_the_header_on_the_next_line():
+    # found by tests/fuzzing_io.py: the skip must start after the refused line
+    reader = Input(io.BytesIO(b"Content-Length:\r\nContent-Length: 2\r\n\r\n{}"))
+    n = int(reader.readline()[len(b"Content-Length: "):])
+    reader.readline()
+    assert reader.read(n).endswith(b"Content-Length is not a byte count")
+    assert [reader.readline(), reader.readline(), reader.read(2)] == \
+        [b"Content-Length: 2\r\n", b"\r\n", b"{}"]
