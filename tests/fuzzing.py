@@ -15,6 +15,8 @@ Inputs come from three places:
   a byte-order mark, CRLF line ends, non-UTF-8 bytes.
 * `hostile_inputs()`: fixed cases no random walk reaches: a 10 MB line, thousands of
   nested brackets, expressions thousands of operations deep, a plan of 50,000 rules.
+* `tests/fuzzing_io.py`: what planc reads besides plans, checkpoint headers with extreme
+  numbers or data outside the file, and the language server's framing.
 
 `check_case` runs one input through `decode -> loads -> resolve -> fmt` and returns the
 ways it misbehaved: any exception other than `PlanError`, a diagnostic without a
@@ -634,8 +636,9 @@ def run(cases: int, seed: int = 0, *, jobs: int = 1, extras: bool = True,
         progress: bool = False) -> tuple[int, list]:
     """Run `cases` fuzz cases; return (cases run, [(input, problems), ...]).
 
-    The cases split as: 45% grammar-aware plans (hypothesis), 45% byte-level mutations
-    of the example plans, 10% through the CLI in-process; with `extras`, then every
+    The cases split as: 45% grammar-aware plans (hypothesis), 35% byte-level mutations
+    of the example plans, 10% through the CLI in-process, 10% checkpoint headers and
+    language-server input (`fuzzing_io`); with `extras`, then every
     hostile input and a few CLI runs in real subprocesses. `jobs` processes share the
     cases, each with its own seed; a failure seen in several is reported once.
     """
@@ -685,7 +688,8 @@ def _run_part(cases: int, seed: int, extras: bool, progress: bool) -> tuple[int,
                  suppress_health_check=list(HealthCheck), derandomize=False)
     n_grammar = cases * 45 // 100
     n_cli = cases // 10
-    n_bytes = cases - n_grammar - n_cli
+    n_io = cases // 10
+    n_bytes = cases - n_grammar - n_cli - n_io
     with tempfile.TemporaryDirectory(prefix="planc-fuzz-") as tmp:
         plan_dir = make_workspace(tmp)
         file = plan_dir / "fuzz.kd"
@@ -715,6 +719,23 @@ def _run_part(cases: int, seed: int, extras: bool, progress: bool) -> tuple[int,
                 record(text, check_cli(file, model=count % 10 == 0))
 
             cli()
+
+        if n_io:
+            import fuzzing_io
+            from hypothesis import strategies as st
+
+            @hseed(seed + 2)
+            @settings(max_examples=n_io, **quick)
+            @given(st.data())
+            def io_cases(data):
+                if data.draw(st.booleans()):
+                    path = data.draw(fuzzing_io.checkpoints(tmp))
+                    record(path, fuzzing_io.check_checkpoint(path))
+                else:
+                    stream = data.draw(fuzzing_io.streams())
+                    record(stream, fuzzing_io.check_stream(stream))
+
+            io_cases()
 
         if extras:
             for name, data in hostile_inputs().items():

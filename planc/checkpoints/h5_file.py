@@ -5,8 +5,13 @@ A tensor is a dataset; its name is the dataset's path in the file without the le
 ``dataset.read_direct(out, source_sel=index)``: HDF5 reads that hyperslab alone (for
 chunked datasets, the chunks it touches) straight into an aligned buffer.
 Keras stores bfloat16 as raw 2-byte values with a ``dtype="bfloat16"`` attribute; such
-datasets are read as bfloat16. How a Keras model's variables map onto these names is
-Keras's own traversal (`planc.sources.keras_weights`).
+datasets are read as bfloat16.
+A tensor's values must lie in the file itself, as an index's shards must lie beside it
+(P411): an external link, a virtual dataset mapped from another file and a dataset with
+external storage (raw bytes of any file of the host) are refused when the file is
+opened, from the file's metadata, before anything outside it is opened. How a Keras
+model's variables map onto these names is Keras's own traversal
+(`planc.sources.keras_weights`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import TYPE_CHECKING
 from planc.checkpoints.tensors import (
     Checkpoint, CheckpointError, Tensor, aligned_empty, checked_index,
 )
-from planc.sources._common import normalize_dtype, one_line
+from planc.sources._common import array_problem, normalize_dtype, one_line
 from planc.sources.headers import shown
 
 if TYPE_CHECKING:
@@ -52,8 +57,12 @@ class H5Checkpoint(Checkpoint):
 
             def visit(name, obj):
                 if isinstance(obj, h5py.Dataset):
+                    self._inside(name, obj)
                     found.append(self._tensor(name, obj))
+                else:
+                    self._links_inside(name, obj)
 
+            self._links_inside("", f)
             f.visititems(visit)
         except CheckpointError:
             self.close()
@@ -83,6 +92,45 @@ class H5Checkpoint(Checkpoint):
                                       f"or damaged one") from None
         return self._file
 
+    def _links_inside(self, name: str, group) -> None:
+        """Refuse a link of `group` to another file (an external or user-defined link).
+
+        `visititems` follows hard links only, so such a link's tensor would otherwise be
+        left out without a word.
+        """
+        import h5py
+
+        for link in group.keys():
+            kind = group.id.links.get_info(link.encode()).type
+            if kind in (h5py.h5l.TYPE_HARD, h5py.h5l.TYPE_SOFT):
+                continue
+            path = f"{name}/{link}" if name else link
+            target = group.get(link, getlink=True)
+            where = (f" to '{shown(target.filename)}'" if isinstance(target, h5py.ExternalLink)
+                     else "")
+            raise CheckpointError(f"{self.path}: `{shown(path)}` is a link{where} outside "
+                                  f"this file; a checkpoint's tensors must lie inside it, "
+                                  f"and planc does not follow it", code="P411")
+
+    def _inside(self, name: str, ds) -> None:
+        """Refuse a dataset whose values lie in another file, from its creation properties
+        alone: virtual datasets mapped from other files, external storage (any file of
+        the host, read as raw bytes)."""
+        where = f"{self.path}: dataset `{shown(name)}`"
+        external = ds.external
+        if external:
+            raise CheckpointError(f"{where} keeps its values in another file "
+                                  f"('{shown(os.fsdecode(external[0][0]))}', external "
+                                  f"storage); a checkpoint's tensors must lie inside it, and "
+                                  f"planc does not read it", code="P411")
+        if ds.is_virtual:
+            others = sorted({os.fsdecode(v.file_name) for v in ds.virtual_sources()} - {"."})
+            if others:
+                raise CheckpointError(f"{where} is a virtual dataset mapped from another "
+                                      f"file ('{shown(others[0])}'); a checkpoint's tensors "
+                                      f"must lie inside it, and planc does not read it",
+                                      code="P411")
+
     def _tensor(self, name: str, ds) -> Tensor:
         where = f"{self.path}: dataset `{shown(name)}`"
         raw_bf16 = ds.attrs.get("dtype") == "bfloat16" if "dtype" in ds.attrs else False
@@ -102,6 +150,9 @@ class H5Checkpoint(Checkpoint):
                                       f"numbers; it is not a tensor")
         self._raw[name] = raw_bf16
         shape = tuple(int(d) for d in ds.shape) if ds.shape is not None else ()
+        problem = array_problem(shape, dtype)
+        if problem:
+            raise CheckpointError(f"{where}: {problem}")
         return Tensor(name, shape, dtype, self.path)
 
     def read(self, name: str, index: tuple[slice, ...]) -> np.ndarray:

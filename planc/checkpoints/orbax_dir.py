@@ -22,6 +22,8 @@ import os
 from contextlib import contextmanager
 
 from planc.checkpoints.tensors import Checkpoint, CheckpointError, Tensor
+from planc.sources._common import array_problem
+from planc.sources.headers import shown
 
 __all__ = ["OrbaxCheckpoint", "is_orbax_dir", "saved_plan", "PLAN_KEY"]
 
@@ -89,13 +91,19 @@ def _first_line(exc: BaseException) -> str:
 
 
 @contextmanager
-def _orbax_warnings():
-    """Orbax logs some failures as warnings and returns None: keep them (off stderr) so
-    they can become the diagnostic."""
+def orbax_logs():
+    """Orbax's log records of warnings and errors, kept off stderr: it logs some
+    failures as warnings and returns None, and its threads log each failure of a write
+    with a traceback. What is kept can become the diagnostic's one line.
+
+    Orbax logs through absl's logger; a record its threads log with
+    `absl.logging.exception` names absl's own file, not Orbax's, so every absl record
+    of the block is kept.
+    """
     caught: list[str] = []
 
     def keep(record) -> bool:
-        if record.levelno >= logging.WARNING and "orbax" in record.pathname:
+        if record.levelno >= logging.WARNING:
             caught.append(record.getMessage())
             return False
         return True
@@ -126,7 +134,7 @@ def _read_metadata(path: str):
     try:
         import orbax.checkpoint.experimental.v1 as ocp
 
-        with _orbax_warnings() as caught:
+        with orbax_logs() as caught:
             meta = ocp.metadata(os.path.abspath(path))  # Orbax takes absolute paths only
     except PermissionError as exc:
         raise CheckpointError(f"{path}: cannot read: {exc.strerror or 'permission denied'}",
@@ -196,6 +204,11 @@ class OrbaxCheckpoint(Checkpoint):
         self.custom_metadata = custom if isinstance(custom, dict) else {}
         self.tensors = tuple(Tensor(name, shape, dtype, self.path)
                              for name, (shape, dtype) in _flatten(self._tree))
+        for t in self.tensors:
+            problem = array_problem(t.shape, t.dtype)
+            if problem:
+                raise CheckpointError(f"{self.path}: tensor `{shown(t.name)}`: {problem}",
+                                      code="P416")
 
     @property
     def tree(self):

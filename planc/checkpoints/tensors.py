@@ -97,7 +97,8 @@ class CheckpointError(InputError):
 _HELP = {
     "P410": "the file is damaged or not in the format its name says: download or save it "
             "again",
-    "P411": "move the shard beside the index and name it relative to the index's directory",
+    "P411": "keep every tensor inside the checkpoint: shards beside the index, named "
+            "relative to its directory; HDF5 datasets in the file itself",
     "P412": "download the missing shard, or correct the index's weight_map",
     "P413": "do not change the checkpoint while it loads; load it again once it is whole",
 }

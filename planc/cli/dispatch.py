@@ -343,6 +343,37 @@ def _run(args, process_entry: bool) -> int:
         gc.freeze()
 
 
+def _refuse_dashed_operands(parser: argparse.ArgumentParser, words: list[str], args) -> None:
+    """Refuse an operand that begins with `-` unless it comes after `--`.
+
+    File names reach planc from globs and from hooks' file lists, so a file can be named
+    like an option. argparse takes a word such as `-x y.kd` or `-1` for an operand, but
+    the same file named `--model=mod:x.kd` becomes an option that imports `mod`: a name
+    that begins with `-` is never safe before `--`, after which nothing is an option.
+    Each such operand must be matched by a word after `--` (the command's `-- FILES`).
+    """
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = sub.choices[args.command]
+    after = words[words.index("--") + 1:] if "--" in words else []
+    allowed: dict[str, int] = {}
+    for word in after:
+        allowed[word] = allowed.get(word, 0) + 1
+    for action in command._actions:
+        if action.option_strings or action.nargs == argparse.REMAINDER:
+            continue
+        value = getattr(args, action.dest, None)
+        for operand in value if isinstance(value, list) else [value]:
+            if not isinstance(operand, str) or not operand.startswith("-") or operand == "-":
+                continue
+            if allowed.get(operand, 0):
+                allowed[operand] -= 1
+                continue
+            name = action.metavar or action.dest
+            command.error(f"{name} {operand!r} begins with '-', so it could be read as an "
+                          f"option: put file names after `--` ({command.prog} [OPTIONS] -- "
+                          f"{name}...)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line `argv` (default: this process's arguments), run its command,
     and return the exit code; `planc.cli.main`, the process's entry point, calls it."""
@@ -353,8 +384,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     words = sys.argv[1:] if argv is None else argv
     try:
-        args = build_parser(words[0] if words and words[0] in COMMANDS else None,
-                            documented=False).parse_args(words)
+        parser = build_parser(words[0] if words and words[0] in COMMANDS else None,
+                              documented=False)
+        args = parser.parse_args(words)
+        _refuse_dashed_operands(parser, words, args)
     except KeyboardInterrupt:  # while the parser is built: nothing has run yet
         print("planc: interrupted", file=sys.stderr)
         return 130
@@ -367,9 +400,11 @@ def main(argv: list[str] | None = None) -> int:
         emit_diagnostics(list(exc.diagnostics), exc.sources, args, stream=sys.stderr,
                          to_file=False)
         return EXIT_PLAN
-    except KeyboardInterrupt:
-        print("planc: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal (`planc.stopping`)
+        code = getattr(exc, "exit_code", 130)
+        print("planc: interrupted" if code == 130 else
+              f"planc: stopped by {signal.Signals(code - 128).name}", file=sys.stderr)
+        return code
     except BrokenPipeError:
         # The reader went away (`planc lint bad.kd | head`): what was not printed is
         # unknown, so the run cannot count as a success. Exit as a tool killed by SIGPIPE

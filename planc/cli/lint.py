@@ -116,6 +116,11 @@ def _golden(args, plans, counts, failures):
                          "plans")
     try:
         doc = read_document(args.golden)
+        if doc["devices"] is None:
+            # Its shard shapes are unknown: nothing of the layout could be compared.
+            raise GoldenError(f"{args.golden} was written without a device count (an "
+                              f"`auto` axis and no --devices); a golden is one device "
+                              f"count's table", args.golden)
     except GoldenError as exc:
         failures.append(exc.diagnostic())
         return None, counts

@@ -15,6 +15,12 @@ device bytes, or one tensor when it is larger) and each part is written as an Or
 save, so peak memory is about one part, not the model. DST appears only when Orbax
 finalizes it: an existing DST is refused, and on any failure nothing is left at DST.
 
+Ctrl-C and SIGTERM (`planc.stopping`) stop it between Orbax's writes, never inside one
+(Orbax's threads would go on writing what the cleanup removes): one line, exit 130 or
+143, and nothing left at DST (a signal held through Orbax's finalize removes the
+finished DST too; one after it is too late to undo anything). Orbax's own logs (a failed write
+logs a traceback from each of its threads) stay off stderr: a failure is one P419.
+
 Exit codes: 0 written; 1 the plan, the checkpoint or the binding has errors; 2 a usage
 error, an unreadable SRC, an existing DST, or a DST that cannot be written.
 """
@@ -87,15 +93,18 @@ def run(args) -> int:
         return EXIT_PLAN
     n = _device_count(args, plan)
     _use_cpu_devices(n)
+    from planc.stopping import StopSignals
+
     try:
-        return _reshard(args, plan, n, dst, diags, sources)
+        with StopSignals() as stop:
+            return _reshard(args, plan, n, dst, diags, sources, stop)
     except PlanError as exc:
         emit_diagnostics(diags + list(exc.diagnostics), exc.sources or sources, args,
                          stream=sys.stderr, to_file=False)
         return EXIT_PLAN
 
 
-def _reshard(args, plan, n, dst, diags, plan_sources) -> int:
+def _reshard(args, plan, n, dst, diags, plan_sources, stop) -> int:
     from planc.checkpoints.binding import bind_checkpoint
     from planc.checkpoints.tensors import CheckpointError, open_checkpoint
     from planc.checkpoints.sharded.load import narrowed_by_jax
@@ -122,7 +131,7 @@ def _reshard(args, plan, n, dst, diags, plan_sources) -> int:
             report(diags + [clash])
             return EXIT_PLAN
         diags += _note(ir, checkpoint)
-        failure = _write(ir, checkpoint, bound, shardings, dst, n)
+        failure = _write(ir, checkpoint, bound, shardings, dst, n, stop)
         # One report at the end, so `--format json` is one document.
         report(diags + ([failure] if failure is not None else []))
         return EXIT_OK if failure is None else EXIT_PLAN
@@ -163,21 +172,47 @@ def _tree_clash(bound, dst):
     return None
 
 
-def _write(ir, checkpoint, bound, shardings, dst, n):
+def _write(ir, checkpoint, bound, shardings, dst, n, stop):
     """None when DST was written, else the P419 diagnostic (nothing left at DST)."""
+    from planc.checkpoints.orbax_dir import orbax_logs
     from planc.checkpoints.tensors import CheckpointError
     from planc.checkpoints.sharded.orbax_save_restore import save_parts
     from planc.checkpoints.sharded.reshard import parts
 
+    def checked(found):
+        # A signal Python dropped inside a callback while the part was read stops the
+        # run here, before the part is written.
+        for part in found:
+            stop.check()
+            yield part
+
     try:
-        save_parts(ir, parts(ir, checkpoint, bound, shardings, progress=True), dst, devices=n)
+        with orbax_logs():
+            save_parts(ir, checked(parts(ir, checkpoint, bound, shardings, progress=True)),
+                       dst, devices=n, held=stop.held)
+        # DST is whole: a signal from here on ends nothing that is not already done.
+        stop.closing = True
     except (CheckpointError, KeyboardInterrupt):
         raise
     except OSError as exc:
         raise UsageError(f"cannot write {dst}: {exc.strerror or exc} (nothing was left "
                          "there)") from None
     except Exception as exc:  # Orbax raises many types; each is one diagnostic here
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        return error("P419", f"Orbax could not write {dst} ({type(exc).__name__}: {first}); "
-                     "nothing was left there", None)
+        return error("P419", f"Orbax could not write {dst} ({_reason(exc)}); nothing was "
+                     "left there", None)
     return None
+
+
+_OS_ERROR = re.compile(r"\[os_error_code='(\d+)'\]")
+
+
+def _reason(exc: Exception) -> str:
+    """Why Orbax failed, in a few words: the system's reason when it names one (a full
+    disk is "No space left on device"), else the first line of its message."""
+    text = str(exc).strip()
+    found = _OS_ERROR.search(text)
+    if found:
+        status = text.split(":", 1)[0] if text[:1].isupper() else type(exc).__name__
+        return f"{os.strerror(int(found.group(1)))}; {status}"
+    first = (text.splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:200]}"

@@ -83,16 +83,57 @@ def _render_one(d: Diagnostic, sources) -> list[tuple[str, str]]:
     return out
 
 
+# Printable by Python's rules, yet drawn as nothing: the Hangul fillers, the braille
+# blank, and variation selectors (which only change the glyph before them).
+_BLANK = frozenset("\u115f\u1160\u3164\uffa0\u2800"
+                   + "".join(map(chr, range(0xFE00, 0xFE10)))
+                   + "".join(map(chr, range(0xE0100, 0xE01F0))))
+_BLANK_RE = None  # compiled by `re` when `has_hidden` first needs it
+
+
+def hidden(ch: str) -> bool:
+    """Whether the character `ch` is not plainly visible where it is shown: a control or
+    format character (bidi controls such as U+202E, zero-width ones), a space other than
+    " ", a line or paragraph separator, a private-use, surrogate or unassigned code
+    point, or a printable one drawn as nothing. The one test every output that shows or
+    writes untrusted text escapes by.
+
+    >>> [hidden(c) for c in ("a", " ", "\\t", "\\u202e", "\\u200b", "\\u00a0", "\\u3164", "é")]
+    [False, False, True, True, True, True, True, False]
+    """
+    return not ch.isprintable() or ch in _BLANK
+
+
+def has_hidden(text: str, allowed: str = "") -> bool:
+    """Whether `text` holds a `hidden` character other than those in `allowed`, found at
+    C speed: a megabyte of plain text is two scans.
+
+    >>> has_hidden("a\\tb\\n"), has_hidden("a\\tb\\n", allowed="\\t\\n"), has_hidden("a\\u3164")
+    (True, False, True)
+    """
+    global _BLANK_RE
+    for ch in allowed:
+        text = text.replace(ch, "")
+    if not text.isprintable():
+        return True
+    if _BLANK_RE is None:
+        import re
+
+        _BLANK_RE = re.compile("[" + "".join(sorted(_BLANK)) + "]")
+    return _BLANK_RE.search(text) is not None
+
+
 def visible(text: str) -> str:
-    """`text` with control and format characters written as escapes (`\\x1b`, `\\u202e`).
+    """`text` with every `hidden` character but the line break written as an escape
+    (`\\x1b`, `\\u202e`).
 
     Messages quote plan text (strings, include paths); without this a plan could move
     the cursor, recolour or erase a terminal or CI log, or reorder a line with bidi
     controls.
     """
-    if text.isprintable():
+    if not has_hidden(text):
         return text
-    return "".join(c if c.isprintable() or c == "\n" else c.encode("unicode_escape").decode()
+    return "".join(c if c == "\n" or not hidden(c) else c.encode("unicode_escape").decode()
                    for c in text)
 
 

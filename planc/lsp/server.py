@@ -33,7 +33,7 @@ from planc.lsp import protocol
 from planc.lsp.checking import Doc, check, one_line
 from planc.lsp.models import ModelCache
 from planc.lsp.protocol import path_of, uri_of
-from planc.lsp.stream import Input
+from planc.lsp.stream import Input, refused_reason
 
 log = logging.getLogger("planc.lsp")
 
@@ -62,7 +62,10 @@ class PlancServer(LanguageServer):
         # JSON-RPC answers it with id null. Everything else pygls answers itself.
         if source is not JsonRpcException:
             return
-        if isinstance(error, JsonRpcException):
+        refused = refused_reason(error)
+        if refused is not None:  # a frame `stream.Input` would not read
+            code, message = JsonRpcParseError.CODE, f"Parse error: {refused}"
+        elif isinstance(error, JsonRpcException):
             code, message = error.code, error.message
         elif isinstance(error, ValueError):  # not JSON, or not UTF-8
             code, message = JsonRpcParseError.CODE, f"Parse error: {one_line(error)}"
@@ -263,8 +266,11 @@ class _OneLine(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage().splitlines()
         first = message[0] if message else ""
-        if record.exc_info and record.exc_info[1] is not None:
-            first += f": {type(record.exc_info[1]).__name__}: {one_line(record.exc_info[1])}"
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and refused_reason(error) is not None:
+            first = f"refused a message: {refused_reason(error)}"
+        elif error is not None:
+            first += f": {type(error).__name__}: {one_line(error)}"
         return f"planc lsp: {record.levelname.lower()}: {first}"
 
 

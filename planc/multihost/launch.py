@@ -30,6 +30,7 @@ import threading
 import time
 
 from planc.multihost import sweep
+from planc.stopping import Stopped, StopSignals
 from planc.multihost.cluster import (JAX_COORDINATOR_ADDRESS, JOB_ADDRESSES, NUM_PROCESSES,
                                      PROCESS_ID)
 
@@ -60,47 +61,6 @@ class LaunchError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_NOT_FOUND):
         super().__init__(message)
         self.exit_code = exit_code
-
-
-class _Stopped(Exception):
-    """planc launch itself received one of `STOP_SIGNALS`."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _Signals:
-    """The stop signals, caught from the launch's first instruction to its last.
-
-    The first one raises `_Stopped` where the launcher is; any later one, or one that
-    arrives while the launch is already ending, only asks to hurry (no grace): cleanup
-    is never interrupted, so it never ends in a traceback.
-    """
-
-    def __init__(self):
-        self.signum: int | None = None
-        self.closing = False
-        self.previous: dict[int, object] = {}
-
-    def handle(self, signum, frame):
-        if self.signum is None and not self.closing:
-            self.signum = signum
-            raise _Stopped(signum)
-        self.signum = self.signum or signum
-
-    @property
-    def hurry(self) -> bool:
-        return self.signum is not None
-
-    def install(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
-                self.previous[sig] = signal.signal(sig, self.handle)
-
-    def restore(self) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
 
 
 def xla_flags(existing: str | None, devices: int) -> str:
@@ -229,7 +189,7 @@ class _Output:
 class _Group:
     """The launched processes, each the leader of its own process group."""
 
-    def __init__(self, signals: _Signals, token: str):
+    def __init__(self, signals: StopSignals, token: str):
         self.procs: list[subprocess.Popen] = []
         self.signals = signals
         self.token = token
@@ -253,7 +213,7 @@ class _Group:
         try:
             while self.running() and time.monotonic() < end and not self.signals.hurry:
                 time.sleep(_POLL)
-        except _Stopped:
+        except Stopped:
             pass  # asked again: no more grace
         self.kill()
 
@@ -296,7 +256,10 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
     signal N of `STOP_SIGNALS` (130 for Ctrl-C, 143 for SIGTERM). Raises `LaunchError`
     (its `exit_code` 127 or 126) when `cmd` cannot be started; nothing is then left.
     """
-    signals = _Signals()
+    # The first stop signal raises `Stopped` where the launcher is; a later one, or one
+    # that arrives while the launch is already ending, only asks to hurry (no grace):
+    # cleanup is never interrupted, so it never ends in a traceback.
+    signals = StopSignals(STOP_SIGNALS)
     guard = None
     group = None
     output = _Output(len(str(processes - 1)))
@@ -341,7 +304,7 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
             output.follow(p.stdout, i, stdout)
             output.follow(p.stderr, i, stderr)
         code = _supervise(group, say, start, timeout)
-    except _Stopped as stopped:
+    except Stopped as stopped:
         name = signal.Signals(stopped.signum).name
         what = "interrupted" if stopped.signum == signal.SIGINT else f"received {name}"
         if group is not None:

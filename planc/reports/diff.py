@@ -64,24 +64,41 @@ class GoldenError(InputError):
 
 
 def read_document(path: str) -> dict:
-    """The `planc.explain/1` document at `path`; `GoldenError` when it is not one."""
+    """The `planc.explain/1` document at `path`; `GoldenError` when it is not one, or not
+    of the shape planc writes (`planc.reports.explain_schema`)."""
+    from planc.reports.explain_schema import SchemaProblem, check_document
+
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as exc:
         raise GoldenError(f"cannot read {path}: {os_error_text(exc)}", path) from None
+
+    def once(pairs):
+        # A key given twice would be read as its last value, unseen by a reviewer.
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            seen: set = set()
+            twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise GoldenError(f"{path}: the JSON names `{twice[:60]}` twice", path)
+        return out
+
+    def no_constant(name):
+        raise ValueError(f"{name} is not a JSON value")
+
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        doc = json.loads(raw.decode("utf-8"), object_pairs_hook=once,
+                         parse_constant=no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise GoldenError(f"{path} is not JSON: {exc}", path) from None
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if schema != GOLDEN_SCHEMA:
         raise GoldenError(f"{path} has schema {json.dumps(schema)}, expected "
                           f"`{GOLDEN_SCHEMA}` (an `explain --format json` document)", path)
-    rows = doc.get("variables")
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(
-            r.get("path"), str) for r in rows):
-        raise GoldenError(f"{path}: `variables` is not a list of variable rows", path)
+    try:
+        check_document(doc)
+    except SchemaProblem as exc:
+        raise GoldenError(f"{path}: {exc}", path) from None
     return doc
 
 
@@ -222,9 +239,50 @@ def _rename_text(renamed: dict) -> str:
     return ", ".join(f"{a} -> {b}" for a, b in renamed.items())
 
 
+# What `lint --golden` compares of each row: every field the table holds. `rule` and
+# `alternative` say where the layout came from (a line that moves changes them), so
+# they are not; nor is explain's `problem` flag.
+_GOLDEN_FIELDS = (("shape", ("shape",)), ("dtype", ("dtype",)),
+                  ("layout", ("axes", "partition_spec", "blocks")),
+                  ("shard_shape", ("shard_shape",)), ("bytes", ("bytes",)),
+                  ("bytes_per_device", ("bytes_per_device",)), ("replicated", ("replicated",)))
+
+
+def _golden_changes(old_rows: list[dict], new_rows: list[dict]) -> list[dict]:
+    """`changes`, with every field of `_GOLDEN_FIELDS` compared."""
+    old = {r["path"]: r for r in old_rows}
+    new = {r["path"]: r for r in new_rows}
+    out = []
+    for path, row in new.items():
+        before = old.get(path)
+        if before is None:
+            out.append({"path": path, "kind": "added"})
+            continue
+        fields = [name for name, keys in _GOLDEN_FIELDS
+                  if any(before.get(k) != row.get(k) for k in keys)]
+        # What follows from another field that differs is not said again.
+        fields = [f for f in fields if not (f == "replicated" and "layout" in fields
+                                            or f == "bytes" and ("shape" in fields
+                                                                 or "dtype" in fields))]
+        if fields:
+            out.append({"path": path, "kind": "changed", "fields": fields,
+                        "old": _golden_cell(before), "new": _golden_cell(row)})
+    out += [{"path": path, "kind": "removed"} for path in old if path not in new]
+    return out
+
+
+def _golden_cell(row: dict) -> dict:
+    return {"shape": row.get("shape"), "dtype": row.get("dtype"),
+            "layout": _layout(row.get("axes"), row.get("blocks")),
+            "shard_shape": row.get("shard_shape"), "bytes": row.get("bytes"),
+            "bytes_per_device": row.get("bytes_per_device"),
+            "replicated": row.get("replicated")}
+
+
 def golden_drift(report, golden: dict, devices: int | None) -> list[Diagnostic]:
-    """One P323 error per variable whose layout drifted from `golden`, one P324 per
-    variable in only one of them; nothing when `golden` was written for another count.
+    """One P323 error per variable whose row drifted from `golden` (any field of
+    `_GOLDEN_FIELDS`), one for a mesh of other sizes, one P324 per variable in only one
+    of them; nothing when `golden` was written for another count.
 
     Each points at the rule that now gives the variable its layout (else the plan's
     `layout` block, else the plan file).
@@ -235,7 +293,13 @@ def golden_drift(report, golden: dict, devices: int | None) -> list[Diagnostic]:
              for a in report.assignments}
     fallback = report.ir.layout_span if report.ir is not None else None
     out = []
-    for c in changes(golden["variables"], report.variable_dicts()):
+    mesh = dict(report.mesh)
+    if golden["mesh"] != mesh:
+        out.append(error("P323", f"the mesh drifted from the golden: {golden['mesh']} -> "
+                         f"{mesh}", fallback, file=None if fallback else report.file,
+                         help="if the change is meant, write the golden again with "
+                         "`planc explain ... --format json -o GOLDEN`"))
+    for c in _golden_changes(golden["variables"], report.variable_dicts()):
         span = spans.get(c["path"]) or fallback
         where = {"file": None if span else report.file, "variable": c["path"]}
         if c["kind"] == "changed":

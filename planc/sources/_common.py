@@ -186,18 +186,59 @@ def _checked_variable(path: Any, shape: Any, dtype: Any) -> Variable:
     return Variable(path, tuple(checked), name)
 
 
+# What numpy (and so every loader) can build: at most 64 dimensions (NPY_MAXDIMS), and
+# a byte count below 2**63 with zero-length dimensions left out (numpy refuses
+# (0, 2**62, 2**62) float32 as too big though it holds nothing).
+MAX_RANK = 64
+MAX_ARRAY_BYTES = (1 << 63) - 1
+
+
+def array_problem(shape: tuple[int, ...], dtype: str) -> str | None:
+    """Why no array of `shape` and `dtype` can exist, or None when one can.
+
+    A checkpoint header describing such a tensor is refused when it is read, by
+    `planc lint --checkpoint` and `plan.load` alike, not when the loader builds it.
+
+    >>> array_problem((0, 2**62, 2**62), "float32")
+    'shape (0, 2**62, 2**62) of float32 would take more than 2**63 bytes (zero-length dimensions left out), more than any array can hold'
+    >>> array_problem((1,) * 65, "float32")
+    'rank 65 is more than the 64 dimensions an array can have'
+    >>> array_problem((4096, 4096), "bfloat16") is None
+    True
+    """
+    if len(shape) > MAX_RANK:
+        return f"rank {len(shape)} is more than the {MAX_RANK} dimensions an array can have"
+    n = max(1, int(_ITEMSIZE.get(dtype, 4) + 0.5))
+    for d in shape:
+        if d:
+            n *= d
+            if n > MAX_ARRAY_BYTES:
+                return (f"shape {_shape_text(shape)} of {dtype} would take more than 2**63 "
+                        f"bytes (zero-length dimensions left out), more than any array can "
+                        f"hold")
+    return None
+
+
 def _shape_text(dims: tuple) -> str:
-    return "(" + ", ".join(map(_dim_text, dims)) + ("," if len(dims) == 1 else "") + ")"
+    # A hostile header may hold thousands of dimensions: the first few are enough.
+    shown = ", ".join(map(_dim_text, dims[:8]))
+    if len(dims) > 8:
+        return f"({shown}, ... {len(dims)} dimensions)"
+    return "(" + shown + ("," if len(dims) == 1 else "") + ")"
 
 
 def _dim_text(d) -> str:
-    """`d` as a message shows it; an integer too long to read, by its size.
+    """`d` as a message shows it: a large power of two as `2**k`, an integer too long to
+    read by its size.
 
-    >>> _dim_text(8), _dim_text(10**300)
-    ('8', 'a 997-bit integer')
+    >>> _dim_text(8), _dim_text(2**62), _dim_text(10**300)
+    ('8', '2**62', 'a 997-bit integer')
     """
-    if isinstance(d, int) and not isinstance(d, bool) and abs(d) >= 2**128:
-        return f"a {abs(d).bit_length()}-bit integer"
+    if isinstance(d, int) and not isinstance(d, bool):
+        if d >= 2**20 and d & (d - 1) == 0:
+            return f"2**{d.bit_length() - 1}"
+        if abs(d) >= 2**128:
+            return f"a {abs(d).bit_length()}-bit integer"
     return str(d)
 
 

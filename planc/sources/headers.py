@@ -30,7 +30,8 @@ from typing import Any
 from planc.fileio import open_counted, os_error_text
 from planc.frozen import Frozen
 from planc.variables import Variable, itemsize
-from planc.sources._common import SAFETENSORS_DTYPES, SourceError, make_variable, one_line
+from planc.sources._common import (MAX_ARRAY_BYTES, SAFETENSORS_DTYPES, SourceError,
+                                   array_problem, make_variable, one_line)
 
 # A header this large is not a checkpoint header: the largest real ones (tens of
 # thousands of tensors) are a few MB. Refusing early stops a garbage length from
@@ -226,6 +227,9 @@ def _safetensors_entry(name: str, entry: Any, data_bytes: int, data_start: int,
         var = make_variable(name, entry["shape"], code)
     except ValueError as e:
         raise SourceError(f"{origin}: {shown(str(e), 300)}") from None
+    problem = array_problem(var.shape, var.dtype)
+    if problem:
+        raise SourceError(f"{origin}: {who}: {problem}")
     offsets = entry["data_offsets"]
     if (not isinstance(offsets, list) or len(offsets) != 2
             or not all(type(o) is int and o >= 0 for o in offsets)
@@ -233,6 +237,8 @@ def _safetensors_entry(name: str, entry: Any, data_bytes: int, data_start: int,
         raise SourceError(f"{origin}: {who} has data_offsets that are not [begin, end] "
                           f"with 0 <= begin <= end")
     begin, end = offsets
+    if end > MAX_ARRAY_BYTES:  # a number this long is not quoted back
+        raise SourceError(f"{origin}: {who} has data_offsets past 2**63, beyond any file")
     if end > data_bytes:
         raise SourceError(f"{origin}: truncated file: {who} ends at data byte {end} but "
                           f"the file holds only {data_bytes} data bytes (offsets out of "
@@ -390,10 +396,13 @@ def read_npz_members(path: str | os.PathLike) -> tuple[NpzMember, ...]:
                 offset = None
                 if info.compress_type == zipfile.ZIP_STORED:
                     offset = _stored_data_offset(raw, info, where) + used
-                    if offset + var.nbytes > size or used + var.nbytes > info.file_size:
-                        raise SourceError(f"{where}: truncated: `{shown(name)}` needs "
-                                          f"{var.nbytes} data bytes that the archive does "
-                                          f"not hold")
+                # A compressed member's size is the central directory's, as unpacked:
+                # a header that asks for more is a truncated member, not a read error.
+                if ((offset is not None and offset + var.nbytes > size)
+                        or used + var.nbytes > info.file_size):
+                    raise SourceError(f"{where}: truncated: `{shown(name)}` needs "
+                                      f"{var.nbytes} data bytes but the member holds "
+                                      f"{max(0, info.file_size - used)}")
                 out.append(NpzMember(name, info.filename, var, fortran, descr, offset))
     except SourceError:
         raise
@@ -461,8 +470,13 @@ def _npz_variable(name: str, descr: Any, shape: Any, origin: str) -> Variable:
                           f"bfloat16 and float8 this way and loses the type); save to "
                           f"safetensors or a planc manifest instead")
     if not isinstance(shape, tuple):
-        raise SourceError(f"{origin}: `{name}` has shape {shape!r}, not a tuple")
+        raise SourceError(f"{origin}: `{shown(name)}` has shape {shown(repr(shape), 80)}, "
+                          f"not a tuple")
     try:
-        return make_variable(name, shape, descr)
+        var = make_variable(name, shape, descr)
     except ValueError as e:
-        raise SourceError(f"{origin}: {e}") from None
+        raise SourceError(f"{origin}: {shown(str(e), 300)}") from None
+    problem = array_problem(var.shape, var.dtype)
+    if problem:
+        raise SourceError(f"{origin}: `{shown(name)}`: {problem}")
+    return var

@@ -35,6 +35,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from planc.diagnostics.text import hidden
+
 _RUN = re.compile(r"([0-9]+)")
 _META = set(".^$*+?{}[]\\|()")
 _SEPARATORS = {"/", "\\.", "_", "-", ":"}
@@ -70,12 +72,16 @@ class _Family:
 
 
 def _escape(ch: str) -> str:
+    """`ch` as a pattern writes it: a person reviews the plan, so a character that is not
+    plainly visible (a tab, U+202E, a zero-width space) is an escape Python's `re`
+    reads, never the character itself."""
     if ch in _META:
         return "\\" + ch
     if ch == '"':
         return '\\"'
-    if ord(ch) < 0x20 or ord(ch) == 0x7F:
-        return f"\\x{ord(ch):02x}"
+    if hidden(ch):
+        n = ord(ch)
+        return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
     return ch
 
 

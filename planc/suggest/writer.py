@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planc.diagnostics.text import hidden
 from planc.resolve import human_bytes
 from planc.suggest.families import RuleSpec
 from planc.suggest.layouts import FSDP, MODEL, shard_bytes
@@ -42,7 +43,7 @@ def layout_text(layout: tuple) -> str:
 
 def _clean(text: str) -> str:
     """Comment text on one line, whatever a source name holds."""
-    return "".join(c if c.isprintable() else "?" for c in text)
+    return "".join("?" if hidden(c) else c for c in text)
 
 
 def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple[int, ...],

@@ -15,6 +15,7 @@ from planc import limits
 from planc.diagnostics import Diagnostic, PlanError, error
 from planc.syntax import ast
 from planc.syntax.files import one_line_ending, read_plan_text
+from planc.syntax.hidden_text import hidden_text
 from planc.syntax.parser import parse
 
 
@@ -135,6 +136,7 @@ class _Includer:
 
     def _collect(self, module: ast.Module, statements: Statements, chain: tuple, depth: int):
         top = depth == 0
+        self.diags.extend(hidden_text(module, self.sources.get(module.file, "")))
         for stmt in module.statements:
             if isinstance(stmt, ast.IncludeStmt):
                 self._include(stmt, module.file, statements, chain, depth)

@@ -15,6 +15,7 @@ needed. `cat DIR/_CHECKPOINT_METADATA` shows it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -248,13 +249,16 @@ def _give_back_freed_memory() -> None:
 
 
 def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
-               devices: int | None = None) -> None:
+               devices: int | None = None, held=contextlib.nullcontext) -> None:
     """Write a checkpoint at `directory` from `parts`, each `{name: jax.Array}` with
     names disjoint from the other parts', one Orbax partial save per part, then finalize.
 
     Only one part is alive at a time (pass a generator), so memory is bounded by the
     largest part, not by the checkpoint. The directory appears only when Orbax finalizes;
     on any failure what was written is removed and nothing is left at `directory`.
+    Each Orbax call runs inside `held()`: `planc.stopping.StopSignals.held` keeps a
+    signal from cutting one short, since Orbax's own threads would go on writing into
+    what the cleanup removes.
     """
     import jax
     import orbax.checkpoint.experimental.v1 as ocp
@@ -267,14 +271,18 @@ def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
         wrote = False
         for part in parts:
             if part:
-                ocp.partial.save(directory, nest(part),
-                                 custom_metadata=None if wrote else {PLAN_KEY: record})
+                with held():
+                    ocp.partial.save(directory, nest(part),
+                                     custom_metadata=None if wrote else {PLAN_KEY: record})
                 wrote = True
             del part  # the next part is built while this one is already freed
             _give_back_freed_memory()
         if not wrote:
             raise ValueError("nothing to save: the checkpoint has no tensors")
-        ocp.partial.finalize(directory)
+        with held():
+            ocp.partial.finalize(directory)
     except BaseException:
-        _clean(_leftovers(directory) - before)
+        # `directory` did not exist (`_refuse_existing`): a signal held through the
+        # finalize is raised once the checkpoint is whole, and it goes too.
+        _clean(_leftovers(directory) - before | {directory})
         raise

@@ -64,11 +64,11 @@ ENTRIES = {
         fix='Download or write the checkpoint again.'),
     'P411': dict(
         severity='error',
-        title="index shard outside the index's directory",
-        what="an index's `weight_map` names a shard outside the index's own directory (absolute, `..`, a link leading out); the shard is never opened",
-        why="A shard outside the index's directory could read any file.",
-        example='`"weight_map": {"w": "../../etc/passwd"}`',
-        fix='Keep shards beside the index (`weight_map` names relative to it).'),
+        title="checkpoint data outside the checkpoint (an index's shard, an HDF5 link or dataset)",
+        what="a checkpoint's data lies outside it: an index's `weight_map` names a shard outside the index's own directory (absolute, `..`, a link leading out), or an HDF5 file holds an external link, a virtual dataset mapped from another file, or a dataset with external storage; the outside file is never opened",
+        why="Data outside the checkpoint could be any file of the host, read as tensor values, or another file's values passed off as this one's.",
+        example='`"weight_map": {"w": "../../etc/passwd"}`; `create_dataset(..., external=[("/etc/shadow", 0, n)])`',
+        fix="Keep every tensor inside the checkpoint: shards beside the index (`weight_map` names relative to it), HDF5 datasets in the file itself (save the weights again)."),
     'P412': dict(
         severity='error',
         title='index names a missing shard file',

@@ -215,4 +215,11 @@ ENTRIES = {
         why='Linting a plan (in CI, on a pull request) must not run code the plan names.',
         example='`model "mymodels:build"`',
         fix='Name a file (checkpoint, manifest, config), map the plan to the module in `[tool.planc]` of pyproject.toml, or pass `--model`.'),
+    'P135': dict(
+        severity='warning',
+        title='string or comment holds a character that is not plainly visible',
+        what='a string or comment holds a character that is not plainly visible: a bidi control (U+202E), a zero-width or no-break space, another control or format character, a blank-drawn one (U+3164); one warning per string, at the first',
+        why='A plan is reviewed as text: such a character makes a line read in another order than it runs, or two patterns that look alike match different paths.',
+        example='a pattern copied from a model path that holds U+202E',
+        fix='Remove it; in a pattern, write it as an escape (`\\u202e`), which matches it and shows what it is. `planc suggest` writes such characters as escapes.'),
 }

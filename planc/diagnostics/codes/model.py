@@ -150,14 +150,14 @@ ENTRIES = {
     'P322': dict(
         severity='error',
         title='golden file unreadable or of another schema',
-        what='`--golden` (or a `planc diff` input): the file cannot be read, is not JSON, or is not a `planc.explain/1` document',
+        what='`--golden` (or a `planc diff` input): the file cannot be read, is not JSON (a key twice, NaN), is not a `planc.explain/1` document, or not of its shape (a field of another type or rank, a number past 2**63, a variable twice, a field planc does not write; a golden without a device count)',
         why='Drift can only be measured against a golden table planc wrote.',
         example='a `planc.report/1` file given as `--golden`',
         fix='Write it with `planc explain PLAN --model SRC --devices N --format json -o FILE`.'),
     'P323': dict(
         severity='error',
         title="variable's layout drifted from the golden",
-        what="a variable's layout, shard shape or bytes per device differ from the golden",
+        what="a variable's row differs from the golden (shape, dtype, layout, shard shape, bytes, bytes per device, replicated), or the mesh does",
         why='A committed golden is the reviewed layout; a change must be seen, not slip in.',
         example='`dense/bias` was `(model)`, is now `replicated`',
         fix='Undo the change, or write the golden again if it is meant.'),

@@ -1,0 +1,141 @@
+"""`planc reshard` stopped by Ctrl-C or SIGTERM, and on a full disk: one line, the shell's
+exit code (130, 143) or P419, and nothing left beside the source.
+
+Each run is a real `planc reshard` in a process of its own, sent a real signal at a
+chosen point: a driver wraps a step of the run (Orbax's partial save, the read of a
+tensor) so the signal lands in it, then runs `planc.cli.main`.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from conftest import ROOT
+
+PLAN = ('mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\nlayout {\n'
+        '    "layer\\d+/kernel" -> (model, _)\n}\n')
+
+# Runs `planc reshard SRC -o DST --plan PLAN`, sending signal SIG at POINT:
+#   write: while Orbax writes the first part (its temporary directory exists);
+#   read:  as the second tensor is read;
+#   gc:    inside a garbage-collection callback while the first tensor is read, where
+#          Python drops the exception a signal handler raises.
+DRIVER = r'''
+import gc, os, signal, sys, threading, time
+point, sig, src, dst, plan = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+
+def kill():
+    os.kill(os.getpid(), sig)
+
+if point == "write":
+    import orbax.checkpoint.experimental.v1 as ocp
+    real_save = ocp.partial.save
+
+    def save(directory, *args, **kwargs):
+        tmp = str(directory) + ".partial_save.orbax-checkpoint-tmp"
+        def watch():
+            while not os.path.exists(tmp):
+                time.sleep(0.001)
+            kill()
+        threading.Thread(target=watch, daemon=True).start()
+        return real_save(directory, *args, **kwargs)
+    ocp.partial.save = save
+else:
+    import planc.targets.reshard as reshard
+    real_build, calls = reshard.build_array, []
+
+    def build(*args, **kwargs):
+        calls.append(1)
+        if point == "read" and len(calls) == 2:
+            kill()
+        if point == "gc" and len(calls) == 1:
+            def callback(phase, info):
+                if phase == "start" and callback in gc.callbacks:
+                    gc.callbacks.remove(callback)
+                    kill()
+                    for _ in range(1000):  # the handler runs here, in the callback
+                        pass
+            gc.callbacks.append(callback)
+            gc.collect()
+        return real_build(*args, **kwargs)
+    reshard.build_array = build
+
+from planc.cli import main
+sys.exit(main(["reshard", src, "-o", dst, "--plan", plan]))
+'''
+
+
+@pytest.fixture
+def work(tmp_path):
+    rng = np.random.default_rng(0)
+    save_file({f"layer{i}/kernel": rng.standard_normal((1024, 256)).astype(np.float32)
+               for i in range(4)}, str(tmp_path / "src.safetensors"))
+    (tmp_path / "p.kd").write_text(PLAN)
+    (tmp_path / "driver.py").write_text(DRIVER)
+    (tmp_path / "out").mkdir()
+    return tmp_path
+
+
+def _run(work, point, sig):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, str(work / "driver.py"), point, str(int(sig)),
+                           str(work / "src.safetensors"), str(work / "out" / "dst"),
+                           str(work / "p.kd")], capture_output=True, text=True, timeout=300,
+                          env=env)
+
+
+@pytest.mark.parametrize("point,sig,code,line", [
+    ("write", "SIGINT", 130, "planc: interrupted"),
+    ("write", "SIGTERM", 143, "planc: stopped by SIGTERM"),
+    ("read", "SIGTERM", 143, "planc: stopped by SIGTERM"),
+    ("gc", "SIGINT", 130, "planc: interrupted"),
+])
+def test_a_stopped_reshard_says_one_line_and_leaves_nothing(work, point, sig, code, line):
+    import signal
+
+    result = _run(work, point, getattr(signal, sig))
+    assert (result.returncode, result.stdout, result.stderr) == (code, "", line + "\n")
+    assert os.listdir(work / "out") == []
+
+
+def test_the_run_the_stops_interrupt_writes_a_checkpoint_when_left_alone(work):
+    result = _run(work, "none", 0)
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(work / "out") == ["dst"]
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs, smaller than the 4 MiB checkpoint: where it cannot be mounted (not root, no tmpfs), the test skips."""
+    mount = tmp_path / f"full-{uuid.uuid4().hex[:8]}"
+    mount.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a full disk is simulated with a 1 MiB tmpfs, which needs root")
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_is_one_p419_without_tracebacks(work, full_disk):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    dst = full_disk / "dst"
+    result = subprocess.run([sys.executable, "-m", "planc", "reshard",
+                             str(work / "src.safetensors"), "-o", str(dst), "--plan",
+                             str(work / "p.kd")], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == (f"error[P419]: Orbax could not write {dst} (No space left on "
+                             f"device; RESOURCE_EXHAUSTED); nothing was left there\n\n"
+                             f"found 1 error\n")
+    assert os.listdir(full_disk) == []
