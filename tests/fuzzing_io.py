@@ -1,6 +1,6 @@
 """Fuzzing what planc reads besides plans: checkpoint headers and the language server's
 framing. `tests/fuzzing.py` runs these cases in its campaign (`make fuzz`);
-`tests/fuzz/test_fuzz_io.py` runs a few hundred.
+`tests/robustness/test_fuzz_io.py` runs a few hundred.
 
 * `checkpoints()`: a checkpoint file from a hypothesis draw: a safetensors header with
   extreme numbers (0, 2**62, 2**64, a thousand digits, five thousand digits, negative,

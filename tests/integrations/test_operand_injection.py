@@ -92,7 +92,7 @@ EXPRESSION = re.compile(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}")
 
 
 def _run_action_lint(repo: Path, **inputs):
-    """The action's lint step as a runner runs it (see tests/test_action.py)."""
+    """The action's lint step as a runner runs it (see tests/integrations/test_action.py)."""
     (step,) = [s for s in ACTION["runs"]["steps"] if s.get("name") == "Lint"]
     values = {k: str(v.get("default", "")) for k, v in ACTION["inputs"].items()}
     values.update(inputs)
