@@ -89,6 +89,8 @@ def read_document(path: str) -> dict:
     try:
         doc = json.loads(raw.decode("utf-8"), object_pairs_hook=once,
                          parse_constant=no_constant)
+    except GoldenError:
+        raise  # a key twice, said by `once` (an InputError, so a ValueError too)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise GoldenError(f"{path} is not JSON: {exc}", path) from None
     schema = doc.get("schema") if isinstance(doc, dict) else None

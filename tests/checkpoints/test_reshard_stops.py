@@ -47,7 +47,7 @@ if point == "write":
         return real_save(directory, *args, **kwargs)
     ocp.partial.save = save
 else:
-    import planc.targets.reshard as reshard
+    import planc.checkpoints.sharded.reshard as reshard
     real_build, calls = reshard.build_array, []
 
     def build(*args, **kwargs):
