@@ -11,6 +11,7 @@ from planc.multihost.environments import DETECT_METHODS
 from planc.syntax import ast
 
 _CLUSTER_KEYS = ("coordinator", "processes", "process_id", "detect")
+_BUDGET_KEYS = ("per_device", "host", "state")
 
 
 class Settings(CheckerBase):
@@ -21,23 +22,29 @@ class Settings(CheckerBase):
         if not statements.budget:
             return None
         stmt = statements.budget[0]
-        per_device, state = None, 1
+        per_device, state, host, host_span = None, 1, None, None
         for kw in stmt.args:
             key = kw.name.text
             if key == "per_device":
                 per_device = self._int_value(kw.value, params, "`per_device`")
+            elif key == "host":
+                host, host_span = self._int_value(kw.value, params, "`host`"), kw.span
             elif key == "state":
                 state = self._int_value(kw.value, params, "`state`") or 1
             else:
                 self.err("P119", f"unknown budget setting `{key}`", kw.name.span,
-                         label="unknown", help=self._hint(key, ("per_device", "state")) or
-                         "budget takes `per_device = SIZE` and `state = K`")
-        if per_device is None:
-            if not any(kw.name.text == "per_device" for kw in stmt.args):
-                self.err("P119", "`budget` needs `per_device = SIZE`", stmt.span,
-                         label="no per-device size", help="e.g. `budget(per_device = 80 GB)`")
+                         label="unknown", help=self._hint(key, _BUDGET_KEYS) or
+                         "budget takes `per_device = SIZE`, `host = SIZE` and `state = K`")
+        given = {kw.name.text for kw in stmt.args}
+        if per_device is None and host is None:
+            if not given & {"per_device", "host"}:
+                self.err("P119", "`budget` needs `per_device = SIZE` or `host = SIZE`",
+                         stmt.span, label="no size",
+                         help="e.g. `budget(per_device = 80 GB)`")
             return None
-        return Budget(per_device, state, stmt.span)
+        if ("per_device" in given and per_device is None) or ("host" in given and host is None):
+            return None  # the bad size is reported; no budget is checked half-read
+        return Budget(per_device, state, stmt.span, host, host_span)
 
     def _checks(self, statements, params, mesh: Mesh) -> tuple[Check, ...]:
         out = []

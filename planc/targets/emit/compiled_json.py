@@ -57,7 +57,7 @@ SCHEMA = "planc.compiled/1"
 _NOT_MEANING = {"file", "sources", "diagnostics", "layout_span", "rename_span", "span"}
 # Fields added after fingerprints were first published: left out while empty, so a plan
 # that does not use them keeps the fingerprint it always had.
-_LEFT_OUT_EMPTY = {"renames", "axis_types"}
+_LEFT_OUT_EMPTY = {"renames", "axis_types", "state", "state_default", "host"}
 
 
 def _canonical(value):
