@@ -91,7 +91,7 @@ def constrain(ir: PlanIR, x, name: str, mesh=None):
     if missing is not None:
         _warn(bound, missing)
         return x
-    return target.place(x, NamedSharding(mesh, target._spec(assignment.layout)))
+    return target.place(x, target._shardings_of(bound, mesh, [assignment])[0])
 
 
 def activation_spec(ir: PlanIR, name: str, rank: int, mesh=None) -> PartitionSpec | None:

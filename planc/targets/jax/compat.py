@@ -16,7 +16,7 @@ import jax
 from planc.diagnostics import PlanError, Span, error
 from planc.ir import PlanIR
 
-__all__ = ["MIN_JAX", "FEATURES", "require", "axis_type"]
+__all__ = ["MIN_JAX", "FEATURES", "require", "axis_type", "require_host_memory"]
 
 MIN_JAX = "0.7.1"
 
@@ -87,3 +87,39 @@ def axis_type(ir: PlanIR, name: str, *, module=jax):
             f"axis type `{name}`", span, label="asks for it",
             help=f"install jax>={MIN_JAX}, the oldest JAX planc supports"),), sources)
     return member
+
+
+PINNED_HOST = "pinned_host"
+
+
+def require_host_memory(ir: PlanIR, rules, device, *, module=jax) -> None:
+    """Nothing when `device` addresses pinned host memory; else `PlanError` with one P340
+    at the `on host` of each of `rules` (the rules whose layouts are `on host`).
+
+    `module` is the JAX whose version a message names (the installed one).
+
+    >>> import planc
+    >>> plan = planc.loads('mesh(batch = auto)\\nmodel_parallel\\nlayout { "w" -> replicated on host }')
+    >>> require_host_memory(plan.ir, plan.ir.rules, jax.devices()[0]) is None
+    True
+    """
+    memories = getattr(device, "addressable_memories", None)
+    kinds = () if memories is None else tuple(m.kind for m in memories())
+    if PINNED_HOST in kinds:
+        return
+    if memories is None:
+        why = f"jax {module.__version__} gives its devices no memory kinds"
+    else:
+        why = (f"the {device.platform} devices have no `{PINNED_HOST}` memory (theirs: "
+               + ", ".join(f"`{k}`" for k in kinds) + ")")
+    seen, problems = set(), []
+    for rule in rules:
+        if rule is None or id(rule) in seen:
+            continue
+        seen.add(id(rule))
+        problems.append(error(
+            "P340", f"rule {rule.label} places its layout in pinned host memory, but {why}",
+            rule.layout.host_span or rule.span, label="`on host` here", rule=rule.where,
+            help=f"run where the devices address `{PINNED_HOST}` memory (XLA:CPU and GPU "
+                 f"do, with jax >= {MIN_JAX}), or drop `on host`"))
+    raise PlanError(tuple(problems), ir.source_dict)
