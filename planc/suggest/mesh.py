@@ -113,13 +113,7 @@ def choose_mesh(variables, roles, devices: int, strategy: str = "auto", tp: int 
                 budget: int | None = None, state: int = 1) -> MeshChoice:
     """The mesh for `strategy` on `devices` devices; `PlanError` (P501, P504, P505) when
     none fits. `budget` bounds the most loaded device's bytes times `state`."""
-    candidates = _candidates(variables, roles, devices, strategy, tp)
-    evaluated = [evaluate(variables, roles, devices, s, k) for s, k in candidates]
-    fits = [c for c in evaluated if budget is None or c.needs(state) <= budget]
-    if not fits and state > 1:
-        zero = [z for z in (with_zero1(c, variables, roles) for c in evaluated)
-                if z is not None]
-        fits = [c for c in zero if c.needs(state) <= budget]
+    evaluated, fits = _fitting(variables, roles, devices, strategy, tp, budget, state)
     if not fits:
         raise PlanError((_nothing_fits(variables, roles, devices, strategy, tp, budget, state,
                                        evaluated),))
@@ -131,6 +125,19 @@ def choose_mesh(variables, roles, devices: int, strategy: str = "auto", tp: int 
             return low[0]
         return min(fits, key=lambda c: (c.cost.per_device, c.tp))
     return fits[0]
+
+
+def _fitting(variables, roles, devices, strategy, tp, budget, state):
+    """(every mesh evaluated, those that fit the budget): with slots as their parameters,
+    else, for `state` > 1, with ZeRO-1 slots."""
+    candidates = _candidates(variables, roles, devices, strategy, tp)
+    evaluated = [evaluate(variables, roles, devices, s, k) for s, k in candidates]
+    fits = [c for c in evaluated if budget is None or c.needs(state) <= budget]
+    if not fits and state > 1:
+        zero = [z for z in (with_zero1(c, variables, roles) for c in evaluated)
+                if z is not None]
+        fits = [c for c in zero if c.needs(state) <= budget]
+    return evaluated, fits
 
 
 def _candidates(variables, roles, devices, strategy, tp) -> list[tuple[str, int]]:
@@ -216,9 +223,11 @@ def _smallest_device_count(variables, roles, devices, strategy, tp, budget, stat
     for n in tried:
         if n > _MAX_DEVICES:
             break
+        # Asked without `choose_mesh`, whose diagnostic for a count that does not fit
+        # would search again from that count, and so on without end.
         try:
-            choose_mesh(variables, roles, n, strategy, tp, budget, state)
+            if _fitting(variables, roles, n, strategy, tp, budget, state)[1]:
+                return n
         except PlanError:
             continue
-        return n
     return None
