@@ -19,7 +19,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import models_jax as models  # noqa: E402
 import planc  # noqa: E402
-from planc.targets.jax.compat import require_host_memory  # noqa: E402
+from planc.targets.jax.compat import _host_outputs_failure, require_host_memory  # noqa: E402
 from planc.targets.jax.sharding import tree_paths  # noqa: E402
 from targets.test_compile import compile_cli, load_module  # noqa: E402
 
@@ -116,7 +116,24 @@ def zero1():
 
 @pytest.fixture(scope="module")
 def offload():
+    failure = _host_outputs_failure(planc.loads(OFFLOAD).mesh())
+    if failure is not None:  # jax 0.7.1 (`make test-oldest`): P340, tested below
+        pytest.skip(f"jax {jax.__version__} cannot compile programs with outputs in host "
+                    f"memory: {failure}")
     return _train(OFFLOAD)
+
+
+def test_init_in_host_memory_compiles_or_is_p340_at_each_on_host():
+    plan = planc.loads(OFFLOAD, file="p.kd")
+    if _host_outputs_failure(plan.mesh()) is None:
+        _, state = plan.init(_make, jax.random.key(0, impl="rbg"))
+        assert {leaf.sharding.memory_kind for _, _, leaf in _slots(state)} == {"pinned_host"}
+        return
+    with pytest.raises(planc.PlanError) as info:
+        plan.init(_make, jax.random.key(0, impl="rbg"))
+    found = info.value.diagnostics
+    assert [(d.code, d.span.line) for d in found] == [("P340", 12), ("P340", 13)]
+    assert f"jax {jax.__version__} cannot compile a program" in found[0].message
 
 
 def _slots(state):
@@ -182,6 +199,15 @@ def test_offloaded_slots_are_in_host_memory_after_init_and_after_steps(offload):
         assert state[0].count.sharding.memory_kind == "device"
     for path, leaf in tree_paths(offload.params)[0]:
         assert leaf.sharding.memory_kind == "device", path
+
+
+def test_shard_places_optimizer_state_by_its_parameters(offload, zero1):
+    for run in (offload, zero1):
+        on_host = jax.device_get(run.state)
+        placed = run.plan.shard(on_host, params=run.params)
+        for (path, a), (_, b) in zip(tree_paths(placed)[0], tree_paths(run.state)[0]):
+            assert (a.sharding.spec, a.sharding.memory_kind) == \
+                (b.sharding.spec, b.sharding.memory_kind), path
 
 
 def test_offloaded_state_is_in_host_memory_after_a_load(offload, tmp_path):

@@ -58,7 +58,8 @@ from planc.resolve import Assignment, ResolvedLayout, Resolver, replicated, slot
 from planc.sources.objects import key_text
 from planc.targets.devices import _device_grid, _device_list
 from planc.targets.expressible import indivisible_batch, scalar_batch
-from planc.targets.jax.compat import axis_type, require, require_host_memory
+from planc.targets.jax.compat import (axis_type, require, require_host_memory,
+                                     require_host_outputs)
 from planc.variables import Variable
 
 __all__ = [
@@ -385,7 +386,16 @@ def init_jit(ir: PlanIR, fn, *args, mesh=None, **kwargs):
     XLA takes the option."""
     mesh, ir = _mesh(ir, mesh)
     out = _model_shardings(ir, mesh, jax.eval_shape(fn, *args, **kwargs))
+    _compilable(ir, mesh, out)
     return _init_program(fn, out, mesh), out
+
+
+def _compilable(ir: PlanIR, mesh: Mesh, out) -> None:
+    """P340 when some of `out` is in host memory and XLA cannot compile a program that
+    writes there on `mesh` (see `require_host_outputs`)."""
+    if any(s.memory_kind == "pinned_host" for s in jax.tree_util.tree_leaves(out)):
+        variables = {id(r) for r in (*ir.rules, ir.default, *ir.state, ir.state_default)}
+        require_host_outputs(ir, [r for r in ir.host_rules() if id(r) in variables], mesh)
 
 
 def _init_program(fn, out, mesh):
@@ -469,6 +479,7 @@ def init(ir: PlanIR, fn, *args, mesh=None, **kwargs):
     mesh, ir = _mesh(ir, mesh)
     shapes = jax.eval_shape(fn, *args, **kwargs)
     out = _model_shardings(ir, mesh, shapes)
+    _compilable(ir, mesh, out)
     leaves, treedef = jax.tree_util.tree_flatten(shapes)
     sizes = [math.prod(l.shape) * l.dtype.itemsize for l in leaves]
     program = _init_program(fn, out, mesh)
