@@ -294,3 +294,28 @@ def test_on_host_without_that_memory_is_p340_at_each_on_host(device, why):
             for d in found} == {"on host"}
     assert all(why in d.message for d in found)
     assert "on host" in str(info.value)
+
+
+ACTIVATION = LAYOUT + 'outputs {\n    "hidden" -> (data, _) on host\n}\n'
+
+
+def test_an_output_rule_on_host_places_the_activation_in_host_memory(tmp_path):
+    plan = planc.loads(ACTIVATION)
+    mesh = plan.mesh()
+    sharding = plan.output_sharding("hidden", 2, mesh)
+    assert (sharding.spec, sharding.memory_kind) == (P("data", None), "pinned_host")
+    outside = plan.constrain(np.ones((16, 8), np.float32), "hidden", mesh)
+    assert (outside.sharding.spec, outside.sharding.memory_kind) == (P("data", None), "pinned_host")
+    path = tmp_path / "plan.kd"
+    path.write_text(ACTIVATION)
+    assert compile_cli(path, "--target", "jax", "-o", tmp_path / "act.py") == 0
+    module = load_module(tmp_path / "act.py", "plan_sharding_activation")
+    theirs = module.output_sharding("hidden", 2, mesh)
+    assert (theirs.spec, theirs.memory_kind) == (sharding.spec, sharding.memory_kind)
+    if _host_outputs_failure(mesh) is not None:
+        pytest.skip(f"jax {jax.__version__} cannot compile programs writing host memory")
+    for constrain in (lambda x: plan.constrain(x, "hidden", mesh),
+                      lambda x: module.constrain(x, "hidden", mesh)):
+        inside = jax.jit(lambda x, c=constrain: c(x * 2))(np.ones((16, 8), np.float32))
+        assert inside.sharding.memory_kind == "pinned_host"
+        assert inside.sharding.is_equivalent_to(sharding, 2)
