@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 
 import jax
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import PartitionSpec
 
 from planc.diagnostics import Diagnostic, PlanError, error, note
 from planc.diagnostics.text import render_text
