@@ -74,7 +74,7 @@ class Report(Frozen):
     follow the model's order; `shard_shapes` and `bytes_per_device` run parallel to them.
     For a plan with `state` rules or `on host` layouts, `slots` (parallel too) is each
     variable's optimizer slots: the assignment of its `state` rule, or its own where its
-    slots mirror it; and `kinds` their bytes by memory. Both are empty otherwise.
+    slots mirror it; and `kinds` their bytes by memory. They are empty and None otherwise.
     """
 
     plan_name: str
@@ -89,7 +89,7 @@ class Report(Frozen):
     sources: dict = _NO_SOURCES
     ir: PlanIR | None = None  # the plan as validated
     slots: tuple[Assignment, ...] = ()
-    kinds: ItemisedBytes = ItemisedBytes()
+    kinds: ItemisedBytes | None = None
     _not_compared = ("sources", "ir")
     _not_shown = ("shard_shapes", "bytes_per_device", "sources", "ir", "slots", "kinds")
 

@@ -16,7 +16,7 @@ from planc.ir import PlanIR
 from planc.progress import with_progress
 from planc.resolve.findings import budget_findings, large_replicated_findings, skipped_findings
 from planc.resolve.answers import slot_assignments
-from planc.resolve.memory import ItemisedBytes, itemised_bytes, memory_summary, shard_bytes
+from planc.resolve.memory import itemised_bytes, memory_summary, shard_bytes
 from planc.resolve.report import Report
 from planc.resolve.resolver import Resolver
 from planc.variables import Variable
@@ -130,5 +130,4 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
     mesh = {a.name: a.global_size for a in ir.mesh.axes}
     shown = devices if _is_count(devices) else count
     return Report(ir.name, ir.file, diags, tuple(assignments), shown, mesh, memory,
-                  tuple(shards), tuple(per_device), ir.source_dict, ir, tuple(slots),
-                  kinds or ItemisedBytes())
+                  tuple(shards), tuple(per_device), ir.source_dict, ir, tuple(slots), kinds)
