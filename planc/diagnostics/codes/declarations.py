@@ -215,4 +215,18 @@ ENTRIES = {
         why='Linting a plan (in CI, on a pull request) must not run code the plan names.',
         example='`model "mymodels:build"`',
         fix='Name a file (checkpoint, manifest, config), map the plan to the module in `[tool.planc]` of pyproject.toml, or pass `--model`.'),
+    'P140': dict(
+        severity='error',
+        title='unknown memory after `on`',
+        what='`on WORD` after a layout names no memory (the one memory is `host`)',
+        why='`on host` places a layout in pinned host memory; any other word would be a memory planc cannot place anything in.',
+        example='`"mlp/.*" -> (fsdp, _) on hots`',
+        fix='Write `on host`, or leave `on ...` out for device memory.'),
+    'P141': dict(
+        severity='warning',
+        title='host budget with nothing in host memory',
+        what='`budget(host = SIZE)` in a plan whose `layout` and `state` rules place nothing `on host`',
+        why='The budget bounds bytes no variable or optimizer slot will ever use: a rule meant to say `on host` probably lost it.',
+        example='`budget(per_device = 80 GB, host = 200 GB)` without any `on host`',
+        fix='Write `on host` after the layouts to offload, or remove `host =`.'),
 }
