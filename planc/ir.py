@@ -340,23 +340,23 @@ class PlanIR(Frozen):
         """Whether a `state` block lays out optimizer slots (else they mirror the parameters)."""
         return bool(self.state) or self.state_default is not None
 
-    def host_rules(self) -> tuple[Rule, ...]:
+    def host_rules(self, outputs: bool = True) -> tuple[Rule, ...]:
         """The rules, of every block, whose layout is `on host`, in block order (`layout`,
-        `state`, `outputs`), each block's default last."""
-        return tuple(r for r in _with_defaults(self) if r.layout.host)
+        `state`, `outputs`), each block's default last; with `outputs=False`, only those
+        placing variables and optimizer slots (not the activations of `outputs`)."""
+        return tuple(r for r in _with_defaults(self, outputs) if r.layout.host)
 
     @property
     def itemised_memory(self) -> bool:
         """Whether the memory model counts device and host bytes apart, and the slots at
         their own layouts: the plan lays out optimizer slots itself, or places variables
         or slots in host memory. Otherwise its figures are those plans always had."""
-        variables = (*self.rules, self.default, *self.state, self.state_default)
-        return self.has_state_rules or any(r is not None and r.layout.host for r in variables)
+        return self.has_state_rules or bool(self.host_rules(outputs=False))
 
 
-def _with_defaults(ir: PlanIR):
-    for rules, default in ((ir.rules, ir.default), (ir.state, ir.state_default),
-                           (ir.outputs, ir.outputs_default)):
+def _with_defaults(ir: PlanIR, outputs: bool = True):
+    blocks = ((ir.rules, ir.default), (ir.state, ir.state_default))
+    for rules, default in blocks + (((ir.outputs, ir.outputs_default),) if outputs else ()):
         yield from rules
         if default is not None:
             yield default

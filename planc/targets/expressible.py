@@ -7,8 +7,9 @@ Keras target (`plan.to_keras()`, `plan.layout_map`) and the Keras module `planc 
 tensor's shape where Keras looks a layout up by path alone, a layout `on host` (a
 `TensorLayout` has no memory kind, and Keras computes on every variable where it
 lies), and a `state` rule (Keras gives an optimizer variable its parameter's layout
-itself, in `Optimizer.add_variable_from_reference`, asking no distribution). P312 (a batch the batch
-axes do not divide) has one wording, shared by the JAX and Keras targets.
+itself, in `Optimizer.add_variable_from_reference`, asking no distribution); `plan.aot`
+of a Keras model refuses the last two alike. P312 (a batch the batch axes do not divide)
+has one wording, shared by the JAX and Keras targets.
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ ENTRIES = {
     'P340': dict(
         severity='error',
         title='memory kind the devices do not have',
-        what='`on host` on devices (a backend or JAX version) that have no `pinned_host` memory, or whose XLA cannot compile a program writing there (`plan.init` on jax 0.7.1 over several CPU devices)',
+        what='`on host` on devices (a backend or JAX version) that have no `pinned_host` memory, or whose XLA cannot compile a program writing there (`plan.init`, `plan.aot` on jax 0.7.1 over several CPU devices)',
         why='JAX places an array only in a memory its devices address; asking for another fails deep in XLA, or not at all on a version without memory kinds.',
         example='`"opt/.*" -> replicated on host` on a backend whose devices list no `pinned_host` memory',
         fix='Run where `jax.devices()[0].addressable_memories()` lists `pinned_host` (XLA:CPU and GPU do, with jax >= 0.7.1), or drop `on host`.'),

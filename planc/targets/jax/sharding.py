@@ -406,8 +406,7 @@ def _compilable(ir: PlanIR, mesh: Mesh, out) -> None:
     """P340 when some of `out` is in host memory and XLA cannot compile a program that
     writes there on `mesh` (see `require_host_outputs`)."""
     if any(s.memory_kind == "pinned_host" for s in jax.tree_util.tree_leaves(out)):
-        variables = {id(r) for r in (*ir.rules, ir.default, *ir.state, ir.state_default)}
-        require_host_outputs(ir, [r for r in ir.host_rules() if id(r) in variables], mesh)
+        require_host_outputs(ir, ir.host_rules(outputs=False), mesh)
 
 
 def _init_program(fn, out, mesh):
