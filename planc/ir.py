@@ -137,12 +137,15 @@ class Alternative(Frozen):
 
 class Layout(Frozen):
     """A rule's layout: its alternatives, and `text`, their canonical source form (for
-    messages and reports)."""
+    messages and reports). `host` when it is written `... on host`: placed in pinned host
+    memory (`memory_kind="pinned_host"`); `host_span` is where `on host` stands."""
 
     alternatives: tuple[Alternative, ...]
     text: str
     span: Span | None = None
-    _not_compared = ("span",)
+    host: bool = False
+    host_span: Span | None = None
+    _not_compared = ("span", "host_span")
 
 
 class Rule(Frozen):
@@ -201,15 +204,18 @@ class Rename(Frozen):
 
 
 class Budget(Frozen):
-    """`budget(per_device = SIZE, state = K, peak = SIZE)`, sizes in bytes. `per_device`
-    bounds the variables' bytes (times `state`), `peak` the compiled step's per-device
-    peak (`planc aot`); either may be None, not both."""
+    """`budget(per_device = SIZE, host = SIZE, state = K, peak = SIZE)`, sizes in bytes,
+    None where not given (at least one is). `per_device` bounds the variables' device bytes
+    (times `state`), `host` their pinned-host bytes, `peak` the compiled step's per-device
+    peak (`planc aot`). `host_span` is where `host = SIZE` stands."""
 
     per_device: int | None
     state: int = 1
     span: Span | None = None
     peak: int | None = None
-    _not_compared = ("span",)
+    host: int | None = None
+    host_span: Span | None = None
+    _not_compared = ("span", "host_span")
 
 
 class Check(Frozen):
@@ -259,6 +265,8 @@ class PlanIR(Frozen):
 
     `distribution` is "data_parallel" or "model_parallel"; `match` "full" or "search";
     `overlap` "error" or "first". `renames` are the `rename` blocks' rules in file order.
+    `state` and `state_default` are the `state` blocks' rules: the layouts of the optimizer
+    slots of the parameters they match (`state_span`: where the first block starts).
     `axis_types` is "auto" or "explicit" per mesh axis, in mesh order, and () when every
     axis is `auto` (the default), so plans without the statement keep their fingerprints.
     `layout_span` is where the first `layout` block starts (what an unmatched variable
@@ -295,11 +303,14 @@ class PlanIR(Frozen):
     rename_span: Span | None = None
     model: str | None = None
     model_span: Span | None = None
+    state: tuple[Rule, ...] = ()
+    state_default: Rule | None = None
+    state_span: Span | None = None
     sources: tuple[tuple[str, str], ...] = ()
     diagnostics: tuple[Diagnostic, ...] = ()
     written_mesh: Mesh | None = None
     _not_compared = ("axis_types_span", "layout_span", "rename_span", "model", "model_span",
-                     "sources", "diagnostics", "written_mesh")
+                     "state_span", "sources", "diagnostics", "written_mesh")
     _not_shown = ("sources", "diagnostics")
 
     @property
@@ -323,6 +334,32 @@ class PlanIR(Frozen):
     @property
     def has_slices(self) -> bool:
         return any(a.slices > 1 for a in self.mesh.axes)
+
+    @property
+    def has_state_rules(self) -> bool:
+        """Whether a `state` block lays out optimizer slots (else they mirror the parameters)."""
+        return bool(self.state) or self.state_default is not None
+
+    def host_rules(self, outputs: bool = True) -> tuple[Rule, ...]:
+        """The rules, of every block, whose layout is `on host`, in block order (`layout`,
+        `state`, `outputs`), each block's default last; with `outputs=False`, only those
+        placing variables and optimizer slots (not the activations of `outputs`)."""
+        return tuple(r for r in _with_defaults(self, outputs) if r.layout.host)
+
+    @property
+    def itemised_memory(self) -> bool:
+        """Whether the memory model counts device and host bytes apart, and the slots at
+        their own layouts: the plan lays out optimizer slots itself, or places variables
+        or slots in host memory. Otherwise its figures are those plans always had."""
+        return self.has_state_rules or bool(self.host_rules(outputs=False))
+
+
+def _with_defaults(ir: PlanIR, outputs: bool = True):
+    blocks = ((ir.rules, ir.default), (ir.state, ir.state_default))
+    for rules, default in blocks + (((ir.outputs, ir.outputs_default),) if outputs else ()):
+        yield from rules
+        if default is not None:
+            yield default
 
 
 def layout_text(layout: Alternative | Sequence[Dim], *, replicated_word: bool = False) -> str:

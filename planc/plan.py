@@ -179,10 +179,15 @@ class Plan:
         return self._jax().partition_spec(self._ir, path, tuple(shape))
 
     def shardings(self, tree, mesh=None, *, params=None):
+        """A pytree of `NamedSharding`, one per leaf of `tree`; with `params=`, `tree` is
+        their optimizer state, each leaf laid out as its parameter's slots (the `state`
+        rules, else the parameter's own layout). Layouts `on host` are in pinned host
+        memory (`memory_kind="pinned_host"`)."""
         return self._jax().shardings(self._ir, tree, mesh=mesh, params=params)
 
-    def shard(self, tree, mesh=None):
-        return self._jax().shard(self._ir, tree, mesh=mesh)
+    def shard(self, tree, mesh=None, *, params=None):
+        """`tree` placed as `shardings(tree, mesh, params=params)` says (`jax.device_put`)."""
+        return self._jax().shard(self._ir, tree, mesh=mesh, params=params)
 
     def init(self, fn, *args, mesh=None, **kwargs):
         return self._jax().init(self._ir, fn, *args, mesh=mesh, **kwargs)

@@ -22,7 +22,7 @@ from planc.check.declarations import Declarations
 from planc.check.overlaps import overlap_findings
 from planc.check.rules import Rules
 from planc.check.settings import Settings
-from planc.diagnostics import Diagnostic, PlanError, Span
+from planc.diagnostics import Diagnostic, PlanError, Span, warning
 from planc.ir import PlanIR
 from planc.syntax.files import read_plan_text
 from planc.syntax.includes import Collected, Statements, collect
@@ -89,20 +89,24 @@ class _Checker(Declarations, Rules, Settings):
         match = self._mode(statements.match, "match", ("full", "search"), "full")
         overlap = self._mode(statements.overlap, "overlap", ("error", "first"), "error")
         # Counted before any pattern is compiled, so a flood of rules costs no regex work.
-        every = [r for section in statements.layout + statements.outputs + statements.rename
-                 for r in section.rules]
+        every = [r for section in (statements.layout + statements.state + statements.outputs
+                                   + statements.rename) for r in section.rules]
         if len(every) > limits.MAX_RULES:
             self.err("P125", f"{len(every)} rules (limit {limits.MAX_RULES})",
                      every[limits.MAX_RULES].span, label="one rule too many")
             rules, default, outputs, outputs_default, renames = (), None, (), None, ()
+            state, state_default = (), None
         else:
             rules, default = self._rules(statements.layout, mesh, "layout", distribution)
+            state, state_default = self._rules(statements.state, mesh, "state", distribution)
             outputs, outputs_default = self._rules(statements.outputs, mesh, "outputs",
                                                    distribution)
             renames = self._renames(statements.rename)
-            for block in (rules, outputs):
+            for block in (rules, state, outputs):
                 self.diags.extend(overlap_findings(block, match, overlap))
         budget = self._budget(statements, params)
+        if budget is not None and budget.host is not None:
+            self._host_budget_used(budget, (*rules, default, *state, state_default))
         checks = self._checks(statements, params, mesh)
         cluster = self._cluster(statements, params)
         model, model_span = self._model(statements)
@@ -116,8 +120,19 @@ class _Checker(Declarations, Rules, Settings):
             axis_types_span=statements.axis_types[0].span if statements.axis_types else None,
             layout_span=_header(statements.layout[0]) if statements.layout else None,
             rename_span=_header(statements.rename[0], "rename") if statements.rename else None,
-            model=model, model_span=model_span,
+            model=model, model_span=model_span, state=state, state_default=state_default,
+            state_span=_header(statements.state[0], "state") if statements.state else None,
         )
+
+    def _host_budget_used(self, budget, rules) -> None:
+        """P141 when `budget(host = ...)` bounds host memory that no variable rule uses."""
+        if any(r is not None and r.layout.host for r in rules):
+            return
+        self.diags.append(warning(
+            "P141", "`host` budgets host memory, but no `layout` or `state` rule places "
+            "anything there", budget.host_span or budget.span, label="nothing to count",
+            help="write `on host` after the layout of the variables or optimizer slots to "
+                 "keep in pinned host memory, or remove `host =`"))
 
     def _model(self, statements) -> tuple[str | None, Span | None]:
         """`model "PATH"`, resolved against the directory of the file that says it."""

@@ -1,6 +1,6 @@
-"""The checker's rules: the `layout` and `outputs` blocks (their patterns, as the matcher
-can run them, and their layouts against the mesh) and the `rename` blocks (their patterns
-and templates)."""
+"""The checker's rules: the `layout`, `state` and `outputs` blocks (their patterns, as the
+matcher can run them, and their layouts against the mesh, with the memory each is placed
+in) and the `rename` blocks (their patterns and templates)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from planc.matching.backtracking import exponential
 from planc.matching.templates import TemplateProblem, compile_template, pattern_groups
 from planc.syntax import ast
 
+# The words `on` takes after a layout.
+MEMORIES = ("host",)
+
 
 class Rules(CheckerBase):
     """Rule blocks -> the IR's rules, layouts and renames."""
@@ -25,7 +28,9 @@ class Rules(CheckerBase):
         default_stmt = None
         seen: dict[str, ast.PatternRule] = {}
         for section in sections:
-            if distribution == "data_parallel" and section.rules:
+            # `state` under data_parallel is ZeRO-1 proper: replicated parameters, slots
+            # split over the devices.
+            if distribution == "data_parallel" and section.rules and kind != "state":
                 self.err("P115", f"a `{kind}` block under `data_parallel`", section.span,
                          label="these rules would never apply",
                          help="`data_parallel` replicates every variable; use "
@@ -145,11 +150,25 @@ class Rules(CheckerBase):
 
     def _layout(self, node: ast.LayoutExpr, mesh: Mesh) -> Layout:
         alternatives = node.alternatives
-        if len(alternatives) == 1:  # most rules: no `|`
+        if len(alternatives) == 1 and node.memory is None:  # most rules: no `|`, no `on`
             alt = self._alternative(alternatives[0], mesh)
             return Layout((alt,), layout_text(alt), node.span)
         alts = tuple(self._alternative(a, mesh) for a in alternatives)
-        return Layout(alts, " | ".join(layout_text(a) for a in alts), node.span)
+        text = " | ".join(layout_text(a) for a in alts)
+        if node.memory is None or not self._memory(node.memory):
+            return Layout(alts, text, node.span)
+        return Layout(alts, text + " on host", node.span, True, node.memory.span)
+
+    def _memory(self, memory: ast.Memory) -> bool:
+        """Whether `on WORD` names host memory; P140 for a word that names no memory."""
+        word = memory.word
+        if word.text == "host":
+            return True
+        self.err("P140", f"unknown memory `{word.text}`", word.span, label="not a memory",
+                 help=self._hint(word.text, MEMORIES) or
+                 "`on host` places a layout in pinned host memory; without `on`, it is "
+                 "in the devices' memory")
+        return False
 
     def _alternative(self, node, mesh: Mesh) -> Alternative:
         if node.__class__ is ast.Replicated:

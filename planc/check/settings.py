@@ -11,6 +11,7 @@ from planc.multihost.environments import DETECT_METHODS
 from planc.syntax import ast
 
 _CLUSTER_KEYS = ("coordinator", "processes", "process_id", "detect")
+_BUDGET_KEYS = ("per_device", "host", "state", "peak")
 
 
 class Settings(CheckerBase):
@@ -21,27 +22,34 @@ class Settings(CheckerBase):
         if not statements.budget:
             return None
         stmt = statements.budget[0]
-        per_device, state, peak = None, 1, None
+        per_device, state, host, host_span, peak = None, 1, None, None, None
         for kw in stmt.args:
             key = kw.name.text
             if key == "per_device":
                 per_device = self._int_value(kw.value, params, "`per_device`")
+            elif key == "host":
+                host, host_span = self._int_value(kw.value, params, "`host`"), kw.span
             elif key == "state":
                 state = self._int_value(kw.value, params, "`state`") or 1
             elif key == "peak":
                 peak = self._int_value(kw.value, params, "`peak`")
             else:
                 self.err("P119", f"unknown budget setting `{key}`", kw.name.span,
-                         label="unknown", help=self._hint(key, ("per_device", "state", "peak"))
-                         or "budget takes `per_device = SIZE`, `peak = SIZE` and `state = K`")
-        if per_device is None and peak is None:
-            if not any(kw.name.text in ("per_device", "peak") for kw in stmt.args):
-                self.err("P119", "`budget` needs `per_device = SIZE` or `peak = SIZE`",
-                         stmt.span, label="no size",
+                         label="unknown", help=self._hint(key, _BUDGET_KEYS) or
+                         "budget takes `per_device = SIZE`, `host = SIZE`, `peak = SIZE` "
+                         "and `state = K`")
+        given = {kw.name.text for kw in stmt.args}
+        if per_device is None and host is None and peak is None:
+            if not given & {"per_device", "host", "peak"}:
+                self.err("P119", "`budget` needs `per_device = SIZE`, `host = SIZE` or "
+                         "`peak = SIZE`", stmt.span, label="no size",
                          help="e.g. `budget(per_device = 80 GB)`, or `budget(peak = 16 GiB)` "
                          "for the compiled step's peak (`planc aot`)")
             return None
-        return Budget(per_device, state, stmt.span, peak)
+        if any(k in given and v is None
+               for k, v in (("per_device", per_device), ("host", host), ("peak", peak))):
+            return None  # the bad size is reported; no budget is checked half-read
+        return Budget(per_device, state, stmt.span, peak, host, host_span)
 
     def _checks(self, statements, params, mesh: Mesh) -> tuple[Check, ...]:
         out = []

@@ -71,7 +71,9 @@ class NpzCheckpoint(Checkpoint):
         except Exception as e:  # zlib, CRC or format errors in a file that changed
             raise CheckpointError(f"{self.path}: tensor `{name}`: cannot read: "
                                   f"{one_line(e)}", code="P413") from None
-        out = np.ascontiguousarray(out)
+        # `np.require`, not `np.ascontiguousarray`: that one makes a scalar (an optimizer's
+        # step count) an array of shape (1,).
+        out = np.require(out, requirements="C")
         self.bytes_read += out.nbytes
         return out
 

@@ -4,7 +4,7 @@ entry point of the `lsp` extra.
 
 The keywords are the grammar's own (`planc.syntax.keywords`), so the lexer never falls
 behind the language: a word the grammar reserves is a keyword here, and a word it treats
-as a keyword only before a string (`model "PATH"`) is one only there.
+as a keyword only where its lookahead holds (`model "PATH"`, `state {`) is one only there.
 
 >>> from pygments.token import Keyword, Name
 >>> toks = [(t, v) for t, v in PlancLexer().get_tokens('mesh(model = 2)\\nmodel "m.json"\\n')]

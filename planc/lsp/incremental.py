@@ -1,4 +1,5 @@
-"""Reparsing only what a change touched: the rules of one `layout` or `outputs` block.
+"""Reparsing only what a change touched: the rules of one `layout`, `state` or `outputs`
+block.
 
 An editor changes a plan a keystroke at a time, nearly always inside one rule of a large
 block; parsing the whole text again is most of the time a check takes. `reparse` finds
@@ -19,7 +20,7 @@ import dataclasses
 from planc.diagnostics import PlanError, Span
 from planc.syntax import ast, parse
 
-_SECTIONS = (ast.LayoutSection, ast.OutputsSection)
+_SECTIONS = (ast.LayoutSection, ast.StateSection, ast.OutputsSection)
 
 
 def reparse(old_text: str, old: ast.Module, new_text: str) -> ast.Module | None:

@@ -17,11 +17,11 @@ from planc.syntax import Statements
 from planc.syntax.keywords import CONTEXTUAL, RESERVED
 
 # The grammar's keywords (`_` is among the layout words), those that are keywords only
-# in context (`model "PATH"`), and the axis type that is not `auto`; and the words a
-# layout may use.
+# in context (`model "PATH"`, `state {`), and the axis type that is not `auto`; and the
+# words a layout may use (`host`, after `on`).
 KEYWORDS = (tuple(w for w in RESERVED if w != "_") + tuple(w for w, _ in CONTEXTUAL)
             + ("explicit",))
-LAYOUT_WORDS = ("_", "...", "replicated")
+LAYOUT_WORDS = ("_", "...", "replicated", "host")
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CODE = re.compile(r"P[0-9]{3}")

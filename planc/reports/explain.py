@@ -3,6 +3,9 @@
 `planc explain` (`planc.cli.explain`) writes them. Text output is a table (one row per
 variable: path, shape, dtype, layout, per-device shard shape, bytes per device, the rule
 that gave the layout), a memory summary, then the diagnostics as `planc lint` prints them.
+For a plan with `state` rules or `on host` layouts the table has a `state` column (the
+layout of the variable's optimizer slots) and, in place of bytes per device, the bytes
+per device in device and in host memory, the K - 1 slots of `budget(state = K)` included.
 `--var PATH` instead shows the trace of one variable (`planc.resolve.tracing`): every rule
 and whether it matches, which one won and why, each alternative of its layout and why
 the earlier ones failed.
@@ -242,9 +245,35 @@ def _rule_cell(row: dict, plan_file: str | None = None) -> str:
 
 
 def _layout_cell(row: dict) -> str:
-    """`(model, _)`; `replicated` when no dimension is split, `()` for a scalar."""
+    """`(model, _)`; `replicated` when no dimension is split, `()` for a scalar; ` on
+    host` after a layout in host memory."""
     dims = [Dim.of(a, b) for a, b in zip(row["axes"], row["blocks"])]
-    return layout_text(dims, replicated_word=True)
+    text = layout_text(dims, replicated_word=True)
+    return text + " on host" if row.get("memory") == "host" else text
+
+
+def _columns(rows: list[dict]):
+    """(headers, right-justified headers, cells of a row): the table's columns, with a
+    `state` column and bytes by memory for an itemised plan's rows."""
+    if rows and "state" in rows[0]:
+        headers = ("variable", "shape", "dtype", "layout", "state", "shard", "device", "host",
+                   "rule")
+
+        def extra(row):
+            return (_layout_cell(row["state"]), human_bytes(row["device_bytes"]),
+                    human_bytes(row["host_bytes"]))
+        return headers, {"shape", "shard", "device", "host"}, extra
+    headers = ("variable", "shape", "dtype", "layout", "shard", "per device", "rule")
+    return headers, {"shape", "shard", "per device"}, None
+
+
+def _row_cells(row: dict, extra, shape, rule: str) -> list[str]:
+    """A row's cells in `_columns` order; `shape` writes a shape, `rule` is its rule cell."""
+    head = [visible(row["path"]), shape(row["shape"]), row["dtype"], _layout_cell(row)]
+    if extra is None:
+        return head + [shape(row["shard_shape"]), human_bytes(row["bytes_per_device"]), rule]
+    state, device, host = extra(row)
+    return head + [state, shape(row["shard_shape"]), device, host, rule]
 
 
 # What goes, in this order, when the table is wider than the terminal: the path never is
@@ -268,10 +297,11 @@ def _table(rows: list[dict], width: int, plan_file: str, marks: list[str] | None
         shape = _bracketed_shape if level < 2 else _compact_shape
         short_rule = level >= 3
         dropped = _DROPPED[:max(0, level - 3)]
-        headers = ["variable", "shape", "dtype", "layout", "shard", "per device", "rule"]
-        cells = [[visible(row["path"]), shape(row["shape"]), row["dtype"], _layout_cell(row),
-                  shape(row["shard_shape"]), human_bytes(row["bytes_per_device"]),
-                  visible(_rule_cell(row, plan_file if short_rule else None))] for row in rows]
+        named, right, extra = _columns(rows)
+        headers = list(named)
+        cells = [_row_cells(row, extra, shape,
+                            visible(_rule_cell(row, plan_file if short_rule else None)))
+                 for row in rows]
         gone = {"dtype"} if drop_dtype else set()
         gone.update(dropped)
         keep = [i for i, h in enumerate(headers) if h not in gone]
@@ -299,7 +329,6 @@ def _table(rows: list[dict], width: int, plan_file: str, marks: list[str] | None
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
                   header_style="bold", highlight=False, caption=caption,
                   caption_justify="left", caption_style="dim")
-    right = {"shape", "shard", "per device"}
     # Still too wide with every column that may go gone: the layout wraps; the path
     # wraps too (whole, over two lines) only when it alone nearly fills the width.
     squeezed = widths[at] > room
@@ -315,10 +344,13 @@ def _table(rows: list[dict], width: int, plan_file: str, marks: list[str] | None
     if "variable" in wrapping:
         for c in cells:
             c[at] = broken_at_slashes(c[at], room)
+    state_at = headers.index("state") if "state" in headers else None
     for row, c in zip(rows, cells):
         texts = [Text(x) for x in c]
         if row["replicated"] and row["shape"]:
             texts[layout_at].stylize("dim")
+        if state_at is not None and row["state"]["rule"] is None:
+            texts[state_at].stylize("dim")  # the slots mirror the variable
         table.add_row(*texts)
     return table
 
@@ -326,8 +358,8 @@ def _table(rows: list[dict], width: int, plan_file: str, marks: list[str] | None
 def _plain_table(rows: list[dict], plan_file: str, marks: list[str] | None = None) -> str:
     """The variables table as `_table` lays it out with room for every column, in plain
     text: a header, a rule, a row per variable, columns two spaces apart."""
-    headers = ("variable", "shape", "dtype", "layout", "shard", "per device", "rule")
-    right = (False, True, False, False, True, True, False)
+    headers, right_named, extra = _columns(rows)
+    right = tuple(h in right_named for h in headers)
     if marks is not None:
         headers, right = ("!", *headers), (False, *right)
     # Large models repeat a few shapes and layouts many times: render each once.
@@ -342,16 +374,20 @@ def _plain_table(rows: list[dict], plan_file: str, marks: list[str] | None = Non
         return text
 
     def layout_of(row) -> str:
-        key = (tuple(map(_hashable, row["axes"])), tuple(row["blocks"]))
+        key = (tuple(map(_hashable, row["axes"])), tuple(row["blocks"]), row.get("memory"))
         text = layouts.get(key)
         if text is None:
             text = layouts[key] = _layout_cell(row)
         return text
 
-    cells = [(visible(row["path"]), shape_of(row["shape"]), row["dtype"], layout_of(row),
-              shape_of(row["shard_shape"]), human_bytes(row["bytes_per_device"]),
-              visible(_rule_cell(row))) for row in rows]
-    ascii_only = all(c[0].isascii() and c[6].isascii() for c in cells)
+    if extra is None:
+        cells = [(visible(row["path"]), shape_of(row["shape"]), row["dtype"], layout_of(row),
+                  shape_of(row["shard_shape"]), human_bytes(row["bytes_per_device"]),
+                  visible(_rule_cell(row))) for row in rows]
+    else:
+        cells = [tuple(_row_cells(row, extra, shape_of, visible(_rule_cell(row))))
+                 for row in rows]
+    ascii_only = all(c[0].isascii() and c[-1].isascii() for c in cells)
     if marks is not None:
         cells = [(m, *c) for m, c in zip(marks, cells)]
     width = len if ascii_only else _cells

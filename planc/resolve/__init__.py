@@ -3,7 +3,7 @@
 - `resolver`: `Resolver`, the one engine every target and report asks which rule lays out
   a path (`decide`, with its `Reason`) and how its layout fits (`fit`);
 - `answers`: what it answers: `ResolvedLayout`, `Assignment`, `Reason`, `Misfit`,
-  `Resolution`;
+  `Resolution`, and `slot_assignments` (optimizer slots by `state` rules or mirroring);
 - `grouping`: one diagnostic for many variables with the same fault;
 - `validation`: `validate(ir, model, devices) -> Report`, resolution plus what needs the
   whole model: `memory` (the memory model) and `findings` (P309, P310, P202); and
@@ -16,7 +16,7 @@ from planc.resolve.findings import LARGE_REPLICATED_BYTES
 from planc.resolve.memory import MemorySummary, human_bytes, shard_bytes
 from planc.resolve.report import Report, axes_json, variable_dict
 from planc.resolve.answers import (Assignment, Misfit, Reason, Resolution, ResolvedLayout,
-                                   replicated)
+                                   replicated, slot_assignments)
 from planc.resolve.resolver import Resolver
 from planc.resolve.tracing import trace, trace_in_report
 from planc.resolve.validation import resolved, validate
@@ -24,5 +24,6 @@ from planc.resolve.validation import resolved, validate
 __all__ = [
     "Assignment", "LARGE_REPLICATED_BYTES", "MemorySummary", "Misfit", "Reason", "Report",
     "Resolution", "ResolvedLayout", "Resolver", "axes_json", "human_bytes", "replicated",
-    "resolved", "shard_bytes", "trace", "trace_in_report", "validate", "variable_dict",
+    "resolved", "shard_bytes", "slot_assignments", "trace", "trace_in_report", "validate",
+    "variable_dict",
 ]

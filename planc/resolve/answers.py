@@ -21,13 +21,17 @@ class ResolvedLayout(Frozen):
 
     `axes` has one entry per dimension, as Keras's `TensorLayout.axes`: None (not split),
     an axis name, or a tuple of axis names (split over several axes, major to minor).
+    `host`: in pinned host memory (the rule said `on host`), else in device memory.
 
     >>> ResolvedLayout((None, "model"), (1, 1)).text
     '(_, model)'
+    >>> ResolvedLayout((None, "model"), (1, 1), host=True).text
+    '(_, model) on host'
     """
 
     axes: tuple[AxisEntry, ...]
     blocks: tuple[int, ...]
+    host: bool = False
 
     @property
     def dims(self) -> tuple[Dim, ...]:
@@ -37,7 +41,13 @@ class ResolvedLayout(Frozen):
     @property
     def text(self) -> str:
         """The layout as a plan writes it, `_` for every dimension not split."""
-        return layout_text(self.dims)
+        text = layout_text(self.dims)
+        return text + " on host" if self.host else text
+
+    @property
+    def memory_kind(self) -> str | None:
+        """JAX's memory kind of the layout: `"pinned_host"`, or None for the devices' own."""
+        return "pinned_host" if self.host else None
 
     @property
     def is_replicated(self) -> bool:
@@ -99,6 +109,13 @@ class Assignment(NamedTuple):
         return self.rule.where if self.rule else "-"
 
 
+def slot_assignments(params, state) -> tuple[Assignment, ...]:
+    """Each parameter's optimizer slots: their `state` rule's assignment, or, where no
+    state rule matched, the parameter's own (the slots mirror it). `params` and `state`
+    are the two sections' assignments of the same variables, in the same order."""
+    return tuple(s if s.rule is not None else p for p, s in zip(params, state))
+
+
 class Resolution(Frozen):
     # `matched`, per rule: variables whose path it matched; `won`, per rule: variables it
     # laid out; `unchecked`: auto axes whose unknown size skipped divisibility checks.
@@ -123,6 +140,7 @@ class Reason(enum.Enum):
     DEFAULT = "default"  # none matches; `default` applies
     DATA_PARALLEL = "data_parallel"  # none matches; data_parallel replicates every variable
     LEFT_TO_XLA = "left_to_xla"  # no `outputs` rule names the activation
+    MIRRORED = "mirrored"  # no `state` rule names the parameter: its slots take its layout
     UNMATCHED = "none"  # none matches and there is no `default`: replicated, P301
 
     def sentence(self, winner: Rule | None, hits: tuple[int, ...], rank: int) -> str:
@@ -145,6 +163,8 @@ class Reason(enum.Enum):
             return "`data_parallel` replicates every variable"
         if self is Reason.LEFT_TO_XLA:
             return "no output rule matches: XLA lays the activation out"
+        if self is Reason.MIRRORED:
+            return "no state rule matches: the optimizer slots take the parameter's layout"
         severity = "an error (P301)" if unmatched_is_error(rank) else "a note (P301)"
         return ("no rule matches and there is no `default`: the variable stays replicated, "
                 f"reported as {severity}")

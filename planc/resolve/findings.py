@@ -21,9 +21,14 @@ LARGE_REPLICATED_BYTES = 64 * 2**20
 
 
 def budget_findings(ir: PlanIR, memory: MemorySummary) -> list[Diagnostic]:
-    """P309 when the most loaded device, times the `budget`'s state, needs more than it."""
+    """P309 when the most loaded device, times the `budget`'s state, needs more than it;
+    for an itemised plan, one P309 per budget (device memory, host memory) it is over."""
     budget = ir.budget
-    if budget is None or budget.per_device is None or memory.per_device_bytes is None:
+    if budget is None:
+        return []
+    if memory.itemised:
+        return _itemised_budget_findings(budget, memory)
+    if memory.per_device_bytes is None or budget.per_device is None:
         return []
     need = memory.per_device_bytes * budget.state
     if need <= budget.per_device:
@@ -38,6 +43,31 @@ def budget_findings(ir: PlanIR, memory: MemorySummary) -> list[Diagnostic]:
         label=f"{human_bytes(budget.per_device)} per device",
         help=(f"largest per device: {top}",
               "split these over more mesh axes, use more devices, or raise the budget"))]
+
+
+def _itemised_budget_findings(budget, memory: MemorySummary) -> list[Diagnostic]:
+    out = []
+    slots = (f" with {memory.state - 1} optimizer slot{'s' if memory.state != 2 else ''} per "
+             "parameter at their state layouts" if memory.state > 1 else "")
+    devices = f" on {memory.devices} devices" if memory.devices else ""
+    for kind, need, limit, top, span in (
+            ("device", memory.device_bytes, budget.per_device, memory.largest_device,
+             budget.span),
+            ("host", memory.host_bytes, budget.host, memory.largest_host,
+             budget.host_span or budget.span)):
+        if need is None or limit is None or need <= limit:
+            continue
+        largest = ", ".join(f"`{p}` {human_bytes(b)}" for p, b in top)
+        fix = ("split these over more mesh axes (their `state` rules too: ZeRO-1), move "
+               "some `on host`, use more devices, or raise the budget" if kind == "device"
+               else "split these over more mesh axes, keep some in device memory, or "
+                    "raise the host budget")
+        out.append(error(
+            "P309", f"the variables{slots} need {human_bytes(need)} of {kind} memory per "
+            f"device{devices}, over the {kind} budget of {human_bytes(limit)}", span,
+            label=f"{human_bytes(limit)} of {kind} memory per device",
+            help=(f"largest in {kind} memory per device: {largest}", fix)))
+    return out
 
 
 def large_replicated_findings(ir: PlanIR, assignments, nbytes, replicated,

@@ -3,6 +3,11 @@
 Memory figures assume what JAX does with an evenly divisible `NamedSharding`: every
 device holds one shard of every variable, so the most loaded device holds the sum of
 the shard sizes. Sub-byte dtypes count fractional bytes, rounded up per shard.
+
+A plan with `state` rules or `on host` layouts (`PlanIR.itemised_memory`) is counted by
+memory: each variable's shard, and the K - 1 optimizer slots of `budget(state = K)` each
+at its slot's layout, go to device memory or, `on host`, to host memory
+(`itemised_bytes`). Other plans keep the one figure they always had: the shards times K.
 """
 
 from __future__ import annotations
@@ -57,9 +62,26 @@ class MemorySummary(Frozen):
     largest_per_device: tuple[tuple[str, int], ...] = ()
     state: int = 1
     budget_bytes: int | None = None
+    # Itemised plans only (`itemised`): bytes per device in device memory and in host
+    # memory, the K - 1 slots included (None while an `auto` size is unknown), the host
+    # budget, and the largest contributors to each.
+    itemised: bool = False
+    device_bytes: int | None = None
+    host_bytes: int | None = None
+    host_budget_bytes: int | None = None
+    largest_device: tuple[tuple[str, int], ...] = ()
+    largest_host: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict:
         """The `MEMORY` JSON object of `planc.report/1` (see `planc.resolve.report`)."""
+        kinds = {} if not self.itemised else {
+            "device_bytes": self.device_bytes,
+            "host_bytes": self.host_bytes,
+            "host_budget_bytes": self.host_budget_bytes,
+            "largest_device": [{"path": p, "bytes_per_device": b}
+                               for p, b in self.largest_device],
+            "largest_host": [{"path": p, "bytes_per_device": b} for p, b in self.largest_host],
+        }
         return {
             "variables": self.variables,
             "total_bytes": self.total_bytes,
@@ -72,6 +94,7 @@ class MemorySummary(Frozen):
             "largest_replicated": [{"path": p, "bytes": b} for p, b in self.largest_replicated],
             "largest_per_device": [{"path": p, "bytes_per_device": b}
                                    for p, b in self.largest_per_device],
+            **kinds,
         }
 
 
@@ -83,10 +106,44 @@ def shard_bytes(shard: tuple[int, ...], dtype: str) -> int:
     return math.ceil(n * itemsize(dtype))
 
 
+class ItemisedBytes(Frozen):
+    """Per variable, parallel to the assignments: the bytes per device of one optimizer
+    slot at its layout (`slot`), and of the variable with its K - 1 slots in device
+    memory (`device`) and in host memory (`host`); None while an `auto` size is unknown.
+    Empty for a plan whose memory is not itemised."""
+
+    slot: tuple[int | None, ...] = ()
+    device: tuple[int | None, ...] = ()
+    host: tuple[int | None, ...] = ()
+
+
+def itemised_bytes(ir: PlanIR, assignments, per_device, slots, sizes) -> ItemisedBytes:
+    """The `ItemisedBytes` of `assignments`, whose shards take `per_device` bytes and whose
+    slots are laid out as `slots` (assignments too, parallel to them) on mesh `sizes`."""
+    k = ir.budget.state if ir.budget else 1
+    slot_bytes, device, host = [], [], []
+    for a, own, s in zip(assignments, per_device, slots):
+        v = a.variable
+        shard = s.layout.shard_shape(v.shape, sizes)
+        one = None if shard is None else shard_bytes(shard, v.dtype)
+        slot_bytes.append(one)
+        if own is None or one is None:
+            device.append(None)
+            host.append(None)
+            continue
+        on_host = own if a.layout.host else 0
+        slots_on_host = (k - 1) * one if s.layout.host else 0
+        device.append(own - on_host + (k - 1) * one - slots_on_host)
+        host.append(on_host + slots_on_host)
+    return ItemisedBytes(tuple(slot_bytes), tuple(device), tuple(host))
+
+
 def memory_summary(ir: PlanIR, assignments, per_device, nbytes, replicated, total: int,
-                   count: int | None, n_variables: int) -> MemorySummary:
+                   count: int | None, n_variables: int,
+                   kinds: ItemisedBytes | None = None) -> MemorySummary:
     """The summary of `assignments` on `count` devices (None: unknown); `per_device`,
-    `nbytes` and `replicated` run parallel to them, `total` is every variable's bytes."""
+    `nbytes` and `replicated` run parallel to them, `total` is every variable's bytes.
+    `kinds` itemises device and host memory (a plan with `state` or `on host` rules)."""
     known = bool(assignments) and None not in per_device
     most = sum(per_device) if known else None
     ideal = total / count if count else None
@@ -95,10 +152,19 @@ def memory_summary(ir: PlanIR, assignments, per_device, nbytes, replicated, tota
     if count is None or count > 1:
         copies = _largest(assignments, [n if r else 0 for n, r in zip(nbytes, replicated)])
     budget = ir.budget
-    return MemorySummary(n_variables, total, count, most, ideal, overhead,
-                         copies, _largest(assignments, per_device),
-                         budget.state if budget else 1,
-                         budget.per_device if budget else None)
+    summary = MemorySummary(n_variables, total, count, most, ideal, overhead,
+                            copies, _largest(assignments, per_device),
+                            budget.state if budget else 1,
+                            budget.per_device if budget else None)
+    if kinds is None:
+        return summary
+    device, host = list(kinds.device), list(kinds.host)
+    return summary._replace(
+        itemised=True,
+        device_bytes=sum(device) if assignments and None not in device else None,
+        host_bytes=sum(host) if assignments and None not in host else None,
+        host_budget_bytes=budget.host if budget else None,
+        largest_device=_largest(assignments, device), largest_host=_largest(assignments, host))
 
 
 def _largest(assignments, values) -> tuple[tuple[str, int], ...]:

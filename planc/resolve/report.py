@@ -27,6 +27,14 @@
       "rule": {"file": "plans/gemma.kd", "line": 14, "pattern": "decoder_block..."}
                # pattern null for `default`; the whole field null when no rule applied
       "alternative": 0                    # which `|` alternative was taken; -1: none fit
+      # Only for a plan with `state` rules or `on host` layouts (the memory is itemised):
+      "memory": "device" | "host",        # where the variable is placed
+      "state": {"axes": [...], "partition_spec": [...], "blocks": [...],
+                "memory": "device" | "host",
+                "shard_shape": [...] | null, "bytes_per_device": int | null,
+                "rule": {"file", "line", "pattern"} | null},   # null: mirrors the variable
+      "device_bytes": int | null,         # the variable and its K - 1 slots, per device,
+      "host_bytes": int | null            # in device memory and in host memory
     }
 
     MEMORY = {
@@ -37,6 +45,11 @@
       "state": 1, "budget_bytes": null,   # from `budget(per_device = ..., state = ...)`
       "largest_replicated": [{"path": ..., "bytes": ...}, ...],   # at most 5
       "largest_per_device": [{"path": ..., "bytes_per_device": ...}, ...]   # at most 5
+      # Only for a plan with `state` rules or `on host` layouts, slots counted (K - 1 of
+      # them, K from `budget(state = K)`) at their own layouts:
+      "device_bytes": ..., "host_bytes": ...,   # per device; null if unknown
+      "host_budget_bytes": null,                # from `budget(host = ...)`
+      "largest_device": [...], "largest_host": [...]   # as largest_per_device
     }
 """
 
@@ -46,7 +59,7 @@ from __future__ import annotations
 from planc.diagnostics import Diagnostic, PlanError, severity_counts
 from planc.frozen import Frozen
 from planc.ir import PlanIR
-from planc.resolve.memory import MemorySummary, human_bytes
+from planc.resolve.memory import ItemisedBytes, MemorySummary, human_bytes
 from planc.resolve.answers import Assignment, ResolvedLayout
 
 # `sources` left out: each report its own new dict, as a dataclass's default_factory made.
@@ -59,6 +72,9 @@ class Report(Frozen):
     `diagnostics` are sorted by `Diagnostic.sort_key` and hold what validation against
     the model found (the plan's own warnings stay in `plan.diagnostics`). `assignments`
     follow the model's order; `shard_shapes` and `bytes_per_device` run parallel to them.
+    For a plan with `state` rules or `on host` layouts, `slots` (parallel too) is each
+    variable's optimizer slots: the assignment of its `state` rule, or its own where its
+    slots mirror it; and `kinds` their bytes by memory. They are empty and None otherwise.
     """
 
     plan_name: str
@@ -72,8 +88,10 @@ class Report(Frozen):
     bytes_per_device: tuple[int | None, ...] = ()
     sources: dict = _NO_SOURCES
     ir: PlanIR | None = None  # the plan as validated
+    slots: tuple[Assignment, ...] = ()
+    kinds: ItemisedBytes | None = None
     _not_compared = ("sources", "ir")
-    _not_shown = ("shard_shapes", "bytes_per_device", "sources", "ir")
+    _not_shown = ("shard_shapes", "bytes_per_device", "sources", "ir", "slots", "kinds")
 
     def __post_init__(self):
         if self.sources is _NO_SOURCES:
@@ -92,6 +110,13 @@ class Report(Frozen):
     def layouts(self) -> dict[str, ResolvedLayout]:
         """`{path: layout}` in model order."""
         return {a.variable.path: a.layout for a in self.assignments}
+
+    @property
+    def state_layouts(self) -> dict[str, ResolvedLayout]:
+        """`{path: layout}` of each parameter's optimizer slots, in model order: its
+        `state` rule's layout, or its own where no state rule matches it."""
+        slots = self.slots or self.assignments
+        return {a.variable.path: s.layout for a, s in zip(self.assignments, slots)}
 
     def raise_for_errors(self) -> None:
         """Raise `PlanError` carrying every diagnostic if any of them is an error."""
@@ -119,7 +144,9 @@ class Report(Frozen):
         if m.overhead is not None:
             lines.append(("overhead", f"{m.overhead:.2f}x the ideal: what is not split over "
                                       "every device is held more than once"))
-        if m.budget_bytes is not None and m.per_device_bytes is not None:
+        if m.itemised:
+            lines += _itemised_lines(m)
+        elif m.budget_bytes is not None and m.per_device_bytes is not None:
             need = m.per_device_bytes * m.state
             state = f" x {m.state} (state)" if m.state != 1 else ""
             verdict = "fits" if need <= m.budget_bytes else "OVER BUDGET"
@@ -153,8 +180,15 @@ class Report(Frozen):
     def variable_dicts(self) -> list[dict]:
         """One `VARIABLE` object (see the module docstring) per variable, in model order."""
         cache: dict = {}
-        return [variable_dict(a, s, b, cache) for a, s, b in
+        rows = [variable_dict(a, s, b, cache) for a, s, b in
                 zip(self.assignments, self.shard_shapes, self.bytes_per_device)]
+        if self.slots:
+            sizes = dict(self.mesh)
+            kinds = self.kinds
+            for row, a, slot, one, device, host in zip(rows, self.assignments, self.slots,
+                                                        kinds.slot, kinds.device, kinds.host):
+                row.update(memory_dict(a, slot, one, device, host, sizes))
+        return rows
 
     def to_dict(self) -> dict:
         """The JSON form, schema `planc.report/1` (see the module docstring)."""
@@ -209,3 +243,48 @@ def variable_dict(a: Assignment, shard: tuple[int, ...] | None, per_device: int 
         "rule": None if rule is None else dict(rule),
         "alternative": a.alternative,
     }
+
+
+def memory_dict(a: Assignment, slot: Assignment, slot_bytes: int | None, device: int | None,
+                host: int | None, sizes: dict) -> dict:
+    """The keys an itemised plan adds to a `VARIABLE` object: where the variable is, its
+    slots' layout, and its bytes (with its slots') by memory."""
+    shard = slot.layout.shard_shape(a.variable.shape, sizes)
+    rule = None
+    if slot is not a and slot.rule is not None:
+        span = slot.rule.span
+        rule = {"file": span.file if span else None, "line": span.line if span else None,
+                "pattern": slot.rule.pattern}
+    axes = axes_json(slot.layout.axes)
+    return {
+        "memory": _memory(a.layout),
+        "state": {"axes": axes, "partition_spec": list(axes), "blocks": list(slot.layout.blocks),
+                  "memory": _memory(slot.layout),
+                  "shard_shape": None if shard is None else list(shard),
+                  "bytes_per_device": slot_bytes, "rule": rule},
+        "device_bytes": device,
+        "host_bytes": host,
+    }
+
+
+def _memory(layout: ResolvedLayout) -> str:
+    return "host" if layout.host else "device"
+
+
+def _itemised_lines(m: MemorySummary) -> list[tuple[str, str]]:
+    """The summary lines of an itemised plan: device and host memory, each against its
+    budget, the K - 1 optimizer slots included."""
+    slots = (f", with {m.state - 1} optimizer slot{'s' if m.state != 2 else ''} per "
+             "parameter" if m.state > 1 else "")
+    lines = []
+    for label, need, limit in (("device memory", m.device_bytes, m.budget_bytes),
+                               ("host memory", m.host_bytes, m.host_budget_bytes)):
+        if need is None:
+            lines.append((label, "unknown: an `auto` axis has no size (pass --devices)"))
+            continue
+        text = f"{human_bytes(need)} per device{slots}"
+        if limit is not None:
+            verdict = "fits" if need <= limit else "OVER BUDGET"
+            text += f": {verdict} in {human_bytes(limit)}"
+        lines.append((label, text))
+    return lines

@@ -9,6 +9,10 @@ error under `overlap error` and the first wins under `overlap first`; no match t
 `default`, or leaves the variable replicated and reports it. Then `...` is expanded and
 the alternatives tried in order: the first whose rank and divisibility fit is taken.
 The language reference (docs/language.md) says the same for plan authors.
+
+The `state` section is resolved the same way for each *parameter* (a slot has its
+parameter's path and shape); a parameter no state rule matches has slots that mirror its
+own layout, which is no problem to report.
 """
 
 from __future__ import annotations
@@ -26,8 +30,14 @@ from planc.resolve.causes import Budget, NearMiss, corrected, near_miss
 from planc.resolve.grouping import grouped
 from planc.variables import Variable, any_line_break, path_of
 
+# Each section's rules and default, and what a path that no rule matches gets said of it.
+_SECTIONS = {"layout": ("rules", "default"), "outputs": ("outputs", "outputs_default"),
+             "state": ("state", "state_default")}
+
+
 class Resolver:
-    """Resolves variable paths against one section of a plan (`layout` or `outputs`).
+    """Resolves variable paths against one section of a plan (`layout`, `state` or
+    `outputs`).
 
     >>> import planc
     >>> plan = planc.loads('mesh(batch = 2, model = 4)\\nmodel_parallel(batch = batch)\\n'
@@ -39,8 +49,9 @@ class Resolver:
     def __init__(self, ir: PlanIR, section: str = "layout"):
         self.ir = ir
         self.section = section
-        self.rules = ir.rules if section == "layout" else ir.outputs
-        self.default = ir.default if section == "layout" else ir.outputs_default
+        rules, default = _SECTIONS[section]
+        self.rules = getattr(ir, rules)
+        self.default = getattr(ir, default)
         self.matcher = _matcher([r.pattern for r in self.rules], ir.match)
         self.sizes = {a.name: a.global_size for a in ir.mesh.axes}
         self._search = None
@@ -107,10 +118,13 @@ class Resolver:
         if not hits:
             if self.default is not None:
                 return self.default, Reason.DEFAULT
-            # An activation no output rule names is left to XLA, and data_parallel
-            # replicates every variable: neither is a problem to report.
+            # An activation no output rule names is left to XLA, a parameter no state
+            # rule names has slots like itself, and data_parallel replicates every
+            # variable: none is a problem to report.
             if self.section == "outputs":
                 return None, Reason.LEFT_TO_XLA
+            if self.section == "state":
+                return None, Reason.MIRRORED
             if self.ir.distribution == "data_parallel":
                 return None, Reason.DATA_PARALLEL
             return None, Reason.UNMATCHED
@@ -295,7 +309,8 @@ class Resolver:
             bad = self._indivisible(dims, shape)
             if bad is None:
                 return (ResolvedLayout(tuple(d.entry for d in dims),
-                                       tuple(d.block for d in dims)), i, tuple(misfits))
+                                       tuple(d.block for d in dims), rule.layout.host),
+                        i, tuple(misfits))
             misfits.append(Misfit(i, *bad))
         return replicated(len(shape)), -1, tuple(misfits)
 
@@ -326,7 +341,7 @@ class Resolver:
             alt = alts[0]
             if misfit.dim is None:
                 return error("P304", f"layout `{layout_text(alt)}` ({alt.rank_text}) does not fit "
-                             f"`{path}` of rank {var.rank} {list(shape)}", rule.span,
+                             f"{self._named(path)} of rank {var.rank} {list(shape)}", rule.span,
                              label="rule matched here",
                              help=_rank_help(alt, var.rank), variable=path, rule=where)
             return error("P303", self.indivisible_text(alt, var, misfit), rule.span,
@@ -340,7 +355,7 @@ class Resolver:
                                f"{var.rank}")
             else:
                 reasons.append(f"`{layout_text(alt)}`: " + self.indivisible_text(alt, var, misfit))
-        return error("P305", f"no alternative of the layout fits `{path}` {list(shape)}",
+        return error("P305", f"no alternative of the layout fits {self._named(path)} {list(shape)}",
                      rule.span, label="rule matched here", help=tuple(reasons) +
                      ("add an alternative that fits, e.g. `| replicated`",),
                      variable=path, rule=where)
@@ -353,11 +368,15 @@ class Resolver:
         names = " x ".join(f"`{a}` (size {self.sizes[a]})" for a in axes)
         if len(axes) > 1:
             names += f" = {prod}"
+        what = self._named(var.path)
         if block != 1:
-            return (f"dimension {k} of `{var.path}` (size {var.shape[k]}) is not divisible by "
+            return (f"dimension {k} of {what} (size {var.shape[k]}) is not divisible by "
                     f"{block} x {names} = {block * prod} (blocks of {block})")
-        return (f"dimension {k} of `{var.path}` (size {var.shape[k]}) is not divisible by "
-                f"{names}")
+        return f"dimension {k} of {what} (size {var.shape[k]}) is not divisible by {names}"
+
+    def _named(self, path: str) -> str:
+        """What a message calls the tensor of `path` this section lays out."""
+        return f"the optimizer slots of `{path}`" if self.section == "state" else f"`{path}`"
 
     def _fallback_help(self, alt: Alternative, var: Variable, misfit: Misfit) -> str:
         k = misfit.dim
@@ -473,6 +492,10 @@ class Resolver:
         return Resolution(tuple(assignments), tuple(grouped(problems)), tuple(matched),
                           tuple(won), unchecked)
 
+    @property
+    def _rule_word(self) -> str:
+        return "state rule" if self.section == "state" else "rule"
+
     def _rule_findings(self, matched, won, taken_from, unmatched=tuple) -> list[Diagnostic]:
         """P306 and P307; `unmatched()` gives the paths to look for a near miss in."""
         out = []
@@ -493,8 +516,9 @@ class Resolver:
                         helps += (f"a typo or a renamed layer? e.g. \"{fixed}\"",)
                 else:
                     helps = (_nothing_help(rule, self.ir.match),)
-                out.append(warning("P306", f"rule {rule.label} matches no variable of the model",
-                                   rule.pattern_span, label="matches nothing",
+                kind = "parameter" if self.section == "state" else "variable"
+                out.append(warning("P306", f"{self._rule_word} {rule.label} matches no {kind} "
+                                   "of the model", rule.pattern_span, label="matches nothing",
                                    help=helps, rule=rule.where))
             elif won[i] == 0 and self.ir.overlap == "first" and taken_from.get(i):
                 takers = [self.rules[j] for j in sorted(taken_from[i])]
@@ -515,7 +539,8 @@ class Resolver:
                     by = "an earlier rule" if len(earlier) == 1 else "earlier rules"
                     fix = "remove it, or move it above the rules that shadow it"
                 out.append(warning(
-                    "P307", f"rule {rule.label} is shadowed: every variable it matches is "
+                    "P307", f"{self._rule_word} {rule.label} is shadowed: every "
+                    f"{'parameter' if self.section == 'state' else 'variable'} it matches is "
                     f"taken by {by}", rule.pattern_span, label="never applies",
                     secondary=tuple(Label(r.pattern_span, "takes its variables") for r in takers),
                     help=fix, rule=rule.where))

@@ -1,8 +1,9 @@
 """Validation of a plan against a model: `validate(ir, model, devices) -> Report`.
 
 The plan is bound to the device count, every variable resolved (`Resolver.resolve_all`),
-the memory each device holds worked out (`planc.resolve.memory`), and the findings only
-the whole model shows added (`planc.resolve.findings`).
+its optimizer slots too when the plan has `state` rules, the memory each device holds
+worked out (`planc.resolve.memory`), and the findings only the whole model shows added
+(`planc.resolve.findings`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from planc.diagnostics import Diagnostic, unique
 from planc.ir import PlanIR
 from planc.progress import with_progress
 from planc.resolve.findings import budget_findings, large_replicated_findings, skipped_findings
-from planc.resolve.memory import memory_summary, shard_bytes
+from planc.resolve.answers import slot_assignments
+from planc.resolve.memory import itemised_bytes, memory_summary, shard_bytes
 from planc.resolve.report import Report
 from planc.resolve.resolver import Resolver
 from planc.variables import Variable
@@ -47,7 +49,14 @@ def _validate(ir: PlanIR, model, devices: int | None, progress: bool) -> Report:
     resolver = Resolver(ir)
     resolution = resolver.resolve_all(with_progress(variables, progress))
     found += resolution.diagnostics
-    return _finish(ir, resolution.assignments, found, devices, resolver, variables)
+    slots = ()
+    if ir.has_state_rules:
+        state = Resolver(ir, "state").resolve_all(variables)
+        found += state.diagnostics
+        slots = slot_assignments(resolution.assignments, state.assignments)
+    elif ir.itemised_memory:  # every slot mirrors its parameter
+        slots = resolution.assignments
+    return _finish(ir, resolution.assignments, found, devices, resolver, variables, slots)
 
 
 def resolved(ir: PlanIR, model, devices: int | None = None) -> tuple:
@@ -60,7 +69,7 @@ def resolved(ir: PlanIR, model, devices: int | None = None) -> tuple:
     """
     with collector_paused():
         variables = _variables(model)
-        if ir.budget is None and devices is None:
+        if ir.budget is None and devices is None and not ir.has_state_rules:
             resolution = Resolver(ir).resolve_all(variables)
             if not any(d.is_error for d in resolution.diagnostics):
                 return resolution.assignments
@@ -86,7 +95,7 @@ def _is_count(devices) -> bool:
 
 
 def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | None,
-            resolver: Resolver | None, variables) -> Report:
+            resolver: Resolver | None, variables, slots=()) -> Report:
     sizes = {a.name: a.global_size for a in ir.mesh.axes}
     count = ir.mesh.device_count
     cache: dict = {}  # most variables share their shape and layout with many others
@@ -105,8 +114,11 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
     shards, per_device, sizes_of, replicated = (
         [list(column) for column in zip(*hits)] if hits else ([], [], [], []))
     total = sum(sizes_of) if assignments else sum(v.nbytes for v in variables)
+    kinds = None
+    if slots:
+        kinds = itemised_bytes(ir, assignments, per_device, slots, sizes)
     memory = memory_summary(ir, assignments, per_device, sizes_of, replicated, total, count,
-                            len(variables))
+                            len(variables), kinds)
     if resolver is not None:
         found += budget_findings(ir, memory)
         found += large_replicated_findings(ir, assignments, sizes_of, replicated, count, sizes)
@@ -118,4 +130,4 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
     mesh = {a.name: a.global_size for a in ir.mesh.axes}
     shown = devices if _is_count(devices) else count
     return Report(ir.name, ir.file, diags, tuple(assignments), shown, mesh, memory,
-                  tuple(shards), tuple(per_device), ir.source_dict, ir)
+                  tuple(shards), tuple(per_device), ir.source_dict, ir, tuple(slots), kinds)

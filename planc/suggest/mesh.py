@@ -12,6 +12,12 @@ alone. Then, by strategy:
 - `auto`: `--tp K` if given, else the smallest K (1 first: pure FSDP) that fits the budget
   and replicates at most 2% of the parameter bytes.
 
+With `--state K`, the budget holds the parameters and K - 1 optimizer slots. When no mesh
+fits it with slots laid out as their parameters, the same meshes are tried with ZeRO-1
+slots (`planc.suggest.zero`): split over the batch axis too, which under `tp` replicates
+the parameters (the slots of small variables left whole stay whole); the first that fits
+is chosen as above, and the plan says so and carries the `state` rules.
+
 When nothing fits, the diagnostic (P501) says the smallest device count that would (or,
 when none up to `_MAX_DEVICES` does, the least bytes per device reached), and the
 smallest budget that would at this count.
@@ -27,12 +33,13 @@ smallest budget that would at this count.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planc.diagnostics import PlanError, error
 from planc.resolve import human_bytes
-from planc.suggest.layouts import Cost, layouts_for, small_can_stay_replicated
+from planc.suggest.layouts import FSDP, MODEL, Cost, layouts_for, small_can_stay_replicated
 from planc.suggest.sizes import size_text
+from planc.suggest.zero import slot_bytes, zero1_layout
 
 STRATEGIES = ("auto", "fsdp", "tp", "fsdp_tp")
 MAX_REPLICATED = 0.02  # MaxText's default sharding tolerance
@@ -50,6 +57,38 @@ class MeshChoice:
     layouts: tuple
     cost: Cost
     replicate_small: bool
+    # ZeRO-1 only: every variable's slot layout, and one slot of each per device, in bytes.
+    slots: tuple | None = None
+    slot_bytes: int | None = None
+
+    @property
+    def batch_axis(self) -> str:
+        """The mesh axis the batch is split over: `data` under `tp`, else `fsdp`."""
+        return "data" if self.strategy == "tp" else FSDP
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Every mesh axis's size."""
+        if self.strategy == "tp":
+            return {"data": self.devices // self.tp, MODEL: self.tp}
+        return {FSDP: self.fsdp, MODEL: self.tp}
+
+    def needs(self, state: int) -> int:
+        """Bytes per device of the parameters and `state` - 1 slots of each."""
+        slots = self.cost.per_device if self.slot_bytes is None else self.slot_bytes
+        return self.cost.per_device + (state - 1) * slots
+
+
+def with_zero1(choice: MeshChoice, variables, roles) -> MeshChoice | None:
+    """`choice` with ZeRO-1 slots, or None when they split nothing more. The slots of
+    what is left whole as small (norms, biases: `small_can_stay_replicated`) stay whole."""
+    sizes = choice.sizes
+    slots = tuple(lay if r.small and choice.replicate_small
+                  else zero1_layout(v.shape, lay, choice.batch_axis, sizes)
+                  for v, r, lay in zip(variables, roles, choice.layouts))
+    if slots == choice.layouts:
+        return None
+    return replace(choice, slots=slots, slot_bytes=slot_bytes(variables, slots, sizes))
 
 
 def valid_tp_sizes(variables, roles, devices: int) -> list[int]:
@@ -75,9 +114,7 @@ def choose_mesh(variables, roles, devices: int, strategy: str = "auto", tp: int 
                 budget: int | None = None, state: int = 1) -> MeshChoice:
     """The mesh for `strategy` on `devices` devices; `PlanError` (P501, P504, P505) when
     none fits. `budget` bounds the most loaded device's bytes times `state`."""
-    candidates = _candidates(variables, roles, devices, strategy, tp)
-    evaluated = [evaluate(variables, roles, devices, s, k) for s, k in candidates]
-    fits = [c for c in evaluated if budget is None or c.cost.per_device * state <= budget]
+    evaluated, fits = _fitting(variables, roles, devices, strategy, tp, budget, state)
     if not fits:
         raise PlanError((_nothing_fits(variables, roles, devices, strategy, tp, budget, state,
                                        evaluated),))
@@ -89,6 +126,19 @@ def choose_mesh(variables, roles, devices: int, strategy: str = "auto", tp: int 
             return low[0]
         return min(fits, key=lambda c: (c.cost.per_device, c.tp))
     return fits[0]
+
+
+def _fitting(variables, roles, devices, strategy, tp, budget, state):
+    """(every mesh evaluated, those that fit the budget): with slots as their parameters,
+    else, for `state` > 1, with ZeRO-1 slots."""
+    candidates = _candidates(variables, roles, devices, strategy, tp)
+    evaluated = [evaluate(variables, roles, devices, s, k) for s, k in candidates]
+    fits = [c for c in evaluated if budget is None or c.needs(state) <= budget]
+    if not fits and state > 1:
+        zero = [z for z in (with_zero1(c, variables, roles) for c in evaluated)
+                if z is not None]
+        fits = [c for c in zero if c.needs(state) <= budget]
+    return evaluated, fits
 
 
 def _candidates(variables, roles, devices, strategy, tp) -> list[tuple[str, int]]:
@@ -186,12 +236,12 @@ def _smallest_device_count(variables, roles, devices, strategy, tp, budget, stat
         if n > _MAX_DEVICES:
             break
         try:
-            candidates = _candidates(variables, roles, n, strategy, tp)
+            evaluated, fits = _fitting(variables, roles, n, strategy, tp, budget, state)
         except PlanError:  # no mesh of this strategy on `n` devices (P504, P505)
             continue
-        best = min(evaluate(variables, roles, n, s, k).cost.per_device for s, k in candidates)
+        best = min(c.cost.per_device for c in evaluated)
         if least[0] is None or best < least[0]:
             least = (best, n)
-        if best * state <= budget:
+        if fits:
             return n, least
     return None, least

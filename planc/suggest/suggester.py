@@ -28,13 +28,15 @@ from planc.variables import Variable
 @dataclass(frozen=True)
 class Suggestion:
     """A suggested plan: its `text` (in `planc fmt` form), the `report` of validating it
-    against the model, the mesh `choice`, the `rules`, and every variable's `roles`."""
+    against the model, the mesh `choice`, the `rules`, every variable's `roles`, and the
+    `state_rules` of ZeRO-1 slots (empty unless only they make the plan fit)."""
 
     text: str
     report: Report
     choice: MeshChoice
     rules: tuple[RuleSpec, ...]
     roles: tuple[Role, ...]
+    state_rules: tuple[RuleSpec, ...] = ()
 
 
 def suggest(model, devices: int, *, budget: int | str | None = None, strategy: str = "auto",
@@ -63,8 +65,9 @@ def suggest(model, devices: int, *, budget: int | str | None = None, strategy: s
     choice = choose_mesh(variables, roles, devices, strategy, tp, limit, state)
     sizes = {FSDP: choice.fsdp, MODEL: choice.tp}
     rules, whole = group_rules(variables, roles, choice.layouts, sizes)
+    state_rules = _state_rules(variables, roles, choice)
     header = Header(source or _describe(model), state, limit)
-    draft = plan_text(name, choice, rules, whole, variables, roles, header)
+    draft = plan_text(name, choice, rules, whole, variables, roles, header, state_rules)
     if len(rules) + 1 > limits.MAX_RULES or len(draft.encode()) > limits.MAX_PLAN_BYTES:
         raise PlanError((error(
             "P508", f"the model's {len(variables):,} variables fall into {len(rules):,} "
@@ -73,8 +76,17 @@ def suggest(model, devices: int, *, budget: int | str | None = None, strategy: s
             help="their paths share no numbered structure to generalise; write the plan "
                  "by hand with broader patterns"),))
     text = format_text(draft, file)
-    report = _verified(text, file, variables, devices, choice)
-    return Suggestion(text, report, choice, tuple(rules), roles)
+    report = _verified(text, file, variables, devices, choice, state)
+    return Suggestion(text, report, choice, tuple(rules), roles, tuple(state_rules))
+
+
+def _state_rules(variables, roles, choice) -> list[RuleSpec]:
+    """The `state` rules of a ZeRO-1 choice: the rules its slot layouts group into, less
+    those whose every slot is laid out as its parameter (mirroring says as much)."""
+    if choice.slots is None:
+        return []
+    rules, _ = group_rules(variables, roles, choice.slots, choice.sizes)
+    return [r for r in rules if any(choice.slots[i] != choice.layouts[i] for i in r.members)]
 
 
 def _variables(model) -> tuple[Variable, ...]:
@@ -124,7 +136,8 @@ def _describe(model) -> str:
     return f"a {type(model).__name__}"
 
 
-def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice) -> Report:
+def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice,
+              state: int) -> Report:
     """The report of the suggested plan; PlanError (P507 or P519) if it is not clean."""
     try:
         ir = check(text, file)
@@ -145,6 +158,16 @@ def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice)
                                        f"not the layout chosen for it"),))
     if report.memory.per_device_bytes != choice.cost.per_device:
         raise PlanError((_internal("the plan's bytes per device differ from the estimate"),))
+    if choice.slots is not None:
+        for a, slot, want in zip(report.assignments, report.slots, choice.slots):
+            got = tuple(tuple(e) if isinstance(e, list) else e for e in slot.layout.axes)
+            if got != want:
+                raise PlanError((_internal(f"the slots of `{a.variable.path}` resolve to "
+                                           f"{slot.layout.text}, not the ZeRO-1 layout "
+                                           "chosen for them"),))
+        if report.memory.device_bytes != choice.needs(state):
+            raise PlanError((_internal("the plan's bytes per device with its optimizer "
+                                       "slots differ from the estimate"),))
     return report
 
 

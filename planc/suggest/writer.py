@@ -15,6 +15,7 @@ from planc.suggest.families import RuleSpec
 from planc.suggest.layouts import FSDP, MODEL, shard_bytes
 from planc.suggest.mesh import MeshChoice
 from planc.suggest.sizes import size_text
+from planc.suggest.zero import slot_bytes
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,9 @@ def _clean(text: str) -> str:
 
 
 def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple[int, ...],
-              variables, roles, header: Header) -> str:
-    """The suggested plan for `choice`, with `rules` and `default` for the `whole` ones."""
+              variables, roles, header: Header, state_rules: list[RuleSpec] = ()) -> str:
+    """The suggested plan for `choice`, with `rules` and `default` for the `whole` ones;
+    `state_rules` lay out the ZeRO-1 slots of `choice` (when it has them)."""
     lines = _header_lines(choice, variables, roles, whole, header)
     lines += [f"plan {name}", ""]
     if choice.strategy == "fsdp":
@@ -69,7 +71,21 @@ def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple
         lines.append(f"    # {_default_comment(whole, choice, variables, roles)}")
         lines.append("    default -> replicated")
     lines.append("}")
+    if state_rules:
+        lines += ["", "state {"]
+        for rule in state_rules:
+            per = human_bytes(_slot_bytes(rule.members, choice, variables))
+            lines.append(f"    # ZeRO-1 slots of {rule.label}: split over `{choice.batch_axis}` "
+                         f"too ({_count(len(rule.members))}, {per} per slot per device)")
+            alts = " | ".join(layout_text(a) for a in _rank_agnostic(rule.alternatives))
+            lines.append(f'    "{rule.pattern}" -> {alts}')
+        lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _slot_bytes(members, choice: MeshChoice, variables) -> int:
+    return slot_bytes([variables[i] for i in members], [choice.slots[i] for i in members],
+                      choice.sizes)
 
 
 def _rank_agnostic(alternatives: tuple) -> tuple:
@@ -139,10 +155,16 @@ def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -
     per = choice.cost.per_device
     params = f"# Per device: {human_bytes(per)} of parameters"
     if header.state != 1:
-        params += (f", {human_bytes(per * header.state)} with optimizer state "
+        params += (f", {human_bytes(choice.needs(header.state))} with optimizer state "
                    f"(--state {header.state}: parameters and optimizer slots)")
     if header.budget is not None:
         params += f"; the budget is {size_text(header.budget)}"
+    zero1 = []
+    if choice.slots is not None:
+        zero1 = [f"# ZeRO-1: the optimizer slots are split over `{choice.batch_axis}` too "
+                 "(the `state` block): the plan fits the budget only so; with slots laid "
+                 f"out as their parameters it would need {human_bytes(per * header.state)} "
+                 "per device."]
     frac = choice.cost.replicated_fraction * 100
     frac = "0" if frac == 0 else "< 0.01" if frac < 0.01 else f"{frac:.2f}"
     return [
@@ -151,5 +173,6 @@ def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -
         f"# Strategy {choice.strategy}: {how}.",
         params + ".",
         f"# Replicated: {frac}% of the parameter bytes ({_count(len(whole))} left whole).",
+        *zero1,
         f"# Review it like any plan, then: planc lint PLAN --model SRC --devices {n} --strict",
     ]

@@ -90,8 +90,19 @@ class Replicated(Node):
     pass
 
 
+class Memory(Node):
+    """`on WORD` after a layout: the memory the layout is placed in (`on host`); the
+    checker says which words it knows."""
+
+    word: Name
+
+
 class LayoutExpr(Node):
+    """A rule's layout: its alternatives, and the memory written after them (None: the
+    devices' own memory)."""
+
     alternatives: tuple[TupleLayout | Replicated, ...]
+    memory: Memory | None = None
 
 
 class PatternRule(Node):
@@ -207,6 +218,12 @@ class OutputsSection(Node):
     rules: tuple[Rule, ...]
 
 
+class StateSection(Node):
+    """`state { RULES }`: how the optimizer slots of the parameters they match are laid out."""
+
+    rules: tuple[Rule, ...]
+
+
 class BudgetStmt(Node):
     args: tuple[KwArg, ...]
 
@@ -253,7 +270,8 @@ class RenameSection(Node):
 
 Statement = (
     PlanStmt | ParamStmt | MeshStmt | SlicesStmt | AxisTypesStmt | DataParallelStmt
-    | ModelParallelStmt | MatchStmt | OverlapStmt | LayoutSection | OutputsSection | BudgetStmt
+    | ModelParallelStmt | MatchStmt | OverlapStmt | LayoutSection | OutputsSection
+    | StateSection | BudgetStmt
     | CheckStmt | IncludeStmt | ClusterStmt | RenameSection | ModelStmt
 )
 

@@ -20,7 +20,7 @@ from planc.syntax.parser import parse
 
 
 _KINDS = ("plan", "params", "mesh", "slices", "axis_types", "distribution", "match", "overlap",
-          "layout", "outputs", "budget", "checks", "cluster", "rename", "model")
+          "layout", "outputs", "state", "budget", "checks", "cluster", "rename", "model")
 
 
 class Statements:
@@ -77,6 +77,7 @@ _KIND = {
     ast.DataParallelStmt: "distribution",
     ast.ModelParallelStmt: "distribution", ast.MatchStmt: "match",
     ast.OverlapStmt: "overlap", ast.LayoutSection: "layout", ast.OutputsSection: "outputs",
+    ast.StateSection: "state",
     ast.BudgetStmt: "budget", ast.CheckStmt: "checks", ast.ClusterStmt: "cluster",
     ast.RenameSection: "rename", ast.ModelStmt: "model",
 }

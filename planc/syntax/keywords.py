@@ -6,12 +6,13 @@ A terminal written `NAME: "word"` in grammar/planc.lark is reserved: lark's lexe
 that word as the keyword wherever it stands, so it can name nothing (no axis, param or
 plan). A terminal written `NAME.2: /word(?=LOOKAHEAD)/` is a keyword only where its
 lookahead holds: `model` starts a statement only before a string, and stays free as a
-name, as the usual name of a mesh axis must.
+name, as the usual name of a mesh axis must; `state` starts one only before a `{`, and
+stays the budget's setting (`budget(state = 3)`).
 
 >>> "layout" in RESERVED, "_" in RESERVED, "model" in RESERVED
 (True, True, False)
 >>> STATEMENT_KEYWORDS[:3], [word for word, _ in CONTEXTUAL]
-(('plan', 'param', 'mesh'), ['model'])
+(('plan', 'param', 'mesh'), ['state', 'model'])
 """
 
 from __future__ import annotations

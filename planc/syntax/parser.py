@@ -279,6 +279,9 @@ class _Builder(Transformer):
     def outputs_stmt(self, items):
         return ast.OutputsSection(self._between(items[0], items[-1]), tuple(items[2:-1]))
 
+    def state_stmt(self, items):
+        return ast.StateSection(self._between(items[0], items[-1]), tuple(items[2:-1]))
+
     def budget_stmt(self, items):
         return ast.BudgetStmt(self._between(items[0], items[-1]),
                               tuple(i for i in items if isinstance(i, ast.KwArg)))
@@ -320,10 +323,17 @@ class _Builder(Transformer):
         return ast.DefaultRule(joined(keyword, layout.span), keyword, layout)
 
     def layout(self, items):
-        # alternative (VBAR alternative)*: each alternative is a node already.
-        if len(items) == 1:
+        # alternative (VBAR alternative)* memory?: each alternative is a node already, and
+        # an absent memory is None at the end.
+        memory = items[-1]
+        if len(items) == 2 and memory is None:
             return ast.LayoutExpr(items[0].span, (items[0],))
-        return ast.LayoutExpr(joined(items[0].span, items[-1].span), tuple(items[::2]))
+        if memory is None:
+            return ast.LayoutExpr(joined(items[0].span, items[-2].span), tuple(items[:-1:2]))
+        return ast.LayoutExpr(joined(items[0].span, memory.span), tuple(items[:-1:2]), memory)
+
+    def memory(self, items):
+        return ast.Memory(joined(self._token_span(items[0]), items[1].span), items[1])
 
     def tuple_layout(self, items):
         # ( [entry (COMMA entry)* COMMA?] ): the entries stand at every other place, and

@@ -6,7 +6,7 @@ and after). It does not decide whether the result means what the input meant: th
 `planc.check.formatting`, which checks the printed text before `planc fmt` writes it.
 
 Canonical order: `plan`, `include`, `param`, `mesh`, `slices`, `axis_types`, the distribution,
-`match`, `overlap`, `budget`, `check`, `cluster`, `layout`, `outputs`, `rename`. The checker groups
+`match`, `overlap`, `budget`, `check`, `cluster`, `layout`, `state`, `outputs`, `rename`. The checker groups
 statements by kind, so moving statements between kinds is safe, with one exception: an
 `include` inlines its statements where it stands, so moving a local statement across an
 include can change the order of params and rules. `include_safe_order` keeps every
@@ -26,11 +26,12 @@ _ORDER = (
     (ast.PlanStmt,), (ast.ModelStmt,), (ast.IncludeStmt,), (ast.ParamStmt,), (ast.MeshStmt,), (ast.SlicesStmt,),
     (ast.AxisTypesStmt,), (ast.DataParallelStmt, ast.ModelParallelStmt), (ast.MatchStmt,), (ast.OverlapStmt,),
     (ast.BudgetStmt,), (ast.CheckStmt,), (ast.ClusterStmt,), (ast.LayoutSection,),
-    (ast.OutputsSection,), (ast.RenameSection,),
+    (ast.StateSection,), (ast.OutputsSection,), (ast.RenameSection,),
 )
 _RANK = {cls: rank for rank, group in enumerate(_ORDER) for cls in group}
 # Statements printed as a braced section of one line per rule or setting.
-_SECTIONS = (ast.LayoutSection, ast.OutputsSection, ast.ClusterStmt, ast.RenameSection)
+_SECTIONS = (ast.LayoutSection, ast.StateSection, ast.OutputsSection, ast.ClusterStmt,
+             ast.RenameSection)
 _SIZE = r"([0-9_]+)[ \t]*([A-Za-z]+)"  # compiled by `re` when a size is first printed
 
 
@@ -237,8 +238,9 @@ class _Printer:
         if isinstance(stmt, ast.ClusterStmt) and stmt.auto:
             self.emit_unit(unit, "cluster auto", "", first_blank=False)
             return
-        keyword = {ast.LayoutSection: "layout", ast.OutputsSection: "outputs",
-                   ast.ClusterStmt: "cluster", ast.RenameSection: "rename"}[type(stmt)]
+        keyword = {ast.LayoutSection: "layout", ast.StateSection: "state",
+                   ast.OutputsSection: "outputs", ast.ClusterStmt: "cluster",
+                   ast.RenameSection: "rename"}[type(stmt)]
         items = list(stmt.rules if not isinstance(stmt, ast.ClusterStmt) else stmt.args)
         brace_line = self.brace_line(stmt)
         inside = [c for c in self.module.comments
@@ -375,7 +377,10 @@ class _Printer:
 
     # layouts
     def layout(self, node: ast.LayoutExpr) -> str:
-        return " | ".join(self.alternative(a) for a in node.alternatives)
+        text = " | ".join(self.alternative(a) for a in node.alternatives)
+        if node.memory is not None:
+            text += f" on {node.memory.word.text}"
+        return text
 
     def alternative(self, a) -> str:
         if isinstance(a, ast.Replicated):

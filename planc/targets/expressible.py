@@ -3,9 +3,13 @@
 P311 (a layout the target cannot express) has one wording per cause, shared by the
 Keras target (`plan.to_keras()`, `plan.layout_map`) and the Keras module `planc compile
 --target keras` writes: a dimension or a batch split over several mesh axes (Keras's
-`TensorLayout` takes one axis per dimension), and a rule whose layout depends on the
-tensor's shape where Keras looks a layout up by path alone. P312 (a batch the batch
-axes do not divide) has one wording, shared by the JAX and Keras targets.
+`TensorLayout` takes one axis per dimension), a rule whose layout depends on the
+tensor's shape where Keras looks a layout up by path alone, a layout `on host` (a
+`TensorLayout` has no memory kind, and Keras computes on every variable where it
+lies), and a `state` rule (Keras gives an optimizer variable its parameter's layout
+itself, in `Optimizer.add_variable_from_reference`, asking no distribution); `plan.aot`
+of a Keras model refuses the last two alike. P312 (a batch the batch axes do not divide)
+has one wording, shared by the JAX and Keras targets.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ __all__ = [
     "check_expressible", "multi_axis_dimension", "explicit_axes_for_keras", "batch_over_several_axes",
     "shape_dependent_rule", "shape_dependent_output", "end_anchored_output",
     "indivisible_batch", "scalar_batch", "WITH_THE_MODEL", "WITH_THE_SHAPE",
+    "keras_memory_and_state",
 ]
 
 # What to do about a variable rule whose layout depends on the shape, where it is met.
@@ -70,7 +75,7 @@ def all_rules(ir: PlanIR):
 def check_expressible(ir: PlanIR, backend: str) -> None:
     """Raise `PlanError` (P311) for what Keras on `backend` cannot be given, before Keras
     fails: on the JAX backend planc passes a multi-axis dimension as a NamedSharding."""
-    problems: list[Diagnostic] = []
+    problems: list[Diagnostic] = keras_memory_and_state(ir)
     explicit = explicit_axes_for_keras(ir)
     if explicit is not None:
         problems.append(explicit)
@@ -161,6 +166,29 @@ def end_anchored_output(rule: Rule) -> Diagnostic:
                  "`<layer path>/output`", "end anchor",
                  "drop the `$` (under `match full` the pattern must match the whole layer "
                  "path anyway)")
+
+
+def keras_memory_and_state(ir: PlanIR) -> list[Diagnostic]:
+    """P311 for each rule that places a layout `on host` and each `state` rule: what the
+    Keras target cannot give Keras, which would otherwise be dropped without a word."""
+    out = [_p311(rule, "places its layout in pinned host memory (`on host`), which Keras's "
+                 "TensorLayout cannot express: it has no memory kind, and Keras's training "
+                 "step computes on every variable where it lies", "memory kind", _USE_JAX
+                 + " (`plan.shardings`, `plan.init`, `planc compile --target jax`), or drop "
+                 "`on host`")._replace(span=rule.layout.host_span or rule.span)
+           for rule in ir.host_rules()]
+    state = (*ir.state, *((ir.state_default,) if ir.state_default is not None else ()))
+    out += [_p311(rule, "lays out optimizer slots apart from their parameter, which Keras "
+                  "cannot be given: it lays out each optimizer variable as its parameter "
+                  "itself (`Optimizer.add_variable_from_reference`), asking no "
+                  "distribution", "state rule", _USE_JAX + " (`plan.shardings(opt_state, "
+                  "params=params)`, `plan.init`, `planc compile --target jax`) for ZeRO-1, "
+                  "or remove the `state` block for the Keras target")
+            for rule in state]
+    return out
+
+
+_USE_JAX = "use the JAX target with optax"
 
 
 # -- P312 ------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def expected(kind: str, value: str):
         return Number
     if value in CONSTANT_WORDS and value in RESERVED:
         return Keyword.Constant
-    if value in RESERVED or kind == "MODEL":
+    if value in RESERVED or kind in ("MODEL", "STATE"):
         return Keyword
     if kind == "NAME":
         return Name
@@ -88,7 +88,7 @@ def test_every_reserved_word_of_the_grammar_is_a_keyword():
     for word in RESERVED:
         [(tok, _)] = [(t, v) for t, v in PlancLexer().get_tokens(word) if v == word]
         assert tok in Keyword, word
-    assert [w for w, _ in CONTEXTUAL] == ["model"]
+    assert sorted(w for w, _ in CONTEXTUAL) == ["model", "state"]
 
 
 def test_model_is_a_keyword_only_before_a_string():
@@ -96,6 +96,13 @@ def test_model_is_a_keyword_only_before_a_string():
             if v.strip()]
     assert toks[2] == (Name.Variable, "model")
     assert (Keyword, "model") in toks
+
+
+def test_state_is_a_keyword_only_before_a_brace():
+    toks = [(t, v) for t, v in PlancLexer().get_tokens(
+        'budget(state = 3)\nstate {\n  "w" -> replicated on host\n}\n') if v.strip()]
+    assert toks[2] == (Name.Variable, "state")
+    assert (Keyword, "state") in toks and (Keyword, "on") in toks
 
 
 def test_an_unterminated_string_is_an_error_token():

@@ -71,7 +71,7 @@ def expected_scope(kind: str, value: str, reserved) -> str | None:
         return "constant.numeric."
     if value in CONSTANT_WORDS and value in reserved:
         return "constant.language."
-    if value in reserved or kind == "MODEL":
+    if value in reserved or kind in ("MODEL", "STATE"):
         return "keyword."
     return None
 
@@ -109,8 +109,11 @@ def test_every_reserved_word_of_the_grammar_gets_a_keyword_scope():
         [(start, end, scope)] = tokenize_line(word, compiled)
         want = "constant.language." if word in CONSTANT_WORDS else "keyword."
         assert (start, end) == (0, len(word)) and scope.startswith(want), (word, scope)
-    for word, _ in CONTEXTUAL:
-        assert tokenize_line(f'{word} "x"', compiled)[0] == (0, len(word), "keyword.other.planc")
+    for word, lookahead in CONTEXTUAL:
+        # What follows the word where it is a keyword: a string (`model`), a `{` (`state`).
+        after = next(a for a in ('"x"', "{") if re.match(word + lookahead, f"{word} {a}"))
+        assert tokenize_line(f"{word} {after}", compiled)[0] == (0, len(word),
+                                                                 "keyword.other.planc")
         assert tokenize_line(f"{word} = 2", compiled)[0][2] == "variable.other.planc"
 
 

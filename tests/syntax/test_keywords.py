@@ -1,7 +1,7 @@
 """The language's words have one home, `planc.syntax.keywords`, read from the grammar; these
 tests hold it to what the parser itself does: a reserved word names nothing, a contextual
-keyword (`model`) is a keyword only before a string, and every statement starts with one
-of the statement keywords."""
+keyword is a keyword only where its lookahead holds (`model` before a string, `state`
+before a `{`), and every statement starts with one of the statement keywords."""
 
 import re
 
@@ -29,13 +29,24 @@ def test_the_reserved_words_are_the_parsers_keyword_terminals_in_its_order():
     assert list(RESERVED) == words
 
 
-def test_model_is_the_one_contextual_keyword_and_is_not_reserved():
+def test_model_and_state_are_the_contextual_keywords_and_are_not_reserved():
     found = [m.groups() for t in _terminals() if t.pattern.type == "re"
              for m in [_LOOKAHEAD.fullmatch(t.pattern.value)] if m]
-    assert [w for w, _ in found] == [w for w, _ in CONTEXTUAL] == ["model"]
-    assert "model" not in RESERVED
-    [(word, lookahead)] = CONTEXTUAL
-    assert re.match(word + lookahead, 'model  "m.json"') and not re.match(word + lookahead, "model = 2")
+    assert sorted(w for w, _ in found) == sorted(w for w, _ in CONTEXTUAL) == ["model", "state"]
+    assert "model" not in RESERVED and "state" not in RESERVED
+    lookahead = dict(CONTEXTUAL)
+    model, state = "model" + lookahead["model"], "state" + lookahead["state"]
+    assert re.match(model, 'model  "m.json"') and not re.match(model, "model = 2")
+    assert re.match(state, "state {") and re.match(state, "state\n{")
+    assert not re.match(state, "state = 3")
+
+
+def test_state_names_a_budget_setting_an_axis_and_a_block():
+    plan = planc.loads("mesh(state = 2)\nmodel_parallel(batch = state)\n"
+                       "budget(per_device = 1 GB, state = 3)\n"
+                       "state {\n  \"k\" -> (state, _)\n}\n")
+    assert plan.ir.budget.state == 3 and plan.mesh_axes["state"] == 2
+    assert [r.pattern for r in plan.ir.state] == ["k"]
 
 
 @pytest.mark.parametrize("word", RESERVED)
@@ -57,7 +68,7 @@ def test_statements_start_with_exactly_the_statement_keywords():
         new_parser().parse("->")
     expected = set(caught.value.expected)
     assert {word_of[t] for t in expected if t in word_of} == set(STATEMENT_KEYWORDS)
-    assert expected - set(word_of) == {"$END", "MODEL"}
+    assert expected - set(word_of) == {"$END", "MODEL", "STATE"}
 
 
 def test_names_planc_writes_avoid_exactly_the_reserved_words(tmp_path, capsys):

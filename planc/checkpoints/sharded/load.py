@@ -6,7 +6,9 @@ The order of work is the guarantee:
    a damaged file is a `PlanError` (P410-P413, P415-P416) naming the file.
 2. The model's variables come from `like` (none: one per tensor), the tensors are
    renamed and paired with them (`planc.checkpoints.binding.bind_checkpoint`), and
-   each variable's sharding is resolved from the plan. Every error found (a variable
+   each variable's sharding is resolved from the plan: a `like` that is a plain 2-tuple
+   is `(params, opt_state)`, whose state leaves take their parameters' slot layouts
+   (`state` rules, or mirroring), in host memory where a rule says `on host`. Every error found (a variable
    with no tensor, a shape or dtype that differs, a layout that does not fit) raises
    one `PlanError` here, before a byte of tensor data is read.
 3. Each array is built from its addressable shards with
@@ -105,10 +107,16 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
         raise PlanError(tuple(diags), ir.source_dict)
     if mesh is None:
         mesh = jax_target.make_mesh(ir)
-    abstract = {s.variable.path: jax.ShapeDtypeStruct(s.variable.shape,
-                                                      _np_dtype(s.variable.dtype))
-                for s in sources}
-    shardings = jax_target.shardings(ir, abstract, mesh=mesh)  # PlanError: nothing read yet
+    if keras_model is None and type(like) is tuple and len(like) == 2:
+        # `(params, opt_state)`: laid out as a pair, so that the state takes its slot layouts.
+        placed, _ = jax_target.tree_paths(jax_target.model_shardings(ir, like, mesh=mesh))
+        by_path = dict(placed)
+        shardings = {s.variable.path: by_path[s.variable.path] for s in sources}
+    else:
+        abstract = {s.variable.path: jax.ShapeDtypeStruct(s.variable.shape,
+                                                          _np_dtype(s.variable.dtype))
+                    for s in sources}
+        shardings = jax_target.shardings(ir, abstract, mesh=mesh)  # PlanError: nothing read yet
     diags = tuple(diags) + _reshard_note(ir, checkpoint)
     if diags:
         warnings.warn(CheckpointWarning(render_text(diags, ir.source_dict, color=False),

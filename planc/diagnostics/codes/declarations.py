@@ -222,4 +222,18 @@ ENTRIES = {
         why='A plan is reviewed as text: such a character makes a line read in another order than it runs, or two patterns that look alike match different paths.',
         example='a pattern copied from a model path that holds U+202E',
         fix='Remove it; in a pattern, write it as an escape (`\\u202e`), which matches it and shows what it is. `planc suggest` writes such characters as escapes.'),
+    'P140': dict(
+        severity='error',
+        title='unknown memory after `on`',
+        what='`on WORD` after a layout names no memory (the one memory is `host`)',
+        why='`on host` places a layout in pinned host memory; any other word would be a memory planc cannot place anything in.',
+        example='`"mlp/.*" -> (fsdp, _) on hots`',
+        fix='Write `on host`, or leave `on ...` out for device memory.'),
+    'P141': dict(
+        severity='warning',
+        title='host budget with nothing in host memory',
+        what='`budget(host = SIZE)` in a plan whose `layout` and `state` rules place nothing `on host`',
+        why='The budget bounds bytes no variable or optimizer slot will ever use: a rule meant to say `on host` probably lost it.',
+        example='`budget(per_device = 80 GB, host = 200 GB)` without any `on host`',
+        fix='Write `on host` after the layouts to offload, or remove `host =`.'),
 }

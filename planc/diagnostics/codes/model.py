@@ -65,8 +65,8 @@ ENTRIES = {
     'P309': dict(
         severity='error',
         title='memory budget exceeded',
-        what='memory budget exceeded (top contributors in the help)',
-        why='The variables on one device would need more memory than the budget allows.',
+        what='memory budget exceeded (top contributors in the help): `per_device` for device memory, `host` for pinned host memory, each reported apart',
+        why='The variables on one device (with `state = K`, their optimizer slots too) would need more memory than the budget allows.',
         example='`budget(per_device = 1 GB)`',
         fix='Shard the top contributors the help names over more axes, or raise the budget.'),
     'P310': dict(
@@ -79,9 +79,9 @@ ENTRIES = {
     'P311': dict(
         severity='error',
         title='layout the target cannot express',
-        what='a layout the target cannot express',
-        why='The target cannot write this layout (for example several axes on one dimension outside JAX).',
-        example='a multi-axis dimension on a non-JAX Keras backend',
+        what='a layout the target cannot express (several axes on one dimension outside JAX; `on host` or `state` rules on the Keras target)',
+        why='The target cannot write this layout (for example several axes on one dimension outside JAX, a memory kind for Keras, which has none, or an optimizer slot laid out apart from its parameter, which Keras does itself).',
+        example='a multi-axis dimension on a non-JAX Keras backend; `state { ... }` for `--target keras`',
         fix='Use a layout the target can express, or the JAX target.'),
     'P312': dict(
         severity='error',
@@ -183,4 +183,11 @@ ENTRIES = {
         why='Under `overlap error` a variable both match is an error (P302) once a model has one; the plan alone already shows the overlap.',
         example='`"dense_\\d+/kernel"` beside `".*kernel"`',
         fix='Make the patterns disjoint (name the layers each is for), or write `overlap first` so that file order decides.'),
+    'P340': dict(
+        severity='error',
+        title='memory kind the devices do not have',
+        what='`on host` on devices (a backend or JAX version) that have no `pinned_host` memory, or whose XLA cannot compile a program writing there (`plan.init`, `plan.aot` on jax 0.7.1 over several CPU devices)',
+        why='JAX places an array only in a memory its devices address; asking for another fails deep in XLA, or not at all on a version without memory kinds.',
+        example='`"opt/.*" -> replicated on host` on a backend whose devices list no `pinned_host` memory',
+        fix='Run where `jax.devices()[0].addressable_memories()` lists `pinned_host` (XLA:CPU and GPU do, with jax >= 0.7.1), or drop `on host`.'),
 }

@@ -7,8 +7,9 @@ accelerator (`planc aot`, `plan.aot`, `planc lint --topology`).
   (slices included), JAX's own topology-aware assignment, one device per chip where the
   hardware needs it, with the feasible shapes near the one asked for (P201, P803, P804);
 - `arguments`: the step's abstract arguments and the shardings a training loop gives
-  them (the plan's layouts, optimizer state mirrored, the batch split over the batch
-  axes; outputs alias their inputs);
+  them (the plan's layouts, optimizer state by the `state` rules or mirrored, `on host`
+  in pinned host memory, the batch split over the batch axes; outputs alias their
+  inputs);
 - `compiler`: trace, lower and compile one step; XLA's memory figures and HLO (P805,
   P806, P809);
 - `pipeline`: the stages every step goes through (the placement, the compile, the

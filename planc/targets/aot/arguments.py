@@ -6,14 +6,18 @@ shardings.
 - **Parameters** take the plan's layout rules. They are validated first, as `planc lint`
   validates a model (rank, divisibility, unmatched variables, the `per_device` budget):
   any error stops here, before anything is compiled, with its usual code.
-- **Optimizer state** mirrors the parameters by `plan.shardings(opt_state,
-  params=params)`'s rule (a leaf takes the layout of the parameter whose path is its
-  longest "/"-suffix and whose shape is its shape; any other leaf is replicated).
+- **Optimizer state** is laid out by `plan.shardings(opt_state, params=params)`'s rule:
+  a leaf belongs to the parameter whose path is its longest "/"-suffix and whose shape
+  is its shape, and takes the layout of the `state` rule matching that parameter, else
+  the parameter's own (it mirrors it); any other leaf is replicated.
+- **Memory kinds.** A layout `on host` (of a parameter or a slot) is an argument in
+  pinned host memory: `Argument.host` says which leaves are.
 - **The batch**: dimension 0 of each leaf over the batch axes, the rest unsplit
   (`plan.data_sharding(rank)`); a scalar leaf or a batch the axes do not divide is P312.
 
 Each leaf keeps a label for the report's "largest arguments by rule": the rule that laid
-it out (a mirrored slot, its parameter's rule), or what placed it.
+it out (a mirrored slot, its parameter's rule; a slot a `state` rule lays out, that rule,
+`state "mlp/.*" -> (fsdp, model) at plan.kd:9`), or what placed it.
 """
 
 from __future__ import annotations
@@ -46,19 +50,27 @@ class StepProblem(Exception):
 
 class Argument:
     """One positional argument of the step: its name (`params`), abstract pytree, the
-    pytree of its shardings, and per leaf `(path, bytes per device, label)`; for laid-out
-    parameters, `rules` holds each leaf's plan rule (None: no rule); for mirrored optimizer
-    state, `mirrors` holds each leaf's parameter index (None: replicated)."""
+    pytree of its shardings, and per leaf `(path, bytes per device, label)`; `host` says
+    per leaf whether it is in pinned host memory. For laid-out parameters, `rules` holds
+    each leaf's plan rule (None: no rule) and `state_rules` the `state` rule laying out
+    its optimizer slots (None: they mirror it); for optimizer state, `mirrors` holds each
+    leaf's parameter index where it mirrors that parameter's layout (None: replicated, or
+    laid out by a `state` rule)."""
 
-    __slots__ = ("name", "tree", "shardings", "leaves", "mirrors", "rules")
+    __slots__ = ("name", "tree", "shardings", "leaves", "mirrors", "rules", "state_rules",
+                 "host")
 
-    def __init__(self, name, tree, shardings, leaves, mirrors=None, rules=None):
+    def __init__(self, name, tree, shardings, leaves, mirrors=None, rules=None,
+                 state_rules=None):
         self.name = name
         self.tree = tree
         self.shardings = shardings
         self.leaves = leaves
         self.mirrors = mirrors if mirrors is not None else [None] * len(leaves)
         self.rules = rules if rules is not None else [None] * len(leaves)
+        self.state_rules = state_rules if state_rules is not None else [None] * len(leaves)
+        self.host = [getattr(s, "memory_kind", None) == "pinned_host"
+                     for s in jax.tree_util.tree_leaves(shardings)]
 
 
 def abstract(ir: PlanIR, name: str, tree):
@@ -125,7 +137,10 @@ def laid_out(ir: PlanIR, mesh, name: str, tree, devices: int):
               for (p, leaf), s, label in zip(paths, flat, labels)]
     found = list(report.diagnostics) if report is not None else []
     rules = [a.rule for a in report.assignments] if report is not None else []
-    return Argument(name, tree, shardings, leaves, rules=rules), found
+    state = {id(r) for r in (*ir.state, ir.state_default) if r is not None}
+    state_rules = [s.rule if id(s.rule) in state else None
+                   for s in report.slots] if report is not None and report.slots else None
+    return Argument(name, tree, shardings, leaves, rules=rules, state_rules=state_rules), found
 
 
 def mirrored(ir: PlanIR, mesh, name: str, tree, params: Argument):
@@ -135,12 +150,18 @@ def mirrored(ir: PlanIR, mesh, name: str, tree, params: Argument):
     param_paths, _ = jax_target.tree_paths(params.tree)
     sources = jax_target.mirrored_parameters(paths, param_paths)
     flat = jax.tree_util.tree_leaves(shardings)
-    leaves = []
+    leaves, mirrors = [], []
     for (p, leaf), s, i in zip(paths, flat, sources):
-        label = params.leaves[i][2] if i is not None else \
-            "optimizer state with no parameter of its shape: replicated"
+        rule = params.state_rules[i] if i is not None else None
+        if i is None:
+            label = "optimizer state with no parameter of its shape: replicated"
+        elif rule is not None:
+            label = "state " + rule_label(rule)
+        else:
+            label = params.leaves[i][2]
         leaves.append((f"{name}/{p}", _per_device(leaf, s), label))
-    return Argument(name, tree, shardings, leaves, sources)
+        mirrors.append(i if rule is None else None)
+    return Argument(name, tree, shardings, leaves, mirrors)
 
 
 def with_specs(name: str, tree, shardings, labels, mirrors=None, rules=None) -> Argument:

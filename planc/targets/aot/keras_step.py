@@ -20,6 +20,9 @@ variables, x, y, sample_weight)` and returns the first three new, then the loss.
   optimizer is left as it was). The model's variables are read for shape and dtype.
 - `optimizer` and `loss` default to the model's own (`model.compile(...)`); a model not
   on the JAX backend, without a built model, an optimizer or a loss is P810.
+- A plan with `state` rules or layouts `on host` is refused first (P311 at each such
+  rule), as the Keras target refuses it: Keras lays out optimizer variables itself and
+  has no memory kinds, so the step compiled would not be the one Keras trains.
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
     from planc.targets.aot.pipeline import (compile_arguments, contributors, placement,
                                             raise_for)
 
+    from planc.targets.expressible import keras_memory_and_state
+
+    refused = keras_memory_and_state(ir)
+    if refused:
+        raise PlanError(tuple(refused), ir.source_dict)
     if keras.backend.backend() != "jax":
         _refuse(ir, f"Keras runs on the {keras.backend.backend()} backend; planc compiles "
                 "Keras's JAX training step", "set KERAS_BACKEND=jax before Keras is imported")

@@ -1,6 +1,12 @@
 """The stages every compiled step goes through, whatever built it (`step` for a JAX
 step, `keras_step` for a Keras model): the plan's mesh on the topology (`placement`),
 then the compile and the report (`compile_arguments`).
+
+Arguments in pinned host memory (layouts `on host`) are not device memory: they are
+left out of the largest arguments and of the plan changes P807 suggests, and their bytes
+are the report's `host_*` figures. XLA:TPU counts them there itself; XLA:CPU counts them
+with the device's, so on `cpu:N` they are moved there (`_host_apart`) before the peak is
+estimated.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from planc.targets.aot.compiler import compile_step, mirrored_outputs, output_sh
 from planc.targets.aot.feasibility import Placement, place, slice_count
 from planc.targets.aot.report import AotReport, largest
 from planc.targets.aot.topology import TopologyError, load_topology
+from planc.targets.jax.compat import require_host_outputs
 
 __all__ = ["placement", "contributors", "compile_arguments", "raise_for"]
 
@@ -44,11 +51,12 @@ def contributors(params, states) -> list[Contributor]:
 
     specs = [s.spec for s in jax.tree_util.tree_leaves(params.shardings)]
     shapes = [tuple(leaf.shape) for leaf in jax.tree_util.tree_leaves(params.tree)]
-    totals = [b for _, b, _ in params.leaves]
+    # Only device memory: a parameter `on host` (and the slots mirroring it) holds none.
+    totals = [0 if host else b for (_, b, _), host in zip(params.leaves, params.host)]
     slots = [0] * len(totals)
     for state in states:
-        for i, (_, b, _) in zip(state.mirrors, state.leaves):
-            if i is not None:
+        for i, (_, b, _), host in zip(state.mirrors, state.leaves, state.host):
+            if i is not None and not host:
                 totals[i] += b
                 slots[i] += 1
     return [Contributor(path, shape, spec, total, n, rule.where if rule is not None else None)
@@ -62,6 +70,9 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
     alias) its first `mirrored` arguments; the report of what XLA made of it."""
     ir, mesh, topology = where.ir, where.mesh, where.topology
     trees = [a.tree for a in arguments]
+    if topology.platform == "cpu" and any(h for a in arguments for h in a.host):
+        require_host_outputs(ir, ir.host_rules(outputs=False), mesh)  # P340 on jax 0.7's XLA:CPU
+    device_leaves = [leaf for a in arguments for leaf, h in zip(a.leaves, a.host) if not h]
     try:
         out = output_shapes(ir, mesh, step, trees)
         out_shardings = mirrored_outputs(ir, mesh, out, arguments, mirrored, names)
@@ -70,16 +81,17 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
     except StepProblem as exc:
         d = exc.diagnostic
         if d.code == "P809":  # what the arguments hold of it, as a P807 says
-            top = largest([leaf for a in arguments for leaf in a.leaves], 3)[0]
+            top = largest(device_leaves, 3)[0]
             d = d._replace(help=d.help + ("largest arguments per device: " + ", ".join(
                 f"`{p}` {human_bytes(b)}" for p, b in top),))
         raise_for(ir, d)
     memory = dict(compiled.memory)
     if topology.estimate:
+        host = [sum(b for (_, b, _), h in zip(a.leaves, a.host) if h) for a in arguments]
+        _host_apart(memory, sum(host), sum(host[:mirrored]), donate)
         # XLA:CPU's own peak leaves the temporaries out.
         memory["peak"] = memory["argument"] + memory["output"] - memory["alias"] + memory["temp"]
-    leaves = [leaf for a in arguments for leaf in a.leaves]
-    by_variable, by_rule = largest(leaves)
+    by_variable, by_rule = largest(device_leaves)
     sizes = dict(zip(ir.mesh.names, ir.mesh.shape))
     diagnostics = list(where.diagnostics) + list(found) + peak_findings(
         ir, topology.label, memory, topology.estimate, by_variable, contributors, sizes)
@@ -104,3 +116,16 @@ def _collectives(hlo: str, ir: PlanIR, mesh, topology):
         across = tuple(a.name for a in ir.mesh.axes if a.slices > 1)
     return collectives(hlo, ir.mesh.shape, ir.mesh.names, slice_positions=positions,
                        slice_axes=across)
+
+
+def _host_apart(memory: dict, arguments: int, outputs: int, donate: bool) -> None:
+    """Move the bytes per device of the arguments in pinned host memory, and of the
+    outputs that take their shardings (aliased to them when donated), from XLA:CPU's
+    device figures to the `host_*` ones; nothing where XLA counted host memory itself."""
+    if memory["host_argument"] or memory["host_output"]:
+        return
+    for key, n in (("argument", arguments), ("output", outputs),
+                   ("alias", outputs if donate else 0)):
+        n = min(n, memory[key])
+        memory[key] -= n
+        memory["host_" + key] += n

@@ -27,9 +27,11 @@ All figures are per device, in bytes. `to_dict()` is the JSON form, schema
       "summary": {"errors": 0, "warnings": 0, "notes": 0}
     }
 
-`memory` is `memory_analysis()` of the compiled step, field for field, except `peak`
-on `cpu:N`: XLA:CPU's own peak leaves temporaries out, so there it is `argument + output
-- alias + temp`, an estimate (`estimate` says so).
+`memory` is `memory_analysis()` of the compiled step, field for field, except on
+`cpu:N`: XLA:CPU counts arguments in pinned host memory (layouts `on host`) with the
+device's, so there their bytes are moved to the `host_*` figures; and its own peak
+leaves temporaries out, so there `peak` is `argument + output - alias + temp`, an
+estimate (`estimate` says so). The largest arguments are those in device memory.
 """
 
 from __future__ import annotations

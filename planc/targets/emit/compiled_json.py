@@ -25,11 +25,14 @@ Schema `planc.compiled/1` (keys in this order; `ensure_ascii` JSON, 2-space inde
       "outputs": [RULE, ...],              # the `outputs` block
       "outputs_default": LAYOUT | null,
       "renames": [RENAME, ...],            # the `rename` blocks, file order
+      "state": [RULE, ...],                # only with a `state` block: its rules,
+      "state_default": LAYOUT | null,      #   matched by a parameter's path
       "table": {PATH: ENTRY, ...} | null   # with --model: every variable, model order
     }
     RULE   = {"pattern": REGEX, "layout": LAYOUT}
     RENAME = {"pattern": REGEX, "template": TEMPLATE, "transpose": bool}
-    LAYOUT = {"text": "(model, _) | replicated", "alternatives": [ALT, ...]}
+    LAYOUT = {"text": "(model, _) | replicated", "alternatives": [ALT, ...],
+              "host": true}                 # `host` only for a layout `on host`
     ALT    = {"replicated": bool, "head": [DIM, ...], "ellipsis": bool, "tail": [DIM, ...]}
     DIM    = {"axes": [NAME, ...], "block": N}          # axes [] = not split
     ENTRY  = {"shape": [N, ...], "dtype": DTYPE,
@@ -57,7 +60,7 @@ SCHEMA = "planc.compiled/1"
 _NOT_MEANING = {"file", "sources", "diagnostics", "layout_span", "rename_span", "span"}
 # Fields added after fingerprints were first published: left out while empty, so a plan
 # that does not use them keeps the fingerprint it always had.
-_LEFT_OUT_EMPTY = {"renames", "axis_types", "peak"}
+_LEFT_OUT_EMPTY = {"renames", "axis_types", "peak", "state", "state_default", "host"}
 
 
 def _canonical(value):
@@ -134,8 +137,11 @@ def _alt_json(a: Alternative) -> dict:
 def _layout_json(rule: Rule | None):
     if rule is None:
         return None
-    return {"text": rule.layout.text,
-            "alternatives": [_alt_json(a) for a in rule.layout.alternatives]}
+    out = {"text": rule.layout.text,
+           "alternatives": [_alt_json(a) for a in rule.layout.alternatives]}
+    if rule.layout.host:
+        out["host"] = True
+    return out
 
 
 def compiled_json(ir: PlanIR, resolution=None) -> str:
@@ -165,6 +171,8 @@ def compiled_json(ir: PlanIR, resolution=None) -> str:
         "outputs_default": _layout_json(ir.outputs_default),
         "renames": [{"pattern": r.pattern, "template": r.template, "transpose": r.transpose}
                     for r in ir.renames],
+        **({"state": [{"pattern": r.pattern, "layout": _layout_json(r)} for r in ir.state],
+            "state_default": _layout_json(ir.state_default)} if ir.has_state_rules else {}),
         "table": None if resolution is None else {
             a.variable.path: {"shape": list(a.variable.shape), "dtype": a.variable.dtype,
                               "partition_spec": [_entry_json(e) for e in a.layout.axes],

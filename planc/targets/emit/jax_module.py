@@ -11,6 +11,9 @@ divisibility). Its API mirrors `planc.Plan`:
     partition_spec(path, shape, mesh=None) -> PartitionSpec
     shardings(tree, mesh=None) -> pytree of NamedSharding
     shard(tree, mesh=None) -> tree placed on the mesh
+    (with `state` rules or `on host` layouts: shardings(tree, mesh=None, params=None) and
+    shard(tree, mesh=None, params=None), `params=` laying out optimizer state, and
+    `memory_kind="pinned_host"` where a rule says `on host`; `runtime_state`)
     data_sharding(rank=2, mesh=None) -> NamedSharding
     output_sharding(path, rank, mesh=None) -> NamedSharding or None
     use(mesh=None) -> jax.set_mesh over the plan's mesh (a setter and a context manager)
@@ -82,6 +85,26 @@ def _default(rule: Rule | None) -> str:
     return f"{literal(alts)}  # -> {rule.layout.text}"
 
 
+def _hosts(rules) -> str:
+    return literal(tuple(r.index for r in rules if r.layout.host))
+
+
+def _state_constants(ir: PlanIR) -> str:
+    """The constants `runtime_state` reads: which rules are `on host`, and the state rules."""
+    on_host = lambda rule: rule is not None and rule.layout.host  # noqa: E731
+    return ("# The rules (their indices) and defaults whose layouts are `on host`: in pinned "
+            "host memory.\n"
+            f"HOST_RULES = {_hosts(ir.rules)}\n"
+            f"DEFAULT_ON_HOST = {literal(on_host(ir.default))}\n"
+            f"OUTPUT_HOST_RULES = {_hosts(ir.outputs)}\n"
+            f"OUTPUT_DEFAULT_ON_HOST = {literal(on_host(ir.outputs_default))}\n"
+            "# State rules, matched by a parameter's path: the layout of its optimizer slots.\n"
+            + _rules("STATE_RULES", ir.state)
+            + f"STATE_DEFAULT = {_default(ir.state_default)}\n"
+            f"STATE_HOST_RULES = {_hosts(ir.state)}\n"
+            f"STATE_DEFAULT_ON_HOST = {literal(on_host(ir.state_default))}\n")
+
+
 def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -> str:
     """The emitted module for `ir` (the plan, with `auto` bound or not).
 
@@ -112,6 +135,8 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -
     out.append(f"DEFAULT = {_default(ir.default)}\n")
     out.append(_rules("OUTPUT_RULES", ir.outputs))
     out.append(f"OUTPUT_DEFAULT = {_default(ir.outputs_default)}\n")
+    if needs_state_runtime(ir):
+        out.append(_state_constants(ir))
     out.append("# planc's RE2 translation of each pattern, for when re2 is importable.\n")
     out.append(_texts("RE2_RULES", ir.rules))
     out.append(_texts("RE2_OUTPUT_RULES", ir.outputs))
@@ -135,15 +160,28 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -
         text = "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in sizes.items()) + "}"
         out.append(f"TABLE_SIZES = {text if bound else 'None'}\n")
     out.append("\n\n")
-    out.append(_runtime())
+    out.append(_runtime(ir))
     return "".join(out)
 
 
-def _runtime() -> str:
+def _runtime(ir: PlanIR) -> str:
     devices = "planc.targets.devices"
+    runtime, state = "planc.targets.emit.runtime_jax", "planc.targets.emit.runtime_state"
+    if needs_state_runtime(ir):
+        shardings = (section_source(state, "state: shardings"),)
+        tail = (section_source(state, "state: activations"),)
+    else:
+        shardings, tail = (section_source(runtime, "runtime: shardings"),), ()
     return runtime_source(section_source(devices, "device order"), _bind, _eval, _run_checks,
                           section_source(devices, "device list"),
-                          section_source("planc.targets.emit.runtime_jax", "runtime"))
+                          section_source(runtime, "runtime"), *shardings,
+                          section_source(runtime, "runtime: data and activations"), *tail)
+
+
+def needs_state_runtime(ir: PlanIR) -> bool:
+    """Whether the module lays out optimizer slots or places layouts in host memory, and
+    so carries `runtime_state` (a module that does neither stays as it always was)."""
+    return ir.has_state_rules or bool(ir.host_rules())
 
 
 _HEADER = '''\

@@ -30,7 +30,8 @@ under Keras <= 3.13 (`re.search`) and >= 3.14 (`re.fullmatch`) alike:
   batch split over several mesh axes (`TensorLayout` rejects them; use the JAX target or
   `plan.to_keras()` on the JAX backend), an output rule whose layout depends on the
   shape or whose pattern has an end anchor (`$`, `\\Z`: in Keras the layer path is
-  followed by `/output`).
+  followed by `/output`), a layout `on host` and a `state` rule (see
+  `keras_memory_and_state`).
 
 Its runtime is planc's own code, copied (see `planc.targets.emit.codegen`): the binding of
 `planc.targets.emit.runtime_binding` with planc's `check` evaluator; the device order of
@@ -52,7 +53,8 @@ from planc.targets.emit.codegen import (check_constants, docstring_name, literal
                                         mesh_constants, refuse_backtracking, refuse_errors,
                                         runtime_source, section_source)
 from planc.targets.expressible import (WITH_THE_MODEL, batch_over_several_axes,
-                                       end_anchored_output, explicit_axes_for_keras, multi_axis_dimension,
+                                       end_anchored_output, explicit_axes_for_keras,
+                                       keras_memory_and_state, multi_axis_dimension,
                                        shape_dependent_output, shape_dependent_rule,
                                        shape_free_axes, splits_over_several_axes)
 from planc.targets.emit.keras_keys import SectionKeys, anchored_key
@@ -73,7 +75,7 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_keras") -> s
     """
     refuse_errors(ir, resolution)
     refuse_backtracking(ir)
-    problems: list[Diagnostic] = []
+    problems: list[Diagnostic] = keras_memory_and_state(ir)
     for problem in (explicit_axes_for_keras(ir), batch_over_several_axes(ir)):
         if problem is not None:
             problems.append(problem)

@@ -1,8 +1,11 @@
 """The runtime of the module `planc compile --target jax` writes: its public functions.
 
-The emitted module carries a verbatim copy of the section below its marker line (after
-the device order of `planc.targets.devices` and the binding of
-`planc.targets.emit.runtime_binding`), and runs where planc is not installed. So the code
+The emitted module carries a verbatim copy of the sections below their marker lines
+(after the device order of `planc.targets.devices` and the binding of
+`planc.targets.emit.runtime_binding`), and runs where planc is not installed. A plan
+with `state` rules or `on host` layouts gets `planc.targets.emit.runtime_state`'s
+shardings in place of the section `runtime: shardings`, and its activation wrappers
+after the last. So the code
 there uses only `re`, jax and numpy, the names imported here (which the emitted module
 imports or carries too) and the emitted module's constants, which stand here for a
 plan of one `auto` axis, no rules and no default: every variable is replicated.
@@ -304,6 +307,8 @@ def _leaf_shape(leaf):
     return tuple(np.shape(leaf)) if shape is None else tuple(int(d) for d in shape)
 
 
+# -- copied into emitted modules: runtime: shardings --
+
 def shardings(tree, mesh=None):
     """A pytree of NamedSharding with `tree`'s structure (leaf path: keys joined by
     "/"). Every leaf's error is reported together, in one ValueError."""
@@ -330,6 +335,8 @@ def shard(tree, mesh=None):
     """`tree` placed on the mesh as the plan lays it out; nothing moves on an error."""
     return jax.device_put(tree, shardings(tree, mesh))
 
+
+# -- copied into emitted modules: runtime: data and activations --
 
 def data_sharding(rank=2, mesh=None):
     """Dimension 0 over the batch axes, the other `rank - 1` dimensions not split."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 
 import jax
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import PartitionSpec
 
 from planc.diagnostics import Diagnostic, PlanError, error, note
 from planc.diagnostics.text import render_text
@@ -91,7 +91,7 @@ def constrain(ir: PlanIR, x, name: str, mesh=None):
     if missing is not None:
         _warn(bound, missing)
         return x
-    return target.place(x, NamedSharding(mesh, target._spec(assignment.layout)))
+    return target.place(x, target._shardings_of(bound, mesh, [assignment])[0])
 
 
 def activation_spec(ir: PlanIR, name: str, rank: int, mesh=None) -> PartitionSpec | None:

@@ -16,7 +16,8 @@ import jax
 from planc.diagnostics import PlanError, Span, error
 from planc.ir import PlanIR
 
-__all__ = ["MIN_JAX", "FEATURES", "require", "axis_type"]
+__all__ = ["MIN_JAX", "FEATURES", "require", "axis_type", "require_host_memory",
+           "require_host_outputs"]
 
 MIN_JAX = "0.7.1"
 
@@ -87,3 +88,81 @@ def axis_type(ir: PlanIR, name: str, *, module=jax):
             f"axis type `{name}`", span, label="asks for it",
             help=f"install jax>={MIN_JAX}, the oldest JAX planc supports"),), sources)
     return member
+
+
+PINNED_HOST = "pinned_host"
+
+
+def require_host_memory(ir: PlanIR, rules, device, *, module=jax) -> None:
+    """Nothing when `device` addresses pinned host memory; else `PlanError` with one P340
+    at the `on host` of each of `rules` (the rules whose layouts are `on host`).
+
+    `module` is the JAX whose version a message names (the installed one).
+
+    >>> import planc
+    >>> plan = planc.loads('mesh(batch = auto)\\nmodel_parallel\\nlayout { "w" -> replicated on host }')
+    >>> require_host_memory(plan.ir, plan.ir.rules, jax.devices()[0]) is None
+    True
+    """
+    memories = getattr(device, "addressable_memories", None)
+    kinds = () if memories is None else tuple(m.kind for m in memories())
+    if PINNED_HOST in kinds:
+        return
+    if memories is None:
+        why = f"jax {module.__version__} gives its devices no memory kinds"
+    else:
+        why = (f"the {device.platform} devices have no `{PINNED_HOST}` memory (theirs: "
+               + ", ".join(f"`{k}`" for k in kinds) + ")")
+    _refuse(ir, rules, why, f"run where the devices address `{PINNED_HOST}` memory (XLA:CPU "
+            f"and GPU do, with jax >= {MIN_JAX}), or drop `on host`")
+
+
+def require_host_outputs(ir: PlanIR, rules, mesh, *, module=jax) -> None:
+    """`require_host_memory`, and then nothing when XLA compiles a program whose output is
+    in pinned host memory on `mesh`; else `PlanError` with one P340 at each of `rules`.
+
+    jax 0.7.1's XLA:CPU places arrays there (`device_put`) but fails to compile such a
+    program over several devices (a RET_CHECK of its SPMD partitioner), which `plan.init`
+    is. Found once per mesh by compiling a one-element program.
+    """
+    require_host_memory(ir, rules, mesh.devices.flat[0], module=module)
+    failure = _host_outputs_failure(mesh)
+    if failure is not None:
+        _refuse(ir, rules, f"jax {module.__version__} cannot compile a program whose "
+                f"outputs are in `{PINNED_HOST}` memory on these {mesh.devices.size} "
+                f"{mesh.devices.flat[0].platform} devices ({failure})",
+                "install a newer jax (0.10 compiles such programs on XLA:CPU), or drop "
+                "`on host`; `plan.shard` and `plan.load` place arrays there without "
+                "compiling a program")
+
+
+_HOST_OUTPUTS: dict = {}
+
+
+def _host_outputs_failure(mesh) -> str | None:
+    """None when a program with an output in pinned host memory compiles on `mesh`, else
+    the first line of XLA's error."""
+    if mesh not in _HOST_OUTPUTS:
+        import jax.numpy as jnp
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        out = NamedSharding(mesh, PartitionSpec(), memory_kind=PINNED_HOST)
+        try:
+            jax.jit(lambda: jnp.zeros((1,), jnp.float32), out_shardings=out).lower().compile()
+            _HOST_OUTPUTS[mesh] = None
+        except Exception as exc:  # XLA's runtime error, whose class moved between releases
+            _HOST_OUTPUTS[mesh] = str(exc).strip().splitlines()[0][:200]
+    return _HOST_OUTPUTS[mesh]
+
+
+def _refuse(ir: PlanIR, rules, why: str, fix: str):
+    seen, problems = set(), []
+    for rule in rules:
+        if rule is None or id(rule) in seen:
+            continue
+        seen.add(id(rule))
+        problems.append(error(
+            "P340", f"rule {rule.label} places its layout in pinned host memory, but {why}",
+            rule.layout.host_span or rule.span, label="`on host` here", rule=rule.where,
+            help=fix))
+    raise PlanError(tuple(problems), ir.source_dict)

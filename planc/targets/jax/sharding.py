@@ -28,11 +28,17 @@ Choices a user should know:
   `planc.sources` reads pytrees (dict keys, sequence indices, field names).
 - **Errors first.** `shardings`, `shard`, `init` and `shard_batch` resolve every leaf
   and raise one `PlanError` with every diagnostic before any array is created or moved.
-- **Optimizer state.** With `params=`, a leaf takes the layout of the parameter whose
-  path is the longest "/"-suffix of the leaf's path and whose shape equals the leaf's
-  (optax's `mu`, `nu`, ... mirror the parameter tree); any other leaf (a step count,
-  a factored second moment) is replicated. `init` does this for the second element
-  when `fn` returns a plain 2-tuple `(params, opt_state)`.
+- **Optimizer state.** With `params=`, a leaf belongs to the parameter whose path is the
+  longest "/"-suffix of the leaf's path and whose shape equals the leaf's (optax's `mu`,
+  `nu`, ... mirror the parameter tree). It takes the layout of the `state` rule that
+  matches that parameter's path, or, where none does, the parameter's own (the slot
+  mirrors it). Any other leaf (a step count, a factored second moment) is replicated in
+  device memory. `init` does this for the second element when `fn` returns a plain
+  2-tuple `(params, opt_state)`, and `plan.load` for a `like` that is one.
+- **Memory kinds.** A layout written `... on host` (in `layout`, `state` or `outputs`) is
+  a `NamedSharding` with `memory_kind="pinned_host"`; every other sharding names no
+  memory kind (the devices' own). Devices with no `pinned_host` memory raise P340 at
+  the rule before anything is placed (`planc.targets.jax.compat.require_host_memory`).
 """
 
 from __future__ import annotations
@@ -48,17 +54,18 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from planc.diagnostics import PlanError, Span, error
 from planc.check.binding import bind_devices
 from planc.ir import PlanIR
-from planc.resolve import ResolvedLayout, Resolver
+from planc.resolve import Assignment, ResolvedLayout, Resolver, replicated, slot_assignments
 from planc.sources.objects import key_text
 from planc.targets.devices import _device_grid, _device_list
 from planc.targets.expressible import indivisible_batch, scalar_batch
-from planc.targets.jax.compat import axis_type, require
+from planc.targets.jax.compat import (axis_type, require, require_host_memory,
+                                     require_host_outputs)
 from planc.variables import Variable
 
 __all__ = [
     "make_mesh", "partition_spec", "shardings", "shard", "init", "init_jit",
     "data_sharding", "shard_batch", "output_sharding", "tree_paths", "place",
-    "mirrored_parameters",
+    "mirrored_parameters", "tree_shardings", "model_shardings",
 ]
 
 
@@ -168,6 +175,22 @@ def _spec(layout: ResolvedLayout) -> PartitionSpec:
     return PartitionSpec(*layout.axes)
 
 
+def _sharding(mesh: Mesh, layout: ResolvedLayout) -> NamedSharding:
+    """The `NamedSharding` of `layout` on `mesh`, in pinned host memory when it is `on host`."""
+    if layout.host:
+        return NamedSharding(mesh, _spec(layout), memory_kind="pinned_host")
+    return NamedSharding(mesh, _spec(layout))
+
+
+def _shardings_of(ir: PlanIR, mesh: Mesh, assignments) -> list[NamedSharding]:
+    """One `NamedSharding` per assignment; P340 first when one is `on host` and the
+    mesh's devices have no pinned host memory."""
+    host = [a.rule for a in assignments if a.layout.host]
+    if host:
+        require_host_memory(ir, host, mesh.devices.flat[0])
+    return [_sharding(mesh, a.layout) for a in assignments]
+
+
 def _ir_for_devices(ir: PlanIR) -> PlanIR:
     if ir.mesh.auto_axis is not None:
         # A size for `auto` changes which alternatives fit: use the devices JAX sees.
@@ -210,12 +233,13 @@ def _leaf_shape(leaf) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def _resolve_leaves(ir: PlanIR, leaves) -> tuple[list[PartitionSpec], list]:
-    """Specs for `[(path, leaf)]` by the plan's rules, and the errors found."""
+def _resolve_leaves(ir: PlanIR, leaves, section: str = "layout") -> tuple[tuple, list]:
+    """The assignments of `[(path, leaf)]` by the plan's `section` rules, and the errors
+    found."""
     variables = [Variable(path, _leaf_shape(leaf)) for path, leaf in leaves]
-    resolution = _resolver(ir).resolve_all(variables)
+    resolution = _resolver(ir, section).resolve_all(variables)
     errors = [d for d in resolution.diagnostics if d.is_error]
-    return [_spec(a.layout) for a in resolution.assignments], errors
+    return resolution.assignments, errors
 
 
 def mirrored_parameters(leaves, param_leaves) -> list[int | None]:
@@ -237,22 +261,64 @@ def mirrored_parameters(leaves, param_leaves) -> list[int | None]:
     return out
 
 
-def _mirror(leaves, param_leaves, param_specs) -> list[PartitionSpec]:
-    """Each leaf's spec from the parameter it mirrors (`mirrored_parameters`); replicated
-    when there is none."""
-    return [param_specs[i] if i is not None else PartitionSpec(*(None,) * len(_leaf_shape(leaf)))
-            for i, (_, leaf) in zip(mirrored_parameters(leaves, param_leaves), leaves)]
+def _mirror(leaves, param_leaves, slots) -> list[Assignment]:
+    """Each leaf's assignment: that of the slots (`slots`, parallel to `param_leaves`) of
+    the parameter it mirrors (`mirrored_parameters`); replicated in device memory, with
+    no rule, when there is none."""
+    out = []
+    for i, (path, leaf) in zip(mirrored_parameters(leaves, param_leaves), leaves):
+        if i is None:
+            shape = _leaf_shape(leaf)
+            out.append(Assignment(Variable(path, shape), replicated(len(shape)), None))
+        else:
+            out.append(slots[i])
+    return out
 
 
-def _tree_specs(ir: PlanIR, tree, params=None):
-    """(treedef, leaves, specs, errors) for `tree`; with `params`, mirrored from them."""
+def _tree_assignments(ir: PlanIR, tree, params=None):
+    """(treedef, leaves, assignments, errors) for `tree`; with `params`, each leaf takes
+    its parameter's slot layout (see the module docstring)."""
     leaves, treedef = tree_paths(tree)
     if params is None:
-        specs, errors = _resolve_leaves(ir, leaves)
-        return treedef, leaves, specs, errors
+        assignments, errors = _resolve_leaves(ir, leaves)
+        return treedef, leaves, assignments, errors
     param_leaves, _ = tree_paths(params)
-    param_specs, errors = _resolve_leaves(ir, param_leaves)
-    return treedef, leaves, _mirror(leaves, param_leaves, param_specs), errors
+    slots, errors = _resolve_leaves(ir, param_leaves)
+    if ir.has_state_rules:
+        state, state_errors = _resolve_leaves(ir, param_leaves, "state")
+        errors += state_errors
+        slots = slot_assignments(slots, state)
+    return treedef, leaves, _mirror(leaves, param_leaves, slots), errors
+
+
+def tree_shardings(ir: PlanIR, mesh: Mesh, tree, params=None):
+    """`tree`'s `NamedSharding`s (a pytree of them) on `mesh`, `ir` bound to it; with
+    `params`, as optimizer state (see the module docstring). Every error of every leaf
+    is raised in one `PlanError`."""
+    treedef, _, assignments, errors = _tree_assignments(ir, tree, params)
+    _raise(ir, errors)
+    return jax.tree_util.tree_unflatten(treedef, _shardings_of(ir, mesh, assignments))
+
+
+def model_shardings(ir: PlanIR, tree, mesh=None):
+    """The shardings of `tree` (a pytree of them): a plain 2-tuple is `(params,
+    opt_state)`, the state laid out as its parameters' slots; anything else is laid out
+    by the `layout` rules. What `init` gives `fn`'s outputs and `plan.load` a `like` tree."""
+    mesh, ir = _mesh(ir, mesh)
+    return _model_shardings(ir, mesh, tree)
+
+
+def _model_shardings(ir: PlanIR, mesh: Mesh, tree):
+    if type(tree) is tuple and len(tree) == 2:
+        params, state = tree
+        # Both resolved before either is raised: one PlanError holds every problem.
+        treedef, _, assignments, errors = _tree_assignments(ir, params)
+        state_def, _, state_assignments, state_errors = _tree_assignments(ir, state, params)
+        _raise(ir, errors + [d for d in state_errors if d not in errors])
+        return (jax.tree_util.tree_unflatten(treedef, _shardings_of(ir, mesh, assignments)),
+                jax.tree_util.tree_unflatten(state_def,
+                                             _shardings_of(ir, mesh, state_assignments)))
+    return tree_shardings(ir, mesh, tree)
 
 
 def _raise(ir: PlanIR, errors) -> None:
@@ -264,22 +330,22 @@ def shardings(ir: PlanIR, tree, mesh=None, params=None):
     """A pytree of `NamedSharding` with `tree`'s structure, one per leaf.
 
     Leaves are arrays, `jax.ShapeDtypeStruct`s or anything with `.shape`; Python numbers
-    are scalars (replicated). With `params=`, the leaves mirror the parameters' layouts
-    (optimizer state; see the module docstring). Every error of every leaf is raised in
-    one `PlanError`.
+    are scalars (replicated). With `params=`, the leaves are optimizer state: each takes
+    its parameter's slot layout, by the `state` rules or mirroring the parameter (see the
+    module docstring). A layout `on host` is in pinned host memory. Every error of every
+    leaf is raised in one `PlanError`.
     """
     mesh, ir = _mesh(ir, mesh)
-    treedef, _, specs, errors = _tree_specs(ir, tree, params)
-    _raise(ir, errors)
-    return jax.tree_util.tree_unflatten(treedef, [NamedSharding(mesh, s) for s in specs])
+    return tree_shardings(ir, mesh, tree, params)
 
 
-def shard(ir: PlanIR, tree, mesh=None):
-    """`tree` placed on the mesh as the plan lays it out (`jax.device_put`).
+def shard(ir: PlanIR, tree, mesh=None, params=None):
+    """`tree` placed on the mesh as the plan lays it out (`jax.device_put`); with
+    `params=`, as the optimizer state of those parameters (see `shardings`).
 
     Nothing moves unless every leaf resolves without error.
     """
-    placement = shardings(ir, tree, mesh=mesh)
+    placement = shardings(ir, tree, mesh=mesh, params=params)
     leaves = jax.tree_util.tree_leaves(tree)
     if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
         return jax.tree_util.tree_map(place, tree, placement)
@@ -294,6 +360,14 @@ def place(x, sharding: NamedSharding):
     explicit axes major. The emitted module's `_place` (`runtime_jax`) does the same."""
     if not isinstance(x, jax.core.Tracer):
         return jax.device_put(x, sharding)
+    x = _place_traced(x, sharding)
+    # A memory kind is no constraint XLA keeps: inside `jit` it is a placement of its own.
+    if getattr(sharding, "memory_kind", None) == "pinned_host":
+        x = jax.device_put(x, sharding)
+    return x
+
+
+def _place_traced(x, sharding: NamedSharding):
     mesh, spec = sharding.mesh, sharding.spec
     kinds = dict(zip(mesh.axis_names, (str(t.name).lower() for t in mesh.axis_types)))
     explicit = _only(spec, kinds, "explicit")
@@ -316,20 +390,6 @@ def _only(spec: PartitionSpec, kinds: dict, kind: str) -> PartitionSpec:
     return PartitionSpec(*out)
 
 
-def _init_shardings(mesh, ir: PlanIR, shapes):
-    if type(shapes) is tuple and len(shapes) == 2:
-        params, state = shapes
-        treedef, _, specs, errors = _tree_specs(ir, params)
-        state_def, _, state_specs, _ = _tree_specs(ir, state, params=params)
-        _raise(ir, errors)
-        return (jax.tree_util.tree_unflatten(treedef, [NamedSharding(mesh, s) for s in specs]),
-                jax.tree_util.tree_unflatten(state_def,
-                                             [NamedSharding(mesh, s) for s in state_specs]))
-    treedef, _, specs, errors = _tree_specs(ir, shapes)
-    _raise(ir, errors)
-    return jax.tree_util.tree_unflatten(treedef, [NamedSharding(mesh, s) for s in specs])
-
-
 def init_jit(ir: PlanIR, fn, *args, mesh=None, **kwargs):
     """`(jitted, out_shardings)`: `fn` compiled to write its outputs straight into the
     plan's shardings. `init` runs this program; it is public so the compiled program can
@@ -337,8 +397,16 @@ def init_jit(ir: PlanIR, fn, *args, mesh=None, **kwargs):
     On the CPU it is compiled with XLA's memory-minimising scheduler where the installed
     XLA takes the option."""
     mesh, ir = _mesh(ir, mesh)
-    out = _init_shardings(mesh, ir, jax.eval_shape(fn, *args, **kwargs))
+    out = _model_shardings(ir, mesh, jax.eval_shape(fn, *args, **kwargs))
+    _compilable(ir, mesh, out)
     return _init_program(fn, out, mesh), out
+
+
+def _compilable(ir: PlanIR, mesh: Mesh, out) -> None:
+    """P340 when some of `out` is in host memory and XLA cannot compile a program that
+    writes there on `mesh` (see `require_host_outputs`)."""
+    if any(s.memory_kind == "pinned_host" for s in jax.tree_util.tree_leaves(out)):
+        require_host_outputs(ir, ir.host_rules(outputs=False), mesh)
 
 
 def _init_program(fn, out, mesh):
@@ -420,13 +488,14 @@ def init(ir: PlanIR, fn, *args, mesh=None, **kwargs):
     compiled with XLA's memory-minimising scheduler, so temporaries stay a fraction of
     the model; where the installed XLA refuses that option, a model larger than
     `INIT_GROUP_MIN_BYTES` is computed in about `INIT_GROUPS` groups of outputs instead.
-    When `fn` returns a plain 2-tuple it is read as `(params, opt_state)`: the state
-    mirrors the parameters. Arguments are traced: pass configuration through
-    `functools.partial`.
+    When `fn` returns a plain 2-tuple it is read as `(params, opt_state)`: the state is
+    laid out as its parameters' slots (`state` rules, else mirroring). Arguments are
+    traced: pass configuration through `functools.partial`.
     """
     mesh, ir = _mesh(ir, mesh)
     shapes = jax.eval_shape(fn, *args, **kwargs)
-    out = _init_shardings(mesh, ir, shapes)
+    out = _model_shardings(ir, mesh, shapes)
+    _compilable(ir, mesh, out)
     leaves, treedef = jax.tree_util.tree_flatten(shapes)
     sizes = [math.prod(l.shape) * l.dtype.itemsize for l in leaves]
     program = _init_program(fn, out, mesh)
@@ -559,4 +628,4 @@ def output_sharding(ir: PlanIR, path: str, rank: int, mesh=None) -> NamedShardin
     if assignment.rule is None:
         return None
     _raise(ir, [p for p in problems if p.is_error])
-    return NamedSharding(mesh, _spec(assignment.layout))
+    return _shardings_of(ir, mesh, [assignment])[0]

@@ -18,7 +18,9 @@ Choices a user should know:
   metric (`loss/total`) or a seed generator (`seed_generator_state`) are not model
   variables: they stay replicated whatever the rules say. Optimizer slots
   (`adam/dense_kernel_momentum`) take their parameter's layout, which Keras does itself
-  (`add_variable_from_reference` passes the parameter's layout).
+  (`add_variable_from_reference` passes the parameter's layout), so a plan's `state`
+  rules cannot reach them: such a plan is refused (P311 at each state rule), as is a
+  layout `on host` (a `TensorLayout` has no memory kind). Use the JAX target for both.
 - **Errors first.** A variable whose resolution has an error (no fitting layout, an
   indivisible dimension, an ambiguous match, an unmatched variable of rank >= 2)
   raises `PlanError` naming the variable and the rule's line when Keras creates it,
