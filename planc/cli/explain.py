@@ -54,7 +54,10 @@ def run(args) -> int:
 
     if html:
         diags = sorted(list(found) + list(report.diagnostics), key=Diagnostic.sort_key)
-        doc = document(plan, report, diags, report.variable_dicts())
+        # A plan that does not fit the device count has no layouts: the model's rows alone.
+        rows = report.variable_dicts() if report.assignments else \
+            [variable_row(report, v) for v in variables]
+        doc = document(plan, report, diags, rows)
         slices = {a.name: a.slices for a in plan.ir.mesh.axes}
         _write(explain_page(doc, slices=slices, distribution=plan.ir.distribution,
                             selected=None if var is None else var.path), args)

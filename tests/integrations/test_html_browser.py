@@ -243,3 +243,46 @@ def test_the_aot_page_shows_the_collectives_by_kind_and_axis(browser, tmp_path, 
     assert sorted(dom_paths(tab)) == ["dense_0/bias", "dense_0/kernel", "dense_1/bias",
                                       "dense_1/kernel"]
     assert tab.errors == []
+
+
+SLICED_PLAN = """plan sliced
+mesh(data = auto, fsdp = 2, model = 2)
+slices(data = 2)
+model_parallel(batch = (data, fsdp))
+layout {
+    ".*kernel" -> ((data, fsdp), model)
+    default -> replicated
+}
+"""
+SMALL = [Variable("a/kernel", (64, 32), "float32"), Variable("step", (), "int32"),
+         Variable("b/bias", (32,), "float32")]
+
+
+@pytest.mark.parametrize("devices, grid, note", [
+    ("16", 16, None),                                   # two slices, devices drawn
+    (None, 0, "an `auto` axis has no size"),            # no --devices
+    ("6", 0, "the mesh does not fit 6 devices"),        # P201: no layouts, rows still shown
+])
+def test_every_mesh_state_draws_without_error(browser, tmp_path, capsys, devices, grid, note):
+    model = tmp_path / "small.json"
+    write_manifest(SMALL, model)
+    plan = tmp_path / "sliced.kd"
+    plan.write_text(SLICED_PLAN)
+    argv = ["explain", str(plan), "--model", str(model)] + (["--devices", devices] if devices else [])
+    tab = open_page(browser, write_page(tmp_path, *argv))
+    assert dom_paths(tab) == [v.path for v in SMALL]
+    assert tab.evaluate("document.querySelectorAll('#mesh .device').length") == grid
+    if note:
+        assert note in tab.evaluate("document.getElementById('mesh').textContent")
+    else:  # data=4 over 2 slices: devices 8-15 are the second slice's
+        odd = tab.evaluate("Array.from(document.querySelectorAll('#mesh .device.slice-odd'),"
+                           " d => Number(d.dataset.device)).sort((a, b) => a - b)")
+        assert odd == list(range(8, 16))
+    for i in range(len(SMALL)):  # every variable's block view, a scalar's too
+        tab.evaluate(f"document.querySelectorAll('#vars tbody tr')[{i}].click()")
+        assert tab.evaluate("document.querySelector('#selected h3').textContent") == \
+            SMALL[i].path
+    if devices == "16":  # ((data, fsdp), model) on data=4, fsdp=2, model=2: 16 blocks
+        tab.evaluate("document.querySelectorAll('#vars tbody tr')[0].click()")
+        assert tab.evaluate("document.querySelectorAll('#tensor .block').length") == 16
+    assert tab.errors == []

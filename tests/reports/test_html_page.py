@@ -79,7 +79,8 @@ def test_the_gemma_page_is_written_with_its_data(capsys, tmp_path):
     assert data["schema"] == "planc.page/1" and data["kind"] == "explain"
     assert len(data["variables"]["rows"]) == 164
     assert data["mesh"] == {"axes": [{"name": "batch", "size": 4, "slices": 1},
-                                     {"name": "model", "size": 2, "slices": 1}], "devices": 8}
+                                     {"name": "model", "size": 2, "slices": 1}], "devices": 8,
+                            "note": None}
     layout = data["variables"]["layouts"][data["variables"]["rows"][0][3]]
     assert layout == {"axes": [["model"], ["batch"]], "text": "(model, batch)"}
 

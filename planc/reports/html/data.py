@@ -12,7 +12,8 @@ as text. The object, schema ``planc.page/1``::
       "title": "plan gemma",
       "facts": [["file", "plans/gemma.kd"], ...],      # the header's label/value lines
       "mesh": {"axes": [{"name": "batch", "size": 4, "slices": 1}, ...],
-               "devices": 8},                          # null: an `auto` axis has no size
+               "devices": 8,                           # null: an `auto` axis has no size
+               "note": null | "why the devices are not drawn"},
       "memory": {"bars": [BAR, ...], "notes": ["..."]},
       "variables": {"columns": ["path", "shape", ...], # what each row holds, in order
                     "rows": [[...], ...],              # model order
@@ -90,7 +91,8 @@ def explain_data(doc: dict, *, slices: dict | None = None, distribution: str | N
         "schema": SCHEMA, "kind": "explain",
         "title": f"plan {shown(doc['plan'])}",
         "facts": facts,
-        "mesh": _mesh(doc["mesh"], slices, doc["devices"]),
+        "mesh": _mesh(doc["mesh"], slices, doc["devices"],
+                      laid_out=any("axes" in r for r in doc["variables"])),
         "memory": explain_memory(doc["summary"], doc["variables"]),
         "variables": table,
         "selected": _selected(paths, selected),
@@ -114,8 +116,9 @@ def explain_memory(summary: dict, rows: list[dict]) -> dict:
     slots = f"optimizer state ({state - 1} slot{'s' if state != 2 else ''} per parameter)"
     notes = ["every device holds one shard of every variable: the same bytes on each"]
     if per_device is None:
+        laid_out = any("axes" in r for r in rows)
         return {"bars": [], "notes": ["unknown: an `auto` axis has no size (pass --devices)"
-                                      if rows else "unknown: the plan does not fit"]}
+                                      if laid_out else "unknown: the plan does not fit"]}
     bars = []
     if "device_bytes" in summary:  # itemised: device and host memory apart
         for where, total, budget in (("device", summary["device_bytes"],
@@ -227,7 +230,10 @@ def _rule_text(rule: dict | None, plan_file: str | None) -> str:
     return shown('"' + rule["pattern"].replace('"', '\\"') + f'" at {at}')
 
 
-def _mesh(mesh: dict | None, slices: dict | None, devices: int | None) -> dict:
+def _mesh(mesh: dict | None, slices: dict | None, devices: int | None,
+          laid_out: bool = True) -> dict:
+    """The mesh's axes, and its device count (None while a size is unknown); `note`
+    says why the devices are not drawn."""
     slices = slices or {}
     axes = [{"name": shown(name), "size": size, "slices": slices.get(name, 1)}
             for name, size in (mesh or {}).items()]
@@ -235,7 +241,13 @@ def _mesh(mesh: dict | None, slices: dict | None, devices: int | None) -> dict:
     total = 1
     for a in axes:
         total *= a["size"] or 1
-    return {"axes": axes, "devices": (total if known else None) if axes else devices}
+    note = None
+    if not known:
+        note = (f"the mesh does not fit {devices} devices (see the diagnostics)"
+                if devices is not None and not laid_out else
+                "an `auto` axis has no size: pass --devices to see the devices")
+    return {"axes": axes, "devices": (total if known else None) if axes else devices,
+            "note": note}
 
 
 def _mesh_text(mesh: dict | None) -> str:

@@ -88,44 +88,58 @@
 
   // -- the mesh -----------------------------------------------------------------------------
 
-  // The devices as panels of grids: the last axis across, the one before it down (when
-  // small), the axes before those as one panel per index.
-  function deviceGrid(parent, cell) {
-    var k = axes.length;
-    var inner = (k >= 2 && sizes[k - 2] <= 16) ? [k - 2, k - 1] : [k - 1];
-    var outer = [];
-    for (var i = 0; i < k - inner.length; i++) { outer.push(i); }
-    var cols = sizes[k - 1], rows = inner.length === 2 ? sizes[k - 2] : 1;
-    if (inner.length === 1 && cols > 32) { rows = Math.ceil(cols / 32); cols = 32; }
-    var per = product(inner.map(function (j) { return sizes[j]; }));
-    var big = deviceCount <= 64;
-    var caption = "across: " + axes[k - 1].name;
-    if (inner.length === 2) { caption += "; down: " + axes[k - 2].name; }
-    if (outer.length) {
-      caption += "; one panel per " + outer.map(function (j) { return axes[j].name; }).join(" x ");
+  // The devices as one grid: each mesh axis goes across or down, whichever split gives
+  // the grid nearest a 5:2 landscape (axes in mesh order within each); a gap marks
+  // where the outer axis of a side steps. A single long axis wraps at 32.
+  function layoutOf() {
+    var k = axes.length, best = null;
+    for (var mask = 0; mask < (1 << k); mask++) {
+      var across = [], down = [];
+      for (var j = 0; j < k; j++) { ((mask >> (k - 1 - j)) & 1 ? across : down).push(j); }
+      var cols = product(across.map(function (a) { return sizes[a]; }));
+      var rows = product(down.map(function (a) { return sizes[a]; }));
+      var score = Math.abs(Math.log(cols / rows) - Math.log(2.5));
+      if (best === null || score < best.score - 1e-9) {
+        best = {score: score, across: across, down: down, cols: cols, rows: rows};
+      }
     }
+    return best;
+  }
+
+  function deviceGrid(parent, cell) {
+    var lay = layoutOf();
+    var wrapAt = (lay.down.length === 0 && lay.cols > 32) ? 32 : lay.cols;
+    var big = deviceCount <= 64;
+    var names = function (js) { return js.map(function (j) { return axes[j].name; }).join(" x "); };
+    var caption = "across: " + (names(lay.across) || "-") + "; down: " + (names(lay.down) || "-");
     parent.appendChild(el("div", "grid-caption", caption + " (devices numbered in mesh order)"));
-    var panels = el("div", "panels");
-    for (var p = 0; p < deviceCount / per; p++) {
-      var first = p * per;
-      var c0 = coords(first);
-      var panel = el("div", "panel" + (sliceOf(c0) % 2 ? " slice-odd" : ""));
-      if (outer.length) { panel.appendChild(el("div", "panel-label", coordText(c0, outer))); }
-      var grid = el("div", "devices");
-      grid.style.gridTemplateColumns = "repeat(" + cols + ", max-content)";
-      for (var d = first; d < first + per; d++) {
-        var info = cell(d, coords(d));
-        var box = el("div", "device " + (big ? "big" : "small"), big ? info.text : null);
+    var stepCol = lay.across.length > 1 ? sizes[lay.across[lay.across.length - 1]] : 0;
+    var stepRow = lay.down.length > 1 ? sizes[lay.down[lay.down.length - 1]] : 0;
+    var sliced = axes.some(function (a) { return a.slices > 1; });
+    var grid = el("div", "devices");
+    grid.style.gridTemplateColumns = "repeat(" + wrapAt + ", max-content)";
+    for (var r = 0; r < lay.rows; r++) {
+      for (var c = 0; c < lay.cols; c++) {
+        var at = new Array(axes.length), v = r, q;
+        for (q = lay.down.length - 1; q >= 0; q--) { at[lay.down[q]] = v % sizes[lay.down[q]]; v = Math.floor(v / sizes[lay.down[q]]); }
+        v = c;
+        for (q = lay.across.length - 1; q >= 0; q--) { at[lay.across[q]] = v % sizes[lay.across[q]]; v = Math.floor(v / sizes[lay.across[q]]); }
+        var d = 0;
+        for (q = 0; q < axes.length; q++) { d = d * sizes[q] + at[q]; }
+        var info = cell(d, at);
+        var cls = "device " + (big ? "big" : "small");
+        if (stepCol && c > 0 && c % stepCol === 0) { cls += " gap-left"; }
+        if (stepRow && r > 0 && r % stepRow === 0) { cls += " gap-top"; }
+        if (sliced && sliceOf(at) % 2) { cls += " slice-odd"; }
+        var box = el("div", cls, big ? info.text : null);
         box.title = info.title;
         if (info.color) { box.style.backgroundColor = info.color; }
         box.dataset.device = String(d);
         grid.appendChild(box);
       }
-      panel.appendChild(grid);
-      panels.appendChild(panel);
     }
-    parent.appendChild(panels);
-    return panels;
+    parent.appendChild(grid);
+    return grid;
   }
 
   function drawMesh() {
@@ -147,12 +161,12 @@
     });
     s.appendChild(t);
     if (!meshKnown) {
-      s.appendChild(el("p", "note", "an `auto` axis has no size: pass --devices to see the devices"));
+      s.appendChild(el("p", "note", data.mesh.note));
       return;
     }
     var sliced = axes.some(function (a) { return a.slices > 1; });
     s.appendChild(el("p", "note", deviceCount + " devices" +
-      (sliced ? "; panels alternate their shade slice by slice" : "")));
+      (sliced ? "; devices of odd slices have dashed borders" : "")));
     deviceGrid(s, function (d, c) {
       var all = c.map(function (v, k) { return k; });
       return {text: String(d), color: null,
@@ -645,7 +659,9 @@
     grid.id = "tensor";
     grid.style.gridTemplateColumns = "max-content repeat(" + nCols + ", minmax(44px, max-content))";
     grid.appendChild(el("div", "head", ""));
-    for (var c = 0; c < nCols; c++) { grid.appendChild(el("div", "head", head(across, digits(c, across)))); }
+    // Many columns: their headings run upwards, a column each.
+    var colHead = nCols > 8 ? "head up" : "head";
+    for (var c = 0; c < nCols; c++) { grid.appendChild(el("div", colHead, head(across, digits(c, across)))); }
     for (var r = 0; r < nRows; r++) {
       var rv = digits(r, down);
       grid.appendChild(el("div", "head", head(down, rv) || "all"));
@@ -692,6 +708,8 @@
     }
   }
 
+  // Past 64 devices the mesh takes the page's width, the memory goes below it.
+  if (deviceCount > 64) { document.querySelector("main").classList.add("wide-mesh"); }
   drawMesh();
   drawMemory();
   drawCollectives();
