@@ -29,7 +29,8 @@ def test_wheel_ships_the_grammar_and_lints_from_a_fresh_venv(tmp_path):
     shipped = set(zipfile.ZipFile(wheel).namelist())
     assert "planc/grammar/planc.lark" in shipped
     # The HTML page's style sheet and script, which every page inlines.
-    assert {"planc/reports/html/page.css", "planc/reports/html/page.js"} <= shipped
+    assert {f"planc/reports/html/{name}" for name in
+            ("page.css", "page.js", "devices.js", "table.js")} <= shipped
     # Every module of the source tree ships, and nothing from the tests (the fuzzer).
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "planc").rglob("*.py")}
     modules |= {f"planc/grammar/{p.name}" for p in (ROOT / "grammar").glob("*.py")}

@@ -4,7 +4,8 @@
 write it: the mesh and its devices, the memory per device, the variables (sortable,
 filterable, problems marked), the blocks of a selected variable on every device, and,
 from `aot`, the collectives. `data` turns the reports' JSON documents into the page's
-data, `page` renders it with `page.css` and `page.js` inlined. Nothing here imports jax.
+data, `page` renders it with its style sheet and script inlined (`page.css`; `page.js`,
+`devices.js`, `table.js`). Nothing here imports jax.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """One self-contained HTML page from the page's data (`planc.reports.html.data`).
 
-The page needs no network: its style sheet and script (`page.css`, `page.js`, shipped
-beside this module) are inlined, and its Content-Security-Policy allows nothing else:
-no fetch, no other script (the inline ones are allowed by their hashes), no image but
-`data:`. The data travels as JSON in a `<script type="application/json">` element,
+The page needs no network: its style sheet and script (`page.css`, and `page.js`,
+`devices.js`, `table.js` joined, shipped beside this module) are inlined, and its
+Content-Security-Policy allows nothing else: no fetch, no other script (the inline ones
+are allowed by their hashes), no image but `data:`. The data travels as JSON in a `<script type="application/json">` element,
 with `<`, `>`, `&` and the JavaScript line terminators U+2028 and U+2029 escaped, so
 no string of a model or a plan can close the element or become markup; the script sets
 every string as text (`textContent`), never as HTML. The bytes depend on the data only:
@@ -22,6 +22,9 @@ from planc._version import __version__
 
 __all__ = ["render_page", "embedded_json"]
 
+# The page's script, in parts (each says what it draws), joined in this order inside one
+# function, so they share its names and none leaks into the page's global scope.
+_SCRIPTS = ("page.js", "devices.js", "table.js")
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                  "\u2029": "\\u2029"}
 
@@ -50,7 +53,8 @@ def _hash(text: str) -> str:
 
 def render_page(data: dict) -> str:
     """The HTML page of `data` (the page's data object), as text."""
-    css, js = _asset("page.css"), _asset("page.js")
+    css = _asset("page.css")
+    js = "(function () {\n" + "".join(_asset(n) for n in _SCRIPTS) + "}());\n"
     policy = (f"default-src 'none'; style-src {_hash(css)}; script-src {_hash(js)}; "
               "img-src data:; base-uri 'none'; form-action 'none'")
     title = _text(data["title"])
