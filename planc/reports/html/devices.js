@@ -5,17 +5,17 @@
 
 // The devices as one grid: each mesh axis goes across or down, whichever split gives
 // the grid nearest a 5:2 landscape (axes in mesh order within each); a gap marks
-// where the outer axis of a side steps. A single long axis wraps at 32.
+// where the outer axis of a side steps. A single long row wraps at 32.
 function layoutOf() {
   var k = axes.length, best = null;
   for (var mask = 0; mask < (1 << k); mask++) {
     var across = [], down = [];
     for (var j = 0; j < k; j++) { ((mask >> (k - 1 - j)) & 1 ? across : down).push(j); }
-    var cols = product(across.map(function (a) { return sizes[a]; }));
-    var rows = product(down.map(function (a) { return sizes[a]; }));
-    var score = Math.abs(Math.log(cols / rows) - Math.log(2.5));
+    var nCols = product(across.map(function (a) { return sizes[a]; }));
+    var nRows = product(down.map(function (a) { return sizes[a]; }));
+    var score = Math.abs(Math.log(nCols / nRows) - Math.log(2.5));
     if (best === null || score < best.score - 1e-9) {
-      best = {score: score, across: across, down: down, cols: cols, rows: rows};
+      best = {score: score, across: across, down: down, cols: nCols, rows: nRows};
     }
   }
   return best;
@@ -23,7 +23,7 @@ function layoutOf() {
 
 function deviceGrid(parent, cell) {
   var lay = layoutOf();
-  var wrapAt = (lay.down.length === 0 && lay.cols > 32) ? 32 : lay.cols;
+  var wrapAt = (lay.rows === 1 && lay.cols > 32) ? 32 : lay.cols;
   var big = deviceCount <= 64;
   var names = function (js) { return js.map(function (j) { return axes[j].name; }).join(" x "); };
   var caption = "across: " + (names(lay.across) || "-") + "; down: " + (names(lay.down) || "-");

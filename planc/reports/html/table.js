@@ -213,14 +213,12 @@ function select(i, scroll) {
   if (selected !== null && trs[selected]) { trs[selected].removeAttribute("aria-selected"); }
   selected = i;
   var at = shownRows.indexOf(i);
-  if (scroll && windowed && at >= 0) {
+  // The table scrolls to the row (rows are ROW high), the page stays where it is.
+  if (scroll && at >= 0) {
     wrap.scrollTop = Math.max(0, at * ROW - wrap.clientHeight / 2);
-    drawRows(false);
+    if (windowed) { drawRows(false); }
   }
-  if (trs[i]) {
-    trs[i].setAttribute("aria-selected", "true");
-    if (scroll) { trs[i].scrollIntoView({block: "nearest"}); }
-  }
+  if (trs[i]) { trs[i].setAttribute("aria-selected", "true"); }
   drawBlocks(i);
 }
 
