@@ -74,7 +74,15 @@ $(GIT):
 	command -v git >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git)
 
-test: venv lint-plans lint-imports $(VSCODE)/node_modules/.installed $(MPIRUN) $(GIT)
+# Debian's chromium for tests/integrations/test_html_browser.py (headless, over the DevTools
+# protocol); from apt when missing. Where apt cannot install it the test skips, saying so.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	command -v chromium >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) || \
+		echo "chromium could not be installed: tests/integrations/test_html_browser.py will skip"
+
+test: venv lint-plans lint-imports $(VSCODE)/node_modules/.installed $(MPIRUN) $(GIT) $(CHROMIUM)
 	$(PY) -m pytest -q
 
 # The oldest versions planc supports (pyproject.toml), in their own venv: the JAX-facing

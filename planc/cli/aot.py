@@ -1,6 +1,7 @@
 """`planc aot PLAN --step MODULE:ATTR --topology NAME [-D NAME=VALUE] [--no-donate]
-[--format text|json] [-o FILE]`: will the training step fit, on the cluster it will run
-on, compiled here with no accelerator.
+[--format text|json|html] [-o FILE]`: will the training step fit, on the cluster it will
+run on, compiled here with no accelerator. `--format html` writes the page of the report
+(`planc.reports.html`), with the parameters' layouts as `planc explain` gives them.
 
 `MODULE:ATTR` names a zero-argument callable returning `(step, params, opt_state,
 batch)`. It is called under `jax.eval_shape`, so the arrays it builds are never
@@ -52,6 +53,12 @@ def run(args) -> int:
         # The topology and the mesh on it first: seconds, and before the step's module runs.
         placement(plan.ir, args.topology)
         step, trees, abstractly = _load_step(args.step, plan.ir.file)
+        if args.format == "html":
+            too_many = _too_large_for_page(plan, trees[0], args.step)
+            if too_many is not None:
+                emit_diagnostics(found + [too_many], sources, args, stream=sys.stderr,
+                                 to_file=False)
+                return EXIT_USAGE
         try:
             report = plan.aot(step, *trees, topology=args.topology, donate=not args.no_donate)
         except PlanError as exc:
@@ -69,7 +76,12 @@ def run(args) -> int:
     diags = found + list(report.diagnostics)
     from planc.reports.aot import render_text
 
-    if args.format == "json":
+    if args.format == "html":
+        write_output(_page(plan, report, diags, trees[0]), args.output)
+        if diags:
+            emit_diagnostics(diags, {**sources, **report.sources}, args, stream=sys.stderr,
+                             to_file=False)
+    elif args.format == "json":
         import json
 
         from planc.diagnostics import severity_counts
@@ -85,6 +97,45 @@ def run(args) -> int:
             emit_diagnostics(diags, {**sources, **report.sources}, args, stream=sys.stderr,
                              to_file=False)
     return exit_code(diags)
+
+
+def _params_variables(plan, params):
+    """The step's parameters as `planc.Variable`s, named as `plan.aot` lays them out."""
+    import numpy as np
+
+    from planc.targets.aot.arguments import abstract
+    from planc.targets.jax.sharding import tree_paths
+    from planc.variables import Variable
+
+    paths, _ = tree_paths(abstract(plan.ir, "params", params))
+    return tuple(Variable(p, tuple(int(d) for d in leaf.shape), np.dtype(leaf.dtype).name)
+                 for p, leaf in paths)
+
+
+def _too_large_for_page(plan, params, spec: str):
+    """P532 when the parameters are more than the page holds; None otherwise."""
+    import jax
+
+    from planc.reports.html import MAX_PAGE_VARIABLES, too_many_variables
+
+    count = len(jax.tree_util.tree_leaves(params))
+    return too_many_variables(count, spec) if count > MAX_PAGE_VARIABLES else None
+
+
+def _page(plan, report, diags, params) -> str:
+    """The HTML page of `report`, with the parameters' table as `planc explain` has it."""
+    from planc.diagnostics import severity_counts
+    from planc.diagnostics.formats import diagnostic_dict
+    from planc.reports.explain import document
+    from planc.reports.html import aot_page
+    from planc.resolve import validate
+
+    doc = report.to_dict()
+    doc["diagnostics"] = [diagnostic_dict(d) for d in sorted(diags, key=Diagnostic.sort_key)]
+    doc["summary"] = severity_counts(diags)
+    layouts = validate(plan.ir, _params_variables(plan, params), report.devices)
+    explain = document(plan, layouts, list(layouts.diagnostics), layouts.variable_dicts())
+    return aot_page(doc, explain=explain, slices={a.name: a.slices for a in plan.ir.mesh.axes})
 
 
 def _prepare_jax(topology: str) -> None:

@@ -162,8 +162,9 @@ def _explain_parser(sub) -> None:
     p.add_argument("--devices", metavar="N")
     p.add_argument("--var", metavar="PATH", help="why this variable got its layout")
     p.add_argument("-o", "--output", metavar="FILE", help="with --format json: write the "
-                   "document to FILE (a golden for `planc lint --golden`)")
-    _common(p)
+                   "document to FILE (a golden for `planc lint --golden`); with --format "
+                   "html: the page")
+    _common(p, formats=("text", "json", "html"))
 
 
 def _compile_parser(sub) -> None:
@@ -273,7 +274,7 @@ def _aot_parser(sub) -> None:
                    "alias the outputs)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE "
                    "(atomically)")
-    _common(p)
+    _common(p, formats=("text", "json", "html"))
 
 
 def _rule_parser(sub) -> None:

@@ -65,6 +65,8 @@ def commands(d: Path) -> list[list[str]]:
                  "--devices", "8", "--color", "never"])
     runs.append(["explain", str(PLANS / "gemma.kd"), "--model", str(MODEL), "-D", "tp=2",
                  "--devices", "8", "--format", "json"])
+    runs.append(["explain", str(PLANS / "gemma.kd"), "--model", str(MODEL), "-D", "tp=2",
+                 "--devices", "8", "--format", "html"])
     return runs
 
 

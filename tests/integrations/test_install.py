@@ -28,6 +28,9 @@ def test_wheel_ships_the_grammar_and_lints_from_a_fresh_venv(tmp_path):
     (wheel,) = dist.glob(f"planc-{__version__}-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
     assert "planc/grammar/planc.lark" in shipped
+    # The HTML page's style sheet and script, which every page inlines.
+    assert {f"planc/reports/html/{name}" for name in
+            ("page.css", "page.js", "devices.js", "table.js")} <= shipped
     # Every module of the source tree ships, and nothing from the tests (the fuzzer).
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "planc").rglob("*.py")}
     modules |= {f"planc/grammar/{p.name}" for p in (ROOT / "grammar").glob("*.py")}

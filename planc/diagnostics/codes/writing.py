@@ -1,4 +1,4 @@
-"""P5xx: plans planc writes: `planc suggest` and `planc import`.
+"""P5xx: what planc writes: `planc suggest` and `planc import`, and the HTML page.
 
 One entry per code, in code order: see `planc.diagnostics.codes`.
 """
@@ -146,4 +146,12 @@ ENTRIES = {
         why='Keras applies a `/output` key with a top-level `|` to variables and outputs at once.',
         example='`"dense|proj/output"`',
         fix='Split it into separate keys.'),
+    # `--format html`
+    'P532': dict(
+        severity='error',
+        title='model too large for the HTML page',
+        what='`planc explain --format html`, `planc aot --format html`: the model has more variables than the page holds (100,000); exit 2, no page written',
+        why='A page of that many rows would be tens of megabytes and slow to open.',
+        example='an unstacked mixture of experts with a million expert weights',
+        fix='Use `--format json` or the text table, which have no such limit, or `--var PATH` for one variable.'),
 }

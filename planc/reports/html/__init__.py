@@ -1,0 +1,35 @@
+"""`--format html`: one self-contained page a reviewer opens from disk.
+
+`planc explain PLAN --model SRC --format html -o FILE` and `planc aot ... --format html`
+write it: the mesh and its devices, the memory per device, the variables (sortable,
+filterable, problems marked), the blocks of a selected variable on every device, and,
+from `aot`, the collectives. `data` turns the reports' JSON documents into the page's
+data, `page` renders it with its style sheet and script inlined (`page.css`; `page.js`,
+`devices.js`, `table.js`). Nothing here imports jax.
+"""
+
+from __future__ import annotations
+
+from planc.diagnostics import Diagnostic, error
+from planc.reports.html.data import MAX_PAGE_VARIABLES, aot_data, explain_data
+from planc.reports.html.page import render_page
+
+__all__ = ["MAX_PAGE_VARIABLES", "explain_page", "aot_page", "too_many_variables"]
+
+
+def explain_page(doc: dict, **kw) -> str:
+    """The page of a `planc.explain/1` document (`explain_data` takes `kw`)."""
+    return render_page(explain_data(doc, **kw))
+
+
+def aot_page(doc: dict, **kw) -> str:
+    """The page of a `planc.aot/1` document (`aot_data` takes `kw`)."""
+    return render_page(aot_data(doc, **kw))
+
+
+def too_many_variables(count: int, source: str) -> Diagnostic:
+    """P532: a model too large for the page, located at its source."""
+    return error("P532", f"the model has {count:,} variables; the HTML page holds at most "
+                         f"{MAX_PAGE_VARIABLES:,}", None, file=source,
+                 help="`--format json` and the text table have no such limit; `--var PATH` "
+                      "explains one variable")
