@@ -5,7 +5,7 @@ front end and the CLI, says first how long that will take, prints its progress, 
 how many ran and every failure, and exits 1 on a failure. The test suite
 (`tests/robustness/test_fuzz.py`) runs a few thousand of the same cases.
 
-Inputs come from three places:
+Inputs come from four places:
 
 * `plans()`: grammar-aware plans. Every statement of `grammar/planc.lark` with random
   names, sizes, patterns, layouts and expressions; with `near=True` (the default) about

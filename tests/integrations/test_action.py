@@ -93,3 +93,40 @@ def test_strict_fails_on_warnings(repo):
     (repo / "plans" / "a.kd").write_text(PLAN.replace("}\n", '  "(x|x)*y" -> (model)\n}\n'))
     assert run_lint(repo, devices="8")[0].returncode == 0
     assert run_lint(repo, devices="8", strict="true")[0].returncode == 1
+
+
+# A pull request may add a plan named like an option next to a module of its own: the
+# action passes plans after `--`, so the name stays a file name and nothing is imported
+# (tests/cli/test_dashed_operands.py).
+EVIL = "--model=evilmod:x.kd"
+EVILMOD = ('import pathlib\npathlib.Path(__file__).with_name("PWNED").write_text("ran")\n'
+           'x = {}\n')
+
+
+@pytest.fixture
+def option_named(tmp_path):
+    (tmp_path / "m.json").write_text(MODEL)
+    for name in ("p.kd", EVIL):
+        (tmp_path / name).write_text(PLAN.replace("../models/", ""))
+    (tmp_path / "evilmod.py").write_text(EVILMOD)
+    return tmp_path
+
+
+@pytest.mark.parametrize("inputs", [{}, {"devices": "8", "strict": "true"},
+                                    {"model": "m.json"}])
+def test_a_plan_named_like_an_option_is_linted_as_a_plan(option_named, inputs):
+    result, outputs = run_lint(option_named, **inputs)
+    assert not (option_named / "PWNED").exists(), "the action imported the pull request's module"
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert outputs == {"exit-code": "0"}
+    doc = check_sarif((option_named / "planc.sarif").read_text())
+    assert all(r["level"] != "error" for r in doc["runs"][0]["results"])
+
+
+def test_a_problem_in_a_plan_named_like_an_option_is_annotated(option_named):
+    (option_named / EVIL).write_text(PLAN.replace("../models/", "")
+                                     .replace("(_, model)", "(model, _, _)"))
+    result, outputs = run_lint(option_named, devices="8")
+    assert not (option_named / "PWNED").exists()
+    assert result.returncode == 1 and outputs == {"exit-code": "1"}
+    assert "::error file=--model=evilmod%3Ax.kd,line=5," in result.stdout

@@ -59,7 +59,10 @@ def user_repo(tmp_path):
 
 
 def try_repo(clone, repo, hook, home):
-    env = dict(os.environ, PRE_COMMIT_HOME=str(home), PRE_COMMIT_COLOR="never")
+    # The hook runs the planc pre-commit installed from the clone: nothing of this
+    # process's PYTHONPATH may stand in for it.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PRE_COMMIT_HOME=str(home), PRE_COMMIT_COLOR="never")
     return subprocess.run([str(PRE_COMMIT), "try-repo", str(clone), hook, "--all-files"],
                           cwd=repo, env=env, capture_output=True, text=True, timeout=900)
 
@@ -102,3 +105,45 @@ def test_planc_fmt_rewrites_a_plan_and_fails_once(clone, user_repo, home, tmp_pa
     assert main(["fmt", str(expected)]) == 0
     assert (user_repo / "p.kd").read_text() == expected.read_text() != messy
     assert try_repo(clone, user_repo, "planc-fmt", home).returncode == 0
+
+
+# A pull request may add a plan named like an option next to a module of its own: the
+# hooks' entry ends with `--`, so the name pre-commit appends stays a file name and
+# nothing is imported (tests/cli/test_dashed_operands.py).
+EVIL = "--model=evilmod:x.kd"
+EVILMOD = ('import pathlib\npathlib.Path(__file__).with_name("PWNED").write_text("ran")\n'
+           'x = {}\n')
+# In canonical form, so `planc fmt` leaves it as it is.
+CANONICAL = ('model "m.json"\n\nmesh(batch = auto, model = 2)\n\n'
+             'model_parallel(batch = batch)\n\nlayout {\n    "d/kernel" -> (_, model)\n}\n')
+
+
+@pytest.fixture
+def option_named(tmp_path):
+    repo = tmp_path / "user"
+    repo.mkdir()
+    (repo / "m.json").write_text(MODEL)
+    for name in ("p.kd", EVIL):
+        (repo / name).write_text(CANONICAL)
+    (repo / "evilmod.py").write_text(EVILMOD)
+    return repo
+
+
+@pytest.mark.parametrize("hook", ["planc-lint", "planc-fmt"])
+def test_a_plan_named_like_an_option_is_passed_as_a_file(clone, option_named, home, hook):
+    git(option_named, "init", "-q")
+    git(option_named, "add", "-A")
+    result = try_repo(clone, option_named, hook, home)
+    assert not (option_named / "PWNED").exists(), "the hook imported the pull request's module"
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Passed" in result.stdout
+
+
+def test_a_problem_in_a_plan_named_like_an_option_is_reported(clone, option_named, home):
+    (option_named / EVIL).write_text(CANONICAL.replace('"d/kernel"', '"d/kernal"'))
+    git(option_named, "init", "-q")
+    git(option_named, "add", "-A")
+    result = try_repo(clone, option_named, "planc-lint", home)
+    assert not (option_named / "PWNED").exists()
+    assert result.returncode == 1
+    assert f"--> {EVIL}:" in result.stdout and "error[P301]" in result.stdout
