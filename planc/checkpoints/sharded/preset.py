@@ -99,5 +99,6 @@ _HELP = {
             "model.weights.json and its parts)",
     "P422": "import the package that defines the class before loading, or save the "
             "preset again with save_to_preset",
-    "P423": "report this: every variable of the model should be in the preset's weights",
+    "P423": "make the layer's save_own_variables and load_own_variables cover every "
+            "variable it creates",
 }
