@@ -325,6 +325,24 @@ class Plan:
 
         return load(self._ir, source, like, dtype=dtype, strict=strict)
 
+    def from_preset(self, cls, preset, *, dtype=None, strict: bool = False, **kwargs):
+        """`cls.from_preset(preset, **kwargs)` built under this plan, each variable holding
+        only its shards of the preset's weights.
+
+        `preset` is a keras-hub preset directory (as ``save_to_preset`` writes it:
+        ``config.json`` and ``model.weights.h5``, or ``model.weights.json`` and its parts)
+        or a handle keras-hub resolves to one; `cls` is the keras-hub class its
+        ``config.json`` names or a base of it (P420). The variables are created without
+        values, every tensor is paired with its variable and every layout resolved from
+        headers alone (any problem is one `PlanError` before a byte is read), then each
+        device's slice is read into its shard, as `load` does. `kwargs` go to keras-hub's
+        ``from_preset``; `dtype` and `strict` are `load`'s.
+        """
+        from planc.checkpoints.sharded.preset import from_preset
+
+        return from_preset(self._ir, cls, preset, plan_of=Plan, dtype=dtype, strict=strict,
+                           **kwargs)
+
     # -- saving (planc.checkpoints.sharded.orbax_save_restore) --------------------------------
 
     def save(self, tree, directory) -> None:

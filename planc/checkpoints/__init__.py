@@ -2,7 +2,8 @@
 onto model paths, checked, and read slice by slice for the devices that hold them.
 
 - `tensors`: `Tensor`, `CheckpointError`, `Checkpoint` and `open_checkpoint`; one reader
-  per format: `safetensors_file`, `index_file`, `npz_file`, `h5_file`, `orbax_dir` (an
+  per format: `safetensors_file`, `index_file`, `npz_file`, `h5_file`, `h5_index`
+  (Keras weights saved in parts), `orbax_dir` (an
   Orbax directory, described by Orbax's metadata);
 - `renaming` (a plan's `rename` rules on tensor names) and `binding` (tensors paired
   with variables, every problem found before any data is read); neither imports jax,
@@ -16,5 +17,5 @@ Orbax until a file of its kind is opened).
 """
 
 from planc.checkpoints import (  # noqa: F401  (imported to register the readers)
-    h5_file, index_file, npz_file, orbax_dir, safetensors_file,
+    h5_file, h5_index, index_file, npz_file, orbax_dir, safetensors_file,
 )

@@ -13,9 +13,13 @@ path                                   reader
 ``.json`` with a ``weight_map``)       the index, never outside its directory)
 ``x.npz``                              `planc.checkpoints.npz_file`
 ``x.h5`` / ``x.weights.h5``            `planc.checkpoints.h5_file` (HDF5 datasets)
+``x.weights.json`` (Keras's weights    `planc.checkpoints.h5_index` (parts beside the
+saved in parts)                        index, never outside its directory)
 a directory Orbax wrote                `planc.checkpoints.orbax_dir` (Orbax's own API)
 a directory with ``model.safetensors.  that file, as `planc.sources` reads it
 index.json`` or ``model.safetensors``
+a Keras preset directory (with a       its ``model.weights.h5`` or ``model.weights.json``
+``config.json``)                       (`planc.sources.preset`; none: P421)
 =====================================  ==============================================
 
 Every failure is a `CheckpointError`: one line naming the file (and tensor), with a
@@ -221,6 +225,8 @@ def from_source_error(exc: Exception) -> CheckpointError:
         return CheckpointError(str(exc), code="P411")
     if isinstance(exc, MissingShard):
         return CheckpointError(str(exc), code="P412")
+    if getattr(exc, "code", None):  # a preset's own refusals (P420-P422)
+        return CheckpointError(str(exc), code=exc.code)
     return CheckpointError(str(exc), unreadable=isinstance(exc, UnreadableSource))
 
 
@@ -252,11 +258,18 @@ def open_checkpoint(path) -> Checkpoint:
                           f"and Orbax checkpoint directories")
 
 
-_BY_SUFFIX = ((".safetensors", "safetensors"), (".json", "index"), (".npz", "npz"),
-              ((".h5", ".hdf5"), "h5"))
+_BY_SUFFIX = ((".safetensors", "safetensors"), (".weights.json", "h5_index"),
+              (".json", "index"), (".npz", "npz"), ((".h5", ".hdf5"), "h5"))
 
 
 def _open_directory(path: str) -> Checkpoint:
+    from planc.sources.preset import PresetError, is_preset, preset_weights
+
+    if not _has_orbax_marker(path) and is_preset(path):
+        try:
+            return open_checkpoint(preset_weights(path))
+        except PresetError as e:
+            raise CheckpointError(str(e), code=e.code) from None
     if not _has_orbax_marker(path):
         for name in ("model.safetensors.index.json", "model.safetensors"):
             candidate = os.path.join(path, name)

@@ -115,9 +115,11 @@ def _lint_parser(sub) -> None:
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no summary line on stderr when the plans are clean")
     p.add_argument("--checkpoint", metavar="CKPT",
-                   help="check this checkpoint (.safetensors, index .json, .npz, .weights.h5 "
-                   "or an Orbax directory) against the plan's `rename` rules and, with "
-                   "--model, the model's variables, from its headers alone")
+                   help="check this checkpoint (.safetensors, index .json, .npz, .weights.h5, "
+                   "an Orbax directory or a keras-hub preset directory) against the plan's "
+                   "`rename` rules and, with --model (for a preset: by default the model "
+                   "its config.json describes), the model's variables, from its headers "
+                   "alone")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 on warnings too (a checkpoint tensor no variable takes "
                    "becomes an error)")

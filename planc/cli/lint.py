@@ -32,11 +32,14 @@ def run(args) -> int:
     # With a checkpoint, a Keras model also names the datasets of its `.weights.h5`, so
     # the file is paired with it as `plan.load` pairs it.
     names = args.checkpoint is not None
+    found = []
     if args.model:
         try:
             model = read_model(args.model, weights_names=names)
         except UsageError as exc:
             failures.append(failure(str(exc), args.model))
+    elif names:
+        model, found = _preset_model(args.checkpoint, failures)
     topology = _topology_check(args.topology, failures) if args.topology else None
     if failures:
         result = LintResult()
@@ -48,12 +51,12 @@ def run(args) -> int:
             checkpoint=args.checkpoint, strict=args.strict, golden=golden,
             load_model=_model_loader(names), topology=topology)
         if model is not None:
-            result.models.add(args.model)
+            result.models.add(args.model or args.checkpoint)
         if golden is not None and result.plans and not result.validated:
             raise UsageError(f"--golden needs the plan's model: pass --model SRC, or add "
                              f"`model \"PATH\"` to {plans[0]}")
     failures += result.failures
-    diags = result.diagnostics
+    diags = found + result.diagnostics
     emit_diagnostics(diags, result.sources, args, failures=failures, files=plans)
     for f in failures:
         say(f.message)
@@ -61,6 +64,29 @@ def run(args) -> int:
     if code == 0 and not args.quiet:
         say(_summary(result, diags))
     return code
+
+
+def _preset_model(path: str, failures: list):
+    """(the model a keras-hub preset's ``config.json`` describes, built with no variable
+    allocated, or None; diagnostics) for `--checkpoint PRESET` without `--model`: the
+    preset's weights are checked against the model they were saved from."""
+    from planc.diagnostics import error
+    from planc.reports.lint import failure
+    from planc.sources import SourceError, load_model
+    from planc.sources.preset import PresetError, is_preset
+
+    if not is_preset(path):
+        return None, []
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    try:
+        return load_model(path, weights_names=True), []
+    except PresetError as exc:
+        # A preset without weights (P421) is found again as its checkpoint is opened.
+        return None, [] if exc.code == "P421" else [error(exc.code, str(exc), None,
+                                                          file=path)]
+    except SourceError as exc:
+        failures.append(failure(str(exc), path))
+        return None, []
 
 
 def _topology_check(name: str, failures: list):

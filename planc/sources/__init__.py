@@ -13,6 +13,8 @@ source                                 read as
                                        or, if it has a ``weight_map``, an index
 a directory                            its ``model.safetensors.index.json`` or
                                        ``model.safetensors`` (a Hugging Face layout)
+a Keras preset directory               the model its ``config.json`` describes, built
+                                       with no variable allocated (`preset`)
 ``"module:attr"``                      import ``module`` (the current directory is
                                        searched first) and read ``attr``; a
                                        zero-argument callable is evaluated with
@@ -51,6 +53,7 @@ from planc.sources.headers import (
 from planc.sources.manifest import (
     MANIFEST_VERSION, manifest_text, read_manifest, variables_from_manifest, write_manifest,
 )
+from planc.sources.preset import is_preset, model_of_preset
 from planc.sources.objects import (
     is_module_attr, model_of_module_attr, model_of_object, variables_of_module_attr,
     variables_of_object,
@@ -99,6 +102,8 @@ def _load_named(source: str | os.PathLike, weights_names: bool) -> Model:
     path = os.fspath(source)
     if isinstance(source, str) and not os.path.exists(path) and is_module_attr(path):
         return model_of_module_attr(path, weights_names=weights_names)
+    if is_preset(path):
+        return model_of_preset(path, weights_names=weights_names)
     return Model(_load_path(source, path))
 
 

@@ -56,11 +56,14 @@ class CheckpointWarning(UserWarning):
         self.diagnostics = diagnostics
 
 
-def load(ir: PlanIR, source, like=None, *, dtype=None, strict: bool = False, mesh=None):
-    """Load the checkpoint `source` into the plan's shardings; see `planc.Plan.load`."""
+def load(ir: PlanIR, source, like=None, *, dtype=None, strict: bool = False, mesh=None,
+         assign=None):
+    """Load the checkpoint `source` into the plan's shardings; see `planc.Plan.load`.
+    `assign(model, variables, arrays)` puts the arrays into a Keras model's variables
+    (by default each is assigned, and all put back should one fail)."""
     checkpoint = _open(ir, source)
     try:
-        return _load(ir, checkpoint, like, dtype, strict, mesh)
+        return _load(ir, checkpoint, like, dtype, strict, mesh, assign or _assign_all)
     except CheckpointError as e:
         raise _plan_error(ir, e) from None
     finally:
@@ -80,13 +83,13 @@ def _plan_error(ir: PlanIR, e: CheckpointError) -> PlanError:
     return err
 
 
-def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
+def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh, assign):
     keras_model = like if _is_keras_model(like) else None
     names = None
     if keras_model is not None:
         owners = list(keras_model.variables)
         variables = [_variable(v.path, v.shape, v.dtype, "Keras variable") for v in owners]
-        if checkpoint.kind == "h5":
+        if checkpoint.kind in ("h5", "h5_index"):
             from planc.sources.keras_weights import weights_names
 
             names = weights_names(keras_model)
@@ -140,7 +143,7 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh):
                 checkpoint.close()  # drop the memory map of the pages just read
 
     if keras_model is not None:
-        _assign_all(keras_model, owners, arrays)
+        assign(keras_model, owners, arrays)
         return keras_model
     if like is not None:
         filled = dict(zip((p for p, _ in owners), (arrays[p] for p, _ in owners)))

@@ -119,4 +119,33 @@ ENTRIES = {
         why='Orbax refused to write; nothing is left at the destination.',
         example='a tensor dtype Orbax cannot store',
         fix="See Orbax's reason in the message (often a dtype it cannot store)."),
+    # keras-hub presets (`plan.from_preset`, `planc lint --checkpoint PRESET`, `planc inspect PRESET`)
+    'P420': dict(
+        severity='error',
+        title="preset's config names another class",
+        what="`plan.from_preset(cls, preset)`: the preset's `config.json` names a class that is not `cls` or a subclass of it",
+        why='The weights were saved for another architecture; its variables would not pair with these.',
+        example='`plan.from_preset(keras_hub.models.LlamaBackbone, "./gemma_preset")`',
+        fix="Call `from_preset` on the class the preset's `config.json` names (or one of its bases)."),
+    'P421': dict(
+        severity='error',
+        title='preset without weights',
+        what='a preset directory with `config.json` but neither `model.weights.h5` nor `model.weights.json`',
+        why='A model built from a preset without weights would keep its random initial values.',
+        example='a preset saved with only the tokenizer, or a download that stopped early',
+        fix='Save the model with `save_to_preset`, or download the weights files too.'),
+    'P422': dict(
+        severity='error',
+        title="preset's config cannot be built",
+        what="a preset whose `config.json` is not a serialised Keras object, or names a class no installed package registers",
+        why="The model cannot be built from the preset's description, so nothing can be checked or loaded.",
+        example='a Hugging Face `config.json` in a directory taken for a keras-hub preset',
+        fix='Import the package that defines the class, or save the preset again with `save_to_preset`.'),
+    'P423': dict(
+        severity='error',
+        title='variable left without a value',
+        what='`plan.from_preset`: a variable of the model still without a value after the load (its path)',
+        why='A variable nothing filled would leave its layer silently empty.',
+        example="a layer whose `save_own_variables` writes fewer values than it has variables",
+        fix="Make the layer's `save_own_variables` and `load_own_variables` cover every variable it creates."),
 }
