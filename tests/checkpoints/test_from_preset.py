@@ -212,9 +212,6 @@ def test_parts_index_naming_a_missing_part_is_p412(plan, presets, tmp_path):
     assert codes(excinfo) == ["P412"]
 
 
-@pytest.mark.skipif(not hasattr(H5Checkpoint, "_inside"),
-                    reason="h5_file's refusal of data outside the file (P411) is on the "
-                           "hardening branch")
 def test_h5_data_stored_outside_the_file_is_p411(plan, presets, tmp_path):
     directory = copy_of(presets, tmp_path)
     dataset = first_kernel_dataset(directory)
