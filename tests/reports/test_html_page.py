@@ -233,8 +233,22 @@ def test_itemised_rows_add_their_columns():
     assert table["columns"][-5:] == ["memory", "state_layout", "state_per_device",
                                      "device_bytes", "host_bytes"]
     row = table["rows"][0]
-    assert row[-5] == "device" and table["layouts"][row[-4]]["text"] == "replicated"
+    assert row[-5] == "device" and table["layouts"][row[-4]]["text"] == "replicated on host"
     assert render_page(data)  # renders
+
+
+def test_a_zero1_plan_draws_its_slots_and_says_which_live_in_host_memory(capsys, tmp_path):
+    code, page, _ = write_page(capsys, tmp_path, "explain", str(ROOT / "examples" / "mlp_zero1.kd"),
+                               "--model", str(ROOT / "examples" / "mlp.json"), "--devices", "8")
+    assert code == 0
+    data = page_data(page)
+    bars = {b["label"]: b for b in data["memory"]["bars"]}
+    assert [p["kind"] for p in bars["host memory"]["parts"]] == ["parameters", "state"]
+    table = data["variables"]
+    by_path = {row[0]: row for row in table["rows"]}
+    state_at = table["columns"].index("state_layout")
+    assert table["layouts"][by_path["dense_0/bias"][state_at]]["text"] == "replicated on host"
+    assert table["layouts"][by_path["dense_0/kernel"][state_at]]["text"] == "(data, model)"
 
 
 def test_aot_data_leaves_the_compile_time_out_and_draws_peak_and_budget():

@@ -176,7 +176,8 @@ def variables_table(rows: list[dict], plan_file: str | None) -> dict:
         if itemised:
             st = r.get("state") or {}
             row += [r.get("memory", "device"),
-                    layouts.add(_layout(st["axes"], st["blocks"]) if "axes" in st else None),
+                    layouts.add(_layout(st["axes"], st["blocks"], st.get("memory", "device"))
+                                if "axes" in st else None),
                     st.get("bytes_per_device"), r.get("device_bytes"), r.get("host_bytes")]
         out.append(row)
     return {"columns": list(columns), "rows": out, "shapes": shapes.items,
@@ -210,11 +211,14 @@ def _key(value):
     return value
 
 
-def _layout(axes: list, blocks: list) -> dict:
+def _layout(axes: list, blocks: list, memory: str = "device") -> dict:
     dims = [Dim.of(a, b) for a, b in zip(axes, blocks)]
+    # The table has one memory column, the parameter's: a slot's memory is said in its
+    # layout, as the plan writes it (`replicated on host`).
+    on = "" if memory == "device" else f" on {memory}"
     return {"axes": [None if a is None else [shown(n) for n in ([a] if isinstance(a, str) else a)]
                      for a in axes],
-            "text": shown(layout_text(dims, replicated_word=True))}
+            "text": shown(layout_text(dims, replicated_word=True) + on)}
 
 
 def _rule_text(rule: dict | None, plan_file: str | None) -> str:
