@@ -68,13 +68,24 @@ $(MPIRUN):
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin) || \
 		echo "openmpi-bin could not be installed: tests/multihost/test_mpirun.py will skip"
 
+# Slurm's controller and node daemons and its client commands for the `slurm` tests
+# (tests/multihost/test_srun*.py start a one-node Slurm of their own: no munge, no
+# cgroups); from apt when missing. Where apt cannot install them those tests skip,
+# saying so in one line.
+SLURMD := /usr/sbin/slurmd
+$(SLURMD):
+	command -v slurmd >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		slurmctld slurmd slurm-client) || \
+		echo "Slurm could not be installed: the slurm tests (pytest -m slurm) will skip"
+
 # git for tests/integrations/test_precommit.py (`pre-commit try-repo` clones the working tree).
 GIT := /usr/bin/git
 $(GIT):
 	command -v git >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git)
 
-test: venv lint-plans lint-imports $(VSCODE)/node_modules/.installed $(MPIRUN) $(GIT)
+test: venv lint-plans lint-imports $(VSCODE)/node_modules/.installed $(MPIRUN) $(SLURMD) $(GIT)
 	$(PY) -m pytest -q
 
 # The oldest versions planc supports (pyproject.toml), in their own venv: the JAX-facing

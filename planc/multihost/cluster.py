@@ -214,13 +214,30 @@ def cluster_spec(plan=None, environ=None) -> ClusterSpec:
     return ClusterSpec(coordinator, processes, process_id, source, name, tuple(detected), method)
 
 
-def _wait_for_coordinator(spec: ClusterSpec, deadline: float, timeout: float) -> None:
-    """Return once the coordinator accepts TCP connections; ClusterError at the deadline.
+def _roll_call(spec: ClusterSpec, deadline: float, timeout: float) -> None:
+    """Every process reports to process 0 before JAX starts (`planc.multihost.rollcall`).
 
-    JAX does not raise when its client cannot connect: it aborts the process with a C++
-    stack trace. Probing first turns the common failure into an exception.
+    Where only JAX knows the count or the id (Kubernetes, a TPU VM), a process other
+    than 0 only waits until the coordinator accepts connections: JAX does not raise when
+    its client cannot connect, it aborts the process with a C++ stack trace.
     """
-    rollcall.connect(spec, deadline, timeout).close()
+    if spec.process_id == 0:
+        if _jax_in_use():
+            raise _late()
+        if spec.processes is not None and spec.coordinator is not None:
+            rollcall.host(spec, deadline, timeout)
+        return
+    if spec.process_id is None or spec.coordinator is None:
+        if _jax_in_use():
+            raise _late()
+        return
+    conn = rollcall.connect(spec, deadline, timeout)
+    if _jax_in_use() or spec.processes is None:
+        conn.close()
+        if _jax_in_use():
+            raise _late()
+        return
+    rollcall.report(spec, deadline, timeout, conn)
 
 
 def _start_watchdog(spec: ClusterSpec, seconds: float, timeout: float) -> threading.Event:
@@ -386,10 +403,8 @@ def initialize(plan=None, timeout: float | None = None,
             raise ClusterError(first.message, code=first.code,
                                fix=first.help[0] if first.help else "")
         _announce(spec)
-        if None not in (spec.coordinator, spec.processes, spec.process_id):
-            (rollcall.host if spec.process_id == 0 else rollcall.report)(spec, deadline, timeout)
-        elif spec.process_id not in (0, None) and spec.coordinator is not None:
-            _wait_for_coordinator(spec, deadline, timeout)
+        _roll_call(spec, deadline, timeout)
+        exits.joining()
         # Everyone has arrived: JAX's own start-up is quick, whatever time is left.
         remaining = max(deadline - time.monotonic(), min(timeout, 10.0))
         done = _start_watchdog(spec, remaining, timeout)
@@ -450,12 +465,28 @@ def _running_cluster() -> ClusterSpec | None:
     return ClusterSpec(None, jax.process_count(), jax.process_index(), "already running")
 
 
+def _late() -> ClusterError:
+    return ClusterError("initialize() must run before any JAX computation (including "
+                        "jax.devices()): call plan.initialize() first thing in the program",
+                        code="P605", fix="move plan.initialize() above every JAX call")
+
+
+def _jax_in_use() -> bool:
+    """JAX's runtime is up in this process already (too late to join a cluster)."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # another JAX: its own error says so when the runtime starts
+        return False
+
+
 def _runtime_error(spec: ClusterSpec, exc: Exception) -> ClusterError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "must be called before" in text:
-        return ClusterError("initialize() must run before any JAX computation (including "
-                            "jax.devices()): call plan.initialize() first thing in the program",
-                            code="P605", fix="move plan.initialize() above every JAX call")
+        return _late()
     if "Failed to start RPC server" in text or "Address already in use" in text:
         return ClusterError(f"cannot start the coordinator on {spec.coordinator}: the port is "
                             "in use or the address is not this machine's", code="P603",

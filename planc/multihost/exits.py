@@ -96,6 +96,10 @@ def install(where: str, coordinator: bool = False) -> None:
     if not _state["hooked"]:
         sys.excepthook = _hook(sys.excepthook)
         _state["hooked"] = True
+
+
+def joining() -> None:
+    """Every process has arrived and the runtime starts: Ctrl-C now ends the process."""
     if not _state["interrupt"] and threading.current_thread() is threading.main_thread():
         _watch_interrupts()
 

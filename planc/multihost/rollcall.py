@@ -194,10 +194,12 @@ def _wait_for_hangups(conns: list[socket.socket]) -> None:
                 open_.remove(c)
 
 
-def report(spec: ClusterSpec, deadline: float, timeout: float) -> None:
-    """A process other than 0: report to process 0 and wait for its word to start."""
+def report(spec: ClusterSpec, deadline: float, timeout: float,
+           conn: socket.socket | None = None) -> None:
+    """A process other than 0: report to process 0 (on `conn`, when already connected)
+    and wait for its word to start."""
     address = parse_address(spec.coordinator)
-    conn = connect(spec, deadline, timeout)
+    conn = conn or connect(spec, deadline, timeout)
     with conn:
         _send(conn, f"{HELLO} {spec.processes} {spec.process_id}")
         answer = _answer(conn, deadline + ANSWER_MARGIN)

@@ -129,13 +129,13 @@ BATCH = """\
 set -e
 {python} -m planc lint {plan}
 srun --label {python} -m planc cluster {plan}
-srun {python} {worker} 60
+srun {python} {worker}
 """
 
 
 def test_sbatch_of_lint_then_the_step_completes(slurm, tmp_path, auto_plan):
     script = tmp_path / "job.sh"
-    script.write_text(BATCH.format(python=sys.executable, plan=auto_plan, worker=AUTO_WORKER))
+    script.write_text(BATCH.format(python=sys.executable, plan=auto_plan, worker=f"{AUTO_WORKER} 60"))
     out = tmp_path / "job.out"
     env = task_env(slurm, AUTO_RESULT_DIR=str(tmp_path))
     done = slurm.run("sbatch", "--parsable", "--wait", "-n", "2", "-o", str(out), str(script),
@@ -152,7 +152,7 @@ def test_sbatch_of_a_plan_with_an_error_fails_with_planc_s_diagnostic(slurm, tmp
     plan = tmp_path / "bad.kd"
     plan.write_text("mesh(batch = auto)\nmodel_parallel(batch = nope)\n")
     script = tmp_path / "job.sh"
-    script.write_text(BATCH.format(python=sys.executable, plan=plan, worker=AUTO_WORKER))
+    script.write_text(BATCH.format(python=sys.executable, plan=plan, worker=f"{AUTO_WORKER} 60"))
     out = tmp_path / "job.out"
     done = slurm.run("sbatch", "--parsable", "--wait", "-n", "2", "-o", str(out), str(script),
                      env=task_env(slurm), timeout=BOUND, cwd=ROOT)
@@ -168,3 +168,10 @@ def job_state(slurm, parsable: str) -> str:
     job = parsable.strip().split(";")[0]
     shown = slurm.run("scontrol", "-o", "show", "job", job)
     return re.search(r"JobState=(\S+)", shown.stdout).group(1)
+
+
+def test_the_docs_show_the_srun_and_sbatch_lines_these_tests_run():
+    page = (ROOT / "docs" / "multihost.md").read_text()
+    assert "srun -n 2 python train.py\n" in page
+    assert "sbatch --wait -n 2 -o job.out job.sh" in page
+    assert BATCH.format(python="python", plan="plan.kd", worker="train.py") in page
