@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import sys
 import threading
 import time

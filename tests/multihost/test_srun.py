@@ -1,7 +1,7 @@
 """A real Slurm: `srun -n 2` and `sbatch` on the one-node Slurm of tests/multihost/conftest.py.
 
 `cluster auto` starts JAX through JAX's own Slurm detection and the two tasks train as one
-8-device mesh; `planc cluster` in a step says what each task found; the preflight turns
+8-device mesh; `planc cluster` in a batch job's step says what each task found; the preflight turns
 away a wrong task count before JAX starts; a batch job ends COMPLETED, or FAILED with
 planc's diagnostic in its output. Each task gets 4 simulated CPU devices, and a free
 coordinator port (JAX_COORDINATOR_PORT) so that two test runs never share one.
@@ -67,20 +67,18 @@ def test_srun_forms_one_mesh_through_jax_s_slurm_detection_and_trains_as_one_pro
                 f"SLURM_STEP_NODELIST=localhost): process {task} of 2, coordinator "
                 f"localhost:{port} (from Slurm)") in done.stderr
     np.testing.assert_allclose(results[0]["losses"], single_process_losses(), rtol=1e-5)
+    assert slurm.job_processes(settle=20) == []
 
 
-def test_planc_cluster_in_a_step_reports_slurm_the_coordinator_the_count_and_the_id(
-        slurm, auto_plan):
-    env = task_env(slurm)
-    done = srun(slurm, "-n", "2", "--label", sys.executable, "-m", "planc", "cluster",
-                str(auto_plan), env=env)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    tasks = by_task(done.stdout)
-    port = env["JAX_COORDINATOR_PORT"]
+def assert_planc_cluster_rows(text: str, port: str) -> None:
+    """`srun --label planc cluster` said, in each of 2 tasks, Slurm, the coordinator, the
+    count and the id."""
+    tasks = by_task(text)
     for task in (0, 1):
-        rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in tasks[task])
+        rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in tasks[task]
+                    if re.match(r"[a-z][a-z ]+ {2,}", line))
         assert rows["environment"] == (f"slurm (SLURM_NTASKS=2, SLURM_PROCID={task}, "
-                                       "SLURM_STEP_NODELIST=localhost)")
+                                       "SLURM_STEP_NODELIST=localhost)"), text
         assert rows["coordinator"] == f"localhost:{port} (JAX reads it itself)"
         assert rows["processes"] == "2 (JAX reads it itself)"
         assert rows["process id"] == f"{task} (JAX reads it itself)"
@@ -122,6 +120,7 @@ def test_more_tasks_than_the_plan_has_devices_is_one_line_per_task(slurm, tmp_pa
                                    "but the plan's mesh needs exactly 2 [P612]"), started.stderr
     assert "Traceback" not in started.stderr
     assert "RESULT" not in started.stdout
+    assert slurm.job_processes(settle=20) == []
 
 
 BATCH = """\
@@ -133,17 +132,17 @@ srun {python} {worker}
 """
 
 
-def test_sbatch_of_lint_then_the_step_completes(slurm, tmp_path, auto_plan):
+def test_sbatch_of_lint_then_planc_cluster_then_the_step_completes(slurm, tmp_path, auto_plan):
     script = tmp_path / "job.sh"
-    script.write_text(BATCH.format(python=sys.executable, plan=auto_plan, worker=f"{AUTO_WORKER} 60"))
+    script.write_text(BATCH.format(python=sys.executable, plan=auto_plan,
+                                   worker=f"{AUTO_WORKER} 60"))
     out = tmp_path / "job.out"
     env = task_env(slurm, AUTO_RESULT_DIR=str(tmp_path))
     done = slurm.run("sbatch", "--parsable", "--wait", "-n", "2", "-o", str(out), str(script),
                      env=env, timeout=BOUND * 2, cwd=ROOT)
     assert done.returncode == 0, out.read_text()[-3000:]
     assert job_state(slurm, done.stdout) == "COMPLETED"
-    text = out.read_text()
-    assert "0: environment     slurm (SLURM_NTASKS=2, SLURM_PROCID=0" in text
+    assert_planc_cluster_rows(out.read_text(), env["JAX_COORDINATOR_PORT"])
     results = [json.loads(f.read_text()) for f in sorted(tmp_path.glob("result-*.json"))]
     assert_one_cluster(results, "slurm")
 

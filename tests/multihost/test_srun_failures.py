@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from multihost.test_srun import SLURM_WORKER, AUTO_PLAN, by_task, srun, task_env
+from multihost.test_srun import AUTO_PLAN, SLURM_WORKER, by_task, srun, task_env
 from multihost.workers.procs import BOUND, ROOT, alive, pids, wait_for_files
 from multihost.workers.slurm import SlurmCluster
 
@@ -22,14 +22,8 @@ pytestmark = [pytest.mark.multihost, pytest.mark.slurm]
 
 
 def assert_nothing_left(slurm) -> None:
-    """No process of any job is left: only the two daemons (and slurmctld's helper)."""
-    left = []
-    for _ in range(200):  # a step's slurmstepd may take a moment to go once srun returns
-        left = slurm.job_processes()
-        if not left:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"processes left behind: {left}")
+    left = slurm.job_processes(settle=20)
+    assert left == [], f"processes left behind: {left}"
 
 
 def test_a_task_that_never_arrives_fails_every_present_task_naming_who_is_missing(slurm):
@@ -44,6 +38,21 @@ def test_a_task_that_never_arrives_fails_every_present_task_naming_who_is_missin
         assert line.endswith("2 of 3 processes arrived (0-1); process 2 never did [P615]"), line
     assert 2 not in tasks
     assert "Traceback" not in done.stderr
+    assert_nothing_left(slurm)
+
+
+def test_a_coordinator_that_never_arrives_is_one_line_naming_it(slurm):
+    # Task 0 hosts the coordinator and exits at once: task 1 cannot reach it (issue 26's
+    # unreachable coordinator, under a real srun: a ClusterError, no AttributeError).
+    env = task_env(slurm)
+    done = srun(slurm, "-n", "2", "--label", sys.executable, SLURM_WORKER, "late", "5", "0",
+                env=env)
+    assert done.returncode == 1
+    tasks = by_task(done.stderr)
+    assert tasks[1][-1] == (f"planc: cluster error: cannot reach the coordinator at "
+                            f"localhost:{env['JAX_COORDINATOR_PORT']} within 5 s (Connection "
+                            "refused); process 1 of 2: is process 0 running? [P602]"), done.stderr
+    assert "Traceback" not in done.stderr and "AttributeError" not in done.stderr
     assert_nothing_left(slurm)
 
 

@@ -146,17 +146,23 @@ class SlurmCluster:
         alive = [d.pid for d in self.daemons if d.poll() is None]
         return sorted(set(alive) | set(sweep.marked(self.token, MARK)))
 
-    def job_processes(self) -> list[int]:
-        """Pids of the live processes of jobs: everything marked but the daemons' own."""
+    def job_processes(self, settle: float = 0) -> list[int]:
+        """Pids of the live processes of jobs: everything marked but the daemons' own;
+        with `settle`, once there are none, or after that many seconds (a step's
+        slurmstepd may take a moment to go once srun has returned)."""
         daemons = {d.pid for d in self.daemons}
-        out = []
-        for pid in sweep.marked(self.token, MARK):
-            try:
-                if os.getpgid(pid) not in daemons:
-                    out.append(pid)
-            except ProcessLookupError:
-                pass
-        return sorted(out)
+        end = time.monotonic() + settle
+        while True:
+            out = []
+            for pid in sweep.marked(self.token, MARK):
+                try:
+                    if os.getpgid(pid) not in daemons:
+                        out.append(pid)
+                except ProcessLookupError:
+                    pass
+            if not out or time.monotonic() >= end:
+                return sorted(out)
+            time.sleep(0.1)
 
     def stop(self) -> None:
         """Cancel every job, stop both daemons, kill whatever remains; wait for all."""

@@ -5,7 +5,8 @@
 Modes (the plan is the tests' MLP plan with `cluster auto`, or the plan file ARG):
 
 - `init PLAN TIMEOUT`: `plan.initialize()` on the plan file PLAN; prints `RESULT init`;
-- `late TIMEOUT`: the last task exits at once; the others initialize and wait for it;
+- `late TIMEOUT [TASK]`: task TASK (default: the last) exits at once; the others
+  initialize and wait for it;
 - `stuck HEARTBEAT`: the heartbeat guard on; after one step together, task 1 sleeps
   inside its next step while the others wait for it in the step's collective;
 - `spin DIR`: trains until stopped, after writing its pid to DIR/<task>.pid.
@@ -47,8 +48,8 @@ def mode_init(path: str, timeout: str) -> None:
     print(f"RESULT init {spec.process_id} {spec.processes}", flush=True)
 
 
-def mode_late(timeout: str) -> None:
-    if TASK == int(os.environ["SLURM_NTASKS"]) - 1:
+def mode_late(timeout: str, missing: str = "") -> None:
+    if TASK == (int(missing) if missing else int(os.environ["SLURM_NTASKS"]) - 1):
         return  # never arrives
     planc.loads(AUTO_PLAN).initialize(timeout=float(timeout))
 
