@@ -68,6 +68,17 @@ $(MPIRUN):
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin) || \
 		echo "openmpi-bin could not be installed: tests/multihost/test_mpirun.py will skip"
 
+# Slurm's controller and node daemons and its client commands for the `slurm` tests
+# (tests/multihost/test_srun*.py start a one-node Slurm of their own: no munge, no
+# cgroups); from apt when missing. Where apt cannot install them those tests skip,
+# saying so in one line.
+SLURMD := /usr/sbin/slurmd
+$(SLURMD):
+	command -v slurmd >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		slurmctld slurmd slurm-client) || \
+		echo "Slurm could not be installed: the slurm tests (pytest -m slurm) will skip"
+
 # git for tests/integrations/test_precommit.py (`pre-commit try-repo` clones the working tree).
 GIT := /usr/bin/git
 $(GIT):
@@ -82,7 +93,7 @@ $(CHROMIUM):
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) || \
 		echo "chromium could not be installed: tests/integrations/test_html_browser.py will skip"
 
-test: venv lint-plans lint-imports $(VSCODE)/node_modules/.installed $(MPIRUN) $(GIT) $(CHROMIUM)
+test: venv lint-plans lint-imports $(VSCODE)/node_modules/.installed $(MPIRUN) $(SLURMD) $(GIT) $(CHROMIUM)
 	$(PY) -m pytest -q
 
 # The oldest versions planc supports (pyproject.toml), in their own venv: the JAX-facing

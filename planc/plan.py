@@ -359,11 +359,12 @@ class Plan:
 
     # -- multi-host (planc.multihost.cluster) -------------------------------------------------
 
-    def initialize(self, *, timeout: float | None = None):
-        """Start the JAX distributed runtime from the `cluster` block (or KERAS_* env vars)."""
+    def initialize(self, *, timeout: float | None = None, heartbeat: float | None = None):
+        """Start the JAX distributed runtime from the `cluster` block (or KERAS_* env vars);
+        `heartbeat` (seconds) ends a job whose process stops answering (P617)."""
         from planc.multihost.cluster import initialize
 
-        return initialize(self._ir, timeout=timeout)
+        return initialize(self._ir, timeout=timeout, heartbeat=heartbeat)
 
 
 def loads(text: str, *, file: str = "<string>", allow_include_outside: bool = False,

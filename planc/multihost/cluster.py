@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import sys
 import threading
 import time
 from dataclasses import dataclass
 
-from planc.multihost import environments
+from planc.multihost import environments, exits, rollcall
 from planc.multihost.spec import ClusterError, ClusterSpec, parse_address
 
 JOB_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
@@ -214,28 +213,30 @@ def cluster_spec(plan=None, environ=None) -> ClusterSpec:
     return ClusterSpec(coordinator, processes, process_id, source, name, tuple(detected), method)
 
 
-def _wait_for_coordinator(spec: ClusterSpec, deadline: float, timeout: float) -> None:
-    """Return once the coordinator accepts TCP connections; ClusterError at the deadline.
+def _roll_call(spec: ClusterSpec, deadline: float, timeout: float) -> None:
+    """Every process reports to process 0 before JAX starts (`planc.multihost.rollcall`).
 
-    JAX does not raise when its client cannot connect: it aborts the process with a C++
-    stack trace. Probing first turns the common failure into an exception.
+    Where only JAX knows the count or the id (Kubernetes, a TPU VM), a process other
+    than 0 only waits until the coordinator accepts connections: JAX does not raise when
+    its client cannot connect, it aborts the process with a C++ stack trace.
     """
-    host, port = parse_address(spec.coordinator)
-    last = "no answer"
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ClusterError(f"cannot reach the coordinator at {spec.coordinator} within "
-                               f"{timeout:g} s ({last}); process {spec.process_id} of "
-                               f"{spec.processes}: is process 0 running?", code="P602",
-                               fix="start process 0 first, check the address and that no "
-                               "firewall blocks the port, or raise the timeout")
-        try:
-            with socket.create_connection((host, port), timeout=min(1.0, remaining)):
-                return
-        except OSError as exc:
-            last = exc.strerror or type(exc).__name__
-        time.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+    if spec.process_id == 0:
+        if _jax_in_use():
+            raise _late()
+        if spec.processes is not None and spec.coordinator is not None:
+            rollcall.host(spec, deadline, timeout)
+        return
+    if spec.process_id is None or spec.coordinator is None:
+        if _jax_in_use():
+            raise _late()
+        return
+    conn = rollcall.connect(spec, deadline, timeout)
+    if _jax_in_use() or spec.processes is None:
+        conn.close()
+        if _jax_in_use():
+            raise _late()
+        return
+    rollcall.report(spec, deadline, timeout, conn)
 
 
 def _start_watchdog(spec: ClusterSpec, seconds: float, timeout: float) -> threading.Event:
@@ -319,30 +320,6 @@ def _start_runtime(spec: ClusterSpec, jax_timeout: int) -> None:
         jax.distributed.initialize(**kwargs)
 
 
-def _exit_on_uncaught_exception() -> None:
-    """An uncaught exception ends this process at once, after printing its traceback.
-
-    Otherwise JAX's exit handler waits up to 5 minutes in a shutdown barrier for the
-    other processes, which are themselves blocked waiting for this one: the whole job
-    hangs instead of failing. Dying fast lets `planc launch` (or the cluster's
-    scheduler) stop the rest.
-    """
-    previous = sys.excepthook
-
-    def hook(kind, value, tb):
-        try:
-            previous(kind, value, tb)
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
-            os._exit(1)
-
-    sys.excepthook = hook
-
-
 def _announce(spec: ClusterSpec) -> None:
     """One line on stderr when a launcher was found: which, and what was read from it."""
     if spec.environment is None:
@@ -353,7 +330,15 @@ def _announce(spec: ClusterSpec) -> None:
     sys.stderr.flush()
 
 
-def initialize(plan=None, timeout: float | None = None) -> ClusterSpec:
+def _seconds(name: str, value, example: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
+            or math.isinf(value) or math.isnan(value):
+        raise ClusterError(f"{name} must be a positive number of seconds, got {value!r}",
+                           fix=f"give a number of seconds, e.g. {name}={example}")
+
+
+def initialize(plan=None, timeout: float | None = None,
+               heartbeat: float | None = None) -> ClusterSpec:
     """Start the JAX distributed runtime for `plan`, once; return where this process sits.
 
     The settings come from the plan's `cluster` block (its `env(...)` values read now),
@@ -369,11 +354,18 @@ def initialize(plan=None, timeout: float | None = None) -> ClusterSpec:
     the runtime starts through `keras.distribution.initialize`, which also gives every
     process the same random seed. On the CPU, cross-process collectives use gloo.
 
-    `timeout` (seconds, default 300) bounds the whole start-up. A coordinator that
-    cannot be reached raises `ClusterError` within it; a cluster whose other processes
-    never join ends this process with a one-line message at that time (JAX cannot
-    recover from it). After a multi-process start, an uncaught exception ends the
-    process at once instead of waiting for the others at exit.
+    `timeout` (seconds, default 300) bounds the whole start-up. Before JAX starts, every
+    process reports to process 0 (`planc.multihost.rollcall`): a coordinator that cannot
+    be reached raises `ClusterError` (P602) within it, and when a process never arrives
+    every present one raises `ClusterError` (P615) naming the process ids that arrived
+    and those that did not. An uncaught `ClusterError` prints one line, Ctrl-C ends the
+    process in one line too, and after a multi-process start any other uncaught
+    exception ends the process at once instead of waiting for the others at exit
+    (`planc.multihost.exits`).
+
+    `heartbeat` (seconds, off by default) starts the guard of
+    `planc.multihost.heartbeat`: when a process stops answering while the others wait
+    for it in a collective that long, every process ends with one line naming it (P617).
 
         >>> initialize(None, timeout=0)
         Traceback (most recent call last):
@@ -383,10 +375,9 @@ def initialize(plan=None, timeout: float | None = None) -> ClusterSpec:
     global _started
     if timeout is None:
         timeout = DEFAULT_TIMEOUT
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 \
-            or math.isinf(timeout) or math.isnan(timeout):
-        raise ClusterError(f"timeout must be a positive number of seconds, got {timeout!r}",
-                           fix="give a number of seconds, e.g. timeout=300")
+    _seconds("timeout", timeout, "300")
+    if heartbeat is not None:
+        _seconds("heartbeat", heartbeat, "600")
     with _lock:
         if _started is not None:
             return _started
@@ -400,6 +391,9 @@ def initialize(plan=None, timeout: float | None = None) -> ClusterSpec:
             return spec
         from planc.multihost import preflight
 
+        exits.install(f"process {'?' if spec.process_id is None else spec.process_id} of "
+                      f"{'?' if spec.processes is None else spec.processes}",
+                      coordinator=spec.process_id == 0)
         deadline = time.monotonic() + timeout
         problems = [d for d in preflight.check(spec, ir, os.environ, deadline=deadline)
                     if d.is_error]
@@ -408,9 +402,10 @@ def initialize(plan=None, timeout: float | None = None) -> ClusterSpec:
             raise ClusterError(first.message, code=first.code,
                                fix=first.help[0] if first.help else "")
         _announce(spec)
-        if spec.process_id not in (0, None) and spec.coordinator is not None:
-            _wait_for_coordinator(spec, deadline, timeout)
-        remaining = deadline - time.monotonic()
+        _roll_call(spec, deadline, timeout)
+        exits.joining()
+        # Everyone has arrived: JAX's own start-up is quick, whatever time is left.
+        remaining = max(deadline - time.monotonic(), min(timeout, 10.0))
         done = _start_watchdog(spec, remaining, timeout)
         try:
             _start_runtime(spec, math.ceil(remaining) + _JAX_DEADLINE_MARGIN)
@@ -420,12 +415,29 @@ def initialize(plan=None, timeout: float | None = None) -> ClusterSpec:
             raise _runtime_error(spec, exc) from None
         finally:
             done.set()
-        _exit_on_uncaught_exception()
-        _started = _joined(spec)
+        joined = _joined(spec)
         problem = preflight.device_problem(ir, _global_devices())
         if problem is not None:
+            # Every process finds the same count: they leave together, so that none
+            # sees process 0's coordinator vanish (JAX aborts a process that does).
+            _leave()
             raise ClusterError(problem.message, code=problem.code, fix=problem.help[0])
+        exits.started()
+        _started = joined
+        if heartbeat is not None:
+            from planc.multihost import heartbeat as guard
+
+            guard.start(_started.process_id, _started.processes, heartbeat)
         return _started
+
+
+def _leave() -> None:
+    import jax
+
+    try:
+        jax.distributed.shutdown()
+    except Exception:  # a peer already gone: nothing more to leave
+        pass
 
 
 def _global_devices() -> int:
@@ -452,12 +464,28 @@ def _running_cluster() -> ClusterSpec | None:
     return ClusterSpec(None, jax.process_count(), jax.process_index(), "already running")
 
 
+def _late() -> ClusterError:
+    return ClusterError("initialize() must run before any JAX computation (including "
+                        "jax.devices()): call plan.initialize() first thing in the program",
+                        code="P605", fix="move plan.initialize() above every JAX call")
+
+
+def _jax_in_use() -> bool:
+    """JAX's runtime is up in this process already (too late to join a cluster)."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # another JAX: its own error says so when the runtime starts
+        return False
+
+
 def _runtime_error(spec: ClusterSpec, exc: Exception) -> ClusterError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "must be called before" in text:
-        return ClusterError("initialize() must run before any JAX computation (including "
-                            "jax.devices()): call plan.initialize() first thing in the program",
-                            code="P605", fix="move plan.initialize() above every JAX call")
+        return _late()
     if "Failed to start RPC server" in text or "Address already in use" in text:
         return ClusterError(f"cannot start the coordinator on {spec.coordinator}: the port is "
                             "in use or the address is not this machine's", code="P603",

@@ -10,7 +10,8 @@ Each is a diagnostic with a stable code and a fix:
 - P610 a `processes` value that disagrees with the launcher's own count;
 - P611 Kubernetes without the `kubernetes` package (JAX then cannot see the cluster);
 - P612 a global device count the plan's mesh cannot use;
-- P602 a coordinator host name that does not resolve.
+- P602 a coordinator host name that does not resolve;
+- P616 `SLURM_*` variables of another job (`planc.multihost.slurmstep`).
 
 Nothing here imports jax.
 
@@ -29,7 +30,7 @@ import threading
 import time
 
 from planc.diagnostics import Diagnostic, error
-from planc.multihost import environments
+from planc.multihost import environments, slurmstep
 from planc.multihost.spec import ClusterSpec, parse_address
 
 # Launchers' own process counts: Slurm, Open MPI, torchrun / PyTorch's convention.
@@ -43,13 +44,18 @@ def check(spec: ClusterSpec, ir, environ, *, deadline: float | None = None,
 
     `ir` is the plan (for its `cluster` block's place and its mesh); `local_devices`,
     when known, checks the global device count against the mesh. `resolve=False` skips
-    the checks that look host names up.
+    the checks that ask the system (host name look-ups, Slurm about its job).
     """
     out: list[Diagnostic] = []
     span = getattr(getattr(ir, "cluster", None), "span", None)
     env = (environments.detect(environ, spec.environment)
            if spec.environment not in (None, "launch") else None)
     host = parse_address(spec.coordinator)[0] if spec.coordinator else None
+    if spec.environment == "slurm" and resolve:
+        why = slurmstep.problem(environ, deadline)
+        if why is not None:
+            out.append(error("P616", why, span, help="start it with the job's own srun, or "
+                             "unset the SLURM_* variables to run it as one process"))
     if host is not None and resolve:
         out.extend(_addresses(spec, host, env, span, deadline))
     out.extend(_proxies(environ, host, span))

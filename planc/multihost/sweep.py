@@ -23,9 +23,9 @@ import time
 MARK = "PLANC_LAUNCH"
 
 
-def marked(token: str) -> list[int]:
-    """Pids of the live (not zombie) processes whose environment carries the mark."""
-    needle = f"{MARK}={token}".encode() + b"\0"
+def marked(token: str, mark: str = MARK) -> list[int]:
+    """Pids of the live (not zombie) processes whose environment carries `mark=token`."""
+    needle = f"{mark}={token}".encode() + b"\0"
     me = os.getpid()
     found = []
     try:
@@ -47,11 +47,11 @@ def marked(token: str) -> list[int]:
     return found
 
 
-def kill_marked(token: str, rounds: int = 100, pause: float = 0.02) -> int:
+def kill_marked(token: str, rounds: int = 100, pause: float = 0.02, mark: str = MARK) -> int:
     """SIGKILL every marked process until none is left (or `rounds` pass); how many."""
     killed: set[int] = set()
     for _ in range(rounds):
-        pids = marked(token)
+        pids = marked(token, mark)
         if not pids:
             break
         for pid in pids:

@@ -130,12 +130,14 @@ def test_a_process_killed_mid_run_ends_the_launch_and_leaves_no_process(tmp_path
 
 
 def test_a_cluster_whose_peers_never_join_ends_with_a_clear_message():
-    # Process 0 of 2 hosts the coordinator; process 1 never starts.
-    done, _ = run_single("alone", devices=4, env=cluster_env(process_id=0))
-    assert done.returncode == 1
-    assert done.stderr.strip().splitlines()[-1].startswith(
-        "planc: cluster error: the cluster did not form within 2 s (process 0 of 2, "
-        "coordinator 127.0.0.1:")
+    # Process 0 of 2 hosts the coordinator; process 1 never starts. The roll call before
+    # JAX's start-up raises a ClusterError that says who arrived and who did not.
+    done, found = run_single("alone", devices=4, env=cluster_env(process_id=0))
+    assert done.returncode == 3, done.stderr[-3000:]
+    message = found["alone"]["error"]
+    assert message.startswith("the cluster did not form within 2 s (process 0 of 2, "
+                              "coordinator 127.0.0.1:")
+    assert message.endswith("1 of 2 processes arrived (0); process 1 never did")
 
 
 def test_an_unreachable_coordinator_is_an_error_within_the_timeout():

@@ -102,4 +102,25 @@ ENTRIES = {
         why='The cluster did not start.',
         example='a coordinator address of another machine',
         fix="Read JAX's message; `planc cluster` shows what was found."),
+    'P615': dict(
+        severity='error',
+        title='a process never arrived at start-up',
+        what='not every process reported to process 0 within the start-up timeout (or one was turned away: a duplicate id, another process count); every present process raises it, naming the process ids that arrived and those that never did',
+        why="Without it JAX's coordinator waits out its timeout and aborts with a C++ stack trace, saying only that the cluster timed out.",
+        example='`srun -n 3` where task 2 exits at once',
+        fix='Start every process with the same count (`srun -n`, `mpirun -np`); read the output of the missing ones: they failed or were never started.'),
+    'P616': dict(
+        severity='error',
+        title='`SLURM_*` variables of another job',
+        what="the `SLURM_*` variables name a job or step this process does not run in: a nearer `slurmstepd` belongs to another step, or, outside any step, `scontrol` says the job is not running",
+        why='JAX would take them as its own job: process 0 would wait, until the timeout, for processes that were never started.',
+        example='`SLURM_JOB_ID` of a finished job exported in a shell',
+        fix="Start the program with the job's own `srun`, or unset the `SLURM_*` variables to run it as one process."),
+    'P617': dict(
+        severity='error',
+        title='a process stopped answering (heartbeat guard)',
+        what='with `plan.initialize(heartbeat=SECONDS)`: a process waited that long inside JAX while another was elsewhere or sent no heartbeat; every process ends (exit 1) with one line naming it',
+        why='The others would wait for it in their collective forever: neither JAX nor gloo or NCCL give up on a process that is alive but stuck.',
+        example='one process sleeping in host code while the others wait in an all-reduce',
+        fix='Look at what the named process was doing (the line it was at); raise `heartbeat` above the longest step, compilation included, if it was only slow.'),
 }

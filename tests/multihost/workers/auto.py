@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import socket
@@ -36,13 +37,15 @@ def worker_env(devices: int, **extra) -> dict:
     return env
 
 
-def single_process_losses() -> list[float]:
-    """The losses of the same training as one process on all 8 devices."""
+@functools.lru_cache(maxsize=1)
+def single_process_losses() -> tuple[float, ...]:
+    """The losses of the same training as one process on all 8 devices (run once: the
+    launcher tests each compare with it)."""
     done = run([sys.executable, AUTO_WORKER], env=worker_env(8))
     assert done.returncode == 0, done.stderr[-3000:]
     (only,) = auto_results(done.stdout)
     assert only["process_count"] == 1 and only["environment"] is None
-    return only["losses"]
+    return tuple(only["losses"])
 
 
 def assert_one_cluster(results: list[dict], environment: str) -> None:
