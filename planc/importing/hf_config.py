@@ -12,7 +12,8 @@ looked up in the plan. So a key becomes a pattern where `*` is `\d+`, followed b
 `(\.(weight|bias))?` or `(\.weight)?`: the key itself names a parameter, or it names a
 module and the rule lays out that module's weight (and bias, for column-parallel styles,
 which split it). Anything else stays whole (`default -> replicated`), as Hugging Face
-leaves a parameter that no key names. What each style becomes is in `hf_styles`.
+leaves a parameter that no key names. What each style becomes is in
+`planc.targets.torch.hf_styles`.
 
 >>> hf_pattern("layers.*.mlp.up_proj", "model.")
 'model\\.layers\\.\\d+\\.mlp\\.up_proj'
@@ -25,7 +26,7 @@ import re
 from planc.diagnostics import Diagnostic, PlanError, error, warning
 from planc.diagnostics.did_you_mean import closest
 from planc.importing.draft import Draft, DraftRule, plan_name
-from planc.importing.hf_styles import STYLES, shard
+from planc.targets.torch.hf_styles import STYLES, shard
 from planc.importing.jsonpos import Node
 from planc.variables import Variable
 
