@@ -28,7 +28,7 @@ from __future__ import annotations
 from planc.diagnostics import Diagnostic, PlanError, error
 from planc.ir import PlanIR, Rule
 
-__all__ = ["refuse_inexpressible", "torch_problems"]
+__all__ = ["refuse_inexpressible", "torch_problems", "outputs_rule"]
 
 _ORDER_HELP = ("reorder the tuple to the mesh's order ({fixed}), or the mesh so that "
                "{first} comes before {then}; the JAX target (`--target jax`) takes the plan "
@@ -41,7 +41,7 @@ def torch_problems(ir: PlanIR) -> list[Diagnostic]:
                 for rule in (*ir.rules, *((ir.default,) if ir.default else ()))
                 for alt in rule.layout.alternatives for dim in alt.head + alt.tail
                 if _out_of_order(dim.axes, ir.mesh.names)]
-    problems += [_outputs(rule) for rule in
+    problems += [outputs_rule(rule) for rule in
                  (*ir.outputs, *((ir.outputs_default,) if ir.outputs_default else ()))]
     return problems
 
@@ -72,12 +72,14 @@ def _axis_order(rule: Rule, dim, names: tuple[str, ...]) -> Diagnostic:
                  rule=rule.where)
 
 
-def _outputs(rule: Rule) -> Diagnostic:
-    return error("P311", f"`outputs` rule {rule.label} lays out activations, which the torch "
-                 "target does not place: it lays out parameters only", rule.span,
+def outputs_rule(rule: Rule, target: str = "torch") -> Diagnostic:
+    """P311: `outputs` rule `rule` lays out activations, which the `target` target
+    (torch, or hf) does not place."""
+    return error("P311", f"`outputs` rule {rule.label} lays out activations, which the "
+                 f"{target} target does not place: it lays out parameters only", rule.span,
                  label="an `outputs` rule", rule=rule.where,
-                 help="drop the `outputs` block for the torch target (keep it in a plan for "
-                      "the JAX target), or place activations in the model's code "
+                 help=f"drop the `outputs` block for the {target} target (keep it in a plan "
+                      "for the JAX target), or place activations in the model's code "
                       "(`DTensor.redistribute`)")
 
 
