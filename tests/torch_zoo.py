@@ -44,7 +44,7 @@ def shrunk(variables):
     return [Variable(v.path, tuple(math.gcd(d, 64) for d in v.shape), v.dtype) for v in variables]
 
 
-def _hf(qkv_bias=False):
+def hf_variables(qkv_bias=False):
     variables = llama_hf_variables()
     if qkv_bias:
         variables += [Variable(v.path[:-len("weight")] + "bias", v.shape[:1], v.dtype)
@@ -69,8 +69,8 @@ def zoo():
     cases["gemma"] = ((PLANS / "gemma.kd").read_text(), {},
                       shrunk(load_variables(str(PLANS / "models" / "gemma_2b.json"))))
     for name in ("hf_llama_tp", "hf_mistral_tp"):
-        cases[name] = (hf_text(name), {}, _hf())
-    cases["hf_qwen2_tp"] = (hf_text("hf_qwen2_tp"), {}, _hf(qkv_bias=True))
+        cases[name] = (hf_text(name), {}, hf_variables())
+    cases["hf_qwen2_tp"] = (hf_text("hf_qwen2_tp"), {}, hf_variables(qkv_bias=True))
     cases["llama_fsdp_tp"] = ((PLANS / "llama_fsdp_tp.kd").read_text(), {"tp": 2},
                               llama_hf_variables())
     cases["jax_stacked"] = ((PLANS / "jax_stacked.kd").read_text(), {}, stacked_variables())
