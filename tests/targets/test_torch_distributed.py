@@ -13,7 +13,6 @@ with 64 keep every layout (checked below).
 """
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -27,7 +26,6 @@ import planc
 from conftest import PLANS, ROOT
 from planc.cli import main
 from planc.sources import load_variables
-from planc.variables import Variable
 from torch_zoo import RANKS, hf_text, shrunk, zoo
 
 pytest.importorskip("torch.distributed.tensor")
@@ -143,3 +141,11 @@ def test_a_distributed_hf_model_runs_forward_and_backward_as_the_whole_one(repor
             assert run["logits"] < 1e-9 and run["grads"] < 1e-9, (how, run)
             assert run["grad_count"] == 2 + 9 * 2 + 1  # embed, norm, 9 per layer, lm_head
             assert "model.layers.1.mlp.down_proj.weight" in run["sharded"]
+
+
+def test_a_tied_parameter_stays_one_and_takes_one_placement(reports):
+    _, ranks = reports
+    for report in ranks:
+        same, different = report["tied"]["same"], report["tied"]["different"]
+        assert same == {"tied": True, "placements": "(Shard(dim=0), Replicate())"}
+        assert "`y.weight` and `x.weight` are one (tied) parameter" in different["refused"]

@@ -86,6 +86,25 @@ def forward(case):
     return out
 
 
+def tied():
+    """A parameter under two names stays one; two placements for it are refused."""
+    base = "mesh(a = 2, b = 2)\nmodel_parallel(batch = a)\nlayout {\n"
+    out = {}
+    for name, rules in (("same", '"(x|y)\\.weight" -> (a, _)'),
+                        ("different", '"x\\.weight" -> (a, _)\n"y\\.weight" -> (b, _)')):
+        module = torch.nn.Module()
+        module.x, module.y = torch.nn.Linear(4, 8), torch.nn.Module()
+        module.y.weight = module.x.weight
+        module.x.bias = None
+        try:
+            planc.loads(base + rules + "\n}\n").distribute_module(module)
+            out[name] = {"tied": module.x.weight is module.y.weight,
+                         "placements": repr(module.y.weight.placements)}
+        except ValueError as exc:
+            out[name] = {"refused": str(exc)}
+    return out
+
+
 def main(job_path, out_dir):
     job = json.load(open(job_path))
     rank = int(os.environ["RANK"])
@@ -101,6 +120,7 @@ def main(job_path, out_dir):
             dict(case, slices=case["slices"][str(rank)]), rank, case_mesh)
     for case in job["forward"]:
         report["forward"][case["name"]] = forward(case)
+    report["tied"] = tied()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(report, f)
     dist.barrier()
