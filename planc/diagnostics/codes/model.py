@@ -80,9 +80,9 @@ ENTRIES = {
         severity='error',
         title='layout the target cannot express',
         what='a layout the target cannot express',
-        why='The target cannot write this layout (for example several axes on one dimension outside JAX).',
-        example='a multi-axis dimension on a non-JAX Keras backend',
-        fix='Use a layout the target can express, or the JAX target.'),
+        why='The target cannot write this layout (for example several axes on one dimension outside JAX, a dimension over axes against the mesh order for DTensor, or a layout that is no Hugging Face style for `--target hf`).',
+        example='a multi-axis dimension on a non-JAX Keras backend; `((b, a), _)` on `mesh(a, b)` for `--target torch`',
+        fix='Use a layout the target can express (the help says which), or the JAX target.'),
     'P312': dict(
         severity='error',
         title='batch not divisible by the batch axes',

@@ -18,8 +18,9 @@ divisibility). Its API mirrors `planc.Plan`:
 
 Its runtime is planc's own code, copied (see `planc.targets.emit.codegen`): the device order
 of `planc.targets.devices`, so the module and `plan.mesh()` place devices identically;
-the binding of `planc.targets.emit.runtime_binding` with planc's `check` evaluator; and
-`planc.targets.emit.runtime_jax`.
+the binding of `planc.targets.emit.runtime_binding` with planc's `check` evaluator; the
+resolver of `planc.targets.emit.runtime_resolve` (its data written by `resolver_data`);
+and `planc.targets.emit.runtime_jax`.
 
 Where `re2` is importable the module matches with planc's own engine: planc's RE2
 translation of every pattern is carried as data (`RE2_RULES`) and matched in one pass,
@@ -35,51 +36,16 @@ matching. A mesh's axis sizes are bound once per mesh.
 from __future__ import annotations
 
 from planc._version import __version__
-from planc import limits
 from planc.check.expression import _eval
-from planc.ir import Alternative, Dim, PlanIR, Rule
-from planc.matching.translate import _MAX_MEM, _translate
+from planc.ir import PlanIR
 from planc.targets.emit.codegen import (check_constants, docstring_name, literal,
                                         mesh_constants, refuse_backtracking, refuse_errors,
                                         runtime_source, section_source)
 from planc.targets.emit.compiled_json import fingerprint
+from planc.targets.emit.resolver_data import match_constants, rule_constants
 from planc.targets.emit.runtime_binding import _bind, _run_checks
 
 __all__ = ["module_text"]
-
-
-def _dim(d: Dim) -> tuple:
-    return (tuple(d.axes), d.block)
-
-
-def _alternative(a: Alternative) -> tuple:
-    return (tuple(_dim(d) for d in a.head), a.ellipsis, tuple(_dim(d) for d in a.tail),
-            a.replicated)
-
-
-def _rule_line(rule: Rule) -> str:
-    alts = tuple(_alternative(a) for a in rule.layout.alternatives)
-    return f"    ({literal(rule.pattern)}, {literal(alts)}),  # -> {rule.layout.text}\n"
-
-
-def _rules(name: str, rules) -> str:
-    if not rules:
-        return f"{name} = ()\n"
-    return f"{name} = (\n" + "".join(_rule_line(r) for r in rules) + ")\n"
-
-
-def _texts(name: str, rules) -> str:
-    if not rules:
-        return f"{name} = ()\n"
-    return f"{name} = (\n" + "".join(f"    {literal(_translate(r.pattern))},\n"
-                                     for r in rules) + ")\n"
-
-
-def _default(rule: Rule | None) -> str:
-    if rule is None:
-        return "None"
-    alts = tuple(_alternative(a) for a in rule.layout.alternatives)
-    return f"{literal(alts)}  # -> {rule.layout.text}"
 
 
 def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -> str:
@@ -102,38 +68,9 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -
     out.append(mesh_constants(ir))
     out.append("# Each axis's type (`axis_types`): 'auto' or 'explicit'.\n"
                f"AXIS_TYPES = {literal(ir.mesh_axis_types)}\n")
-    out.append(f"MATCH = {literal(ir.match)}\n")
-    out.append(f"OVERLAP = {literal(ir.overlap)}\n")
-    out.append(f"MAX_PATH_LENGTH = {limits.MAX_PATH_LENGTH}\n")
+    out.append(match_constants(ir))
     out.append(check_constants(ir))
-    out.append("# Rules in file order: (pattern, alternatives). An alternative is\n"
-               "# (head dims, has `...`, tail dims, replicated); a dim is (mesh axes, block).\n")
-    out.append(_rules("RULES", ir.rules))
-    out.append(f"DEFAULT = {_default(ir.default)}\n")
-    out.append(_rules("OUTPUT_RULES", ir.outputs))
-    out.append(f"OUTPUT_DEFAULT = {_default(ir.outputs_default)}\n")
-    out.append("# planc's RE2 translation of each pattern, for when re2 is importable.\n")
-    out.append(_texts("RE2_RULES", ir.rules))
-    out.append(_texts("RE2_OUTPUT_RULES", ir.outputs))
-    out.append(f"RE2_MAX_MEM = {_MAX_MEM}\n\n")
-    if resolution is None:
-        out.append("# Compiled without --model: no resolved table.\nTABLE = None\n"
-                   "TABLE_SHAPES = None\nTABLE_SIZES = None\n")
-    else:
-        out.append("# The layout of every variable of the model this plan was compiled against.\n")
-        out.append("TABLE = {\n" + "".join(
-            f"    {literal(a.variable.path)}: {literal(tuple(a.layout.axes))},\n"
-            for a in resolution.assignments) + "}\n")
-        # What a TABLE answer holds for: the variable's shape and the mesh's axis sizes.
-        # Where an `auto` size was not bound (no --devices), the table is not answered
-        # from (the divisibility it was resolved with is not the mesh's).
-        out.append("TABLE_SHAPES = {\n" + "".join(
-            f"    {literal(a.variable.path)}: {literal(tuple(a.variable.shape))},\n"
-            for a in resolution.assignments) + "}\n")
-        sizes = {a.name: a.global_size for a in ir.mesh.axes}
-        bound = all(v is not None for v in sizes.values())
-        text = "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in sizes.items()) + "}"
-        out.append(f"TABLE_SIZES = {text if bound else 'None'}\n")
+    out.append(rule_constants(ir, resolution))
     out.append("\n\n")
     out.append(_runtime())
     return "".join(out)
@@ -141,9 +78,12 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -
 
 def _runtime() -> str:
     devices = "planc.targets.devices"
+    resolve, jax_runtime = "planc.targets.emit.runtime_resolve", "planc.targets.emit.runtime_jax"
     return runtime_source(section_source(devices, "device order"), _bind, _eval, _run_checks,
                           section_source(devices, "device list"),
-                          section_source("planc.targets.emit.runtime_jax", "runtime"))
+                          section_source(resolve, "re2"), section_source(jax_runtime, "mesh"),
+                          section_source(resolve, "resolver"),
+                          section_source(jax_runtime, "runtime"))
 
 
 _HEADER = '''\

@@ -48,8 +48,23 @@ def _has_distribution_support() -> bool:
 
 
 def require_distribution_support() -> None:
-    """Raise RuntimeError when Keras's distribution API does not run on its backend."""
-    if not _has_distribution_support():
-        raise RuntimeError(f"Keras's distribution API does not run on the "
-                           f"`{backend_name()}` backend: set KERAS_BACKEND=jax before keras is "
-                           f"imported")
+    """Raise RuntimeError when Keras's distribution API does not run on its backend.
+
+    On the torch backend it says which Keras would run it, and where planc places torch
+    parameters itself: Keras's torch distribution (`keras.src.backend.torch.
+    distribution_lib`, keras-team/keras#23418) is in no release up to 3.15, and those
+    releases accept a LayoutMap on torch and ignore it."""
+    if _has_distribution_support():
+        return
+    backend = backend_name()
+    if backend == "torch":
+        version = getattr(keras_module(), "__version__", "?")
+        raise RuntimeError(f"Keras {version} has no distribution API on the `torch` backend: "
+                           "it needs a Keras whose torch backend has "
+                           "`keras.src.backend.torch.distribution_lib` (keras-team/keras#23418, "
+                           "in no release up to 3.15). Set KERAS_BACKEND=jax before keras is "
+                           "imported, or place the torch model's parameters with planc's torch "
+                           "target: `plan.distribute_module(module)`, `planc compile --target "
+                           "torch`")
+    raise RuntimeError(f"Keras's distribution API does not run on the `{backend}` backend: "
+                       "set KERAS_BACKEND=jax before keras is imported")
