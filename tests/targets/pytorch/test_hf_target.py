@@ -11,7 +11,8 @@ from planc.cli import main
 from planc.importing import import_plan
 from planc.sources import write_manifest
 from planc.variables import Variable
-from torch_zoo import hf_variables
+
+from .zoo import hf_variables
 
 HF = {"hf_llama_tp": False, "hf_mistral_tp": False, "hf_qwen2_tp": True}  # -> q/k/v bias
 HEAD = "mesh(dp = auto, tp = 4)\nmodel_parallel(batch = dp)\nlayout {\n"

@@ -1,5 +1,6 @@
-"""One rank of tests/targets/test_torch_distributed.py, run by `torchrun --nproc-per-node 4`
-(gloo, CPU): `python torch_worker.py JOB OUT_DIR`.
+"""One rank of test_torchrun.py, run by `torchrun --nproc-per-node 4` (gloo, CPU):
+`python worker.py JOB OUT_DIR`; `torch_models` is found beside it (the script's folder
+leads sys.path), planc through PYTHONPATH.
 
 JOB (JSON, written by the test) holds the plans, each parameter's name and shape, the slice
 planc's JAX target gives each rank's mesh coordinate, and the emitted torch modules' paths.
@@ -14,14 +15,12 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor, Replicate
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch.distributed.tensor import DTensor, Replicate  # noqa: E402
-
-import planc  # noqa: E402
-from torch_models import TinyLlama, module_of, values  # noqa: E402
+import planc
+from torch_models import TinyLlama, module_of, values
 
 
 def emitted(path, name):

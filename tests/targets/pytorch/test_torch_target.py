@@ -1,7 +1,7 @@
 """The torch target in one process: placements, what it refuses (P311, P201, P301) before
 a process group starts or a parameter moves, the module `planc compile --target torch`
 writes, and Keras on the torch backend. Under real torch.distributed:
-test_torch_distributed.py.
+test_torchrun.py.
 
 `WORLD_SIZE` stands for torchrun's: the job's process count, read where no process group
 has started, which is all a placement needs.
@@ -20,7 +20,8 @@ import planc
 from conftest import PLANS
 from planc.cli import main
 from planc.variables import Variable
-from torch_zoo import RANKS, zoo
+
+from .zoo import RANKS, zoo
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402

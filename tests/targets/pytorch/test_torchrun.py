@@ -1,5 +1,5 @@
 """The torch target under real torch.distributed: one `torchrun --nproc-per-node 4` launch
-(gloo on the CPU, `torch_worker.py`) checks every zoo plan DTensor can express.
+(gloo on the CPU, `worker.py`) checks every zoo plan DTensor can express.
 
 - For every parameter of every zoo plan's model, each rank's `to_local()`, after
   `plan.distribute_module` and after the emitted module's `distribute`, is exactly the
@@ -8,7 +8,7 @@
 - A small Hugging Face-style model (TinyLlama) distributed by two plans runs forward and
   backward to the unsharded model's logits and gradients.
 
-The zoo and its models are tests/torch_zoo.py's; gemma_2b's dimensions cut to their gcd
+The zoo and its models are zoo.py's; gemma_2b's dimensions cut to their gcd
 with 64 keep every layout (checked below).
 """
 
@@ -26,12 +26,13 @@ import planc
 from conftest import PLANS, ROOT
 from planc.cli import main
 from planc.sources import load_variables
-from torch_zoo import RANKS, hf_text, shrunk, zoo
+
+from .zoo import RANKS, hf_text, shrunk, zoo
 
 pytest.importorskip("torch.distributed.tensor")
 pytestmark = pytest.mark.multihost
 
-WORKER = Path(__file__).with_name("torch_worker.py")
+WORKER = Path(__file__).with_name("worker.py")
 
 def jax_slices(text, defines, variables):
     """{rank: {path: [[start, stop] per dimension]}}: what the JAX target gives the device
