@@ -26,8 +26,8 @@ import re
 from planc.diagnostics import Diagnostic, PlanError, error, warning
 from planc.diagnostics.did_you_mean import closest
 from planc.importing.draft import Draft, DraftRule, plan_name
-from planc.targets.torch.hf_styles import STYLES
 from planc.importing.jsonpos import Node
+from planc.targets.torch.hf_styles import STYLES
 
 PREFIX = "model."
 _PLAN_HELP = 'e.g. `"base_model_tp_plan": {"layers.*.self_attn.q_proj": "colwise"}`'

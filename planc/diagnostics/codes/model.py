@@ -100,7 +100,7 @@ ENTRIES = {
     'P314': dict(
         severity='warning / error',
         title="pattern may backtrack exponentially in Python's re",
-        what="a pattern that can match one text in exponentially many ways, so Python's backtracking `re` (the emitted modules, Keras's LayoutMap) may take exponential time on a path it does not match; a warning at lint, an error at `planc compile --target jax|keras`",
+        what="a pattern that can match one text in exponentially many ways, so Python's backtracking `re` (the emitted modules, Keras's LayoutMap) may take exponential time on a path it does not match; a warning at lint, an error at `planc compile --target jax|keras|torch`",
         why="Python's `re` (the emitted modules, Keras's LayoutMap) backtracks: such a pattern can take exponential time on a path it fails to match.",
         example='`"(\\w+_?)+/kernel"`',
         fix='Remove the nested repetition (`(\\w+_?)+` -> `\\w+`).'),
