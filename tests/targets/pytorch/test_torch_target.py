@@ -241,28 +241,41 @@ def test_compiling_for_torch_or_hf_imports_no_framework(tmp_path):
 
 # -- Keras on the torch backend ----------------------------------------------------------------
 
-def test_keras_on_torch_says_what_the_installed_keras_can_do():
-    code = textwrap.dedent("""
-        import os
+def test_keras_on_torch_says_what_the_installed_keras_can_do(tmp_path):
+    """`plan.to_keras()` and the module `planc compile --target keras` writes answer alike:
+    made where the installed Keras's torch backend has keras.distribution, else refused
+    (a Keras without it would take the LayoutMap and ignore it)."""
+    source = tmp_path / "p.kd"
+    source.write_text("mesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n"
+                      'layout { "d/kernel" -> (_, model) }\n')
+    assert main(["compile", str(source), "--target", "keras", "-o",
+                 str(tmp_path / "plan_keras.py")]) == 0
+    code = textwrap.dedent(f"""
+        import os, sys
         os.environ["KERAS_BACKEND"] = "torch"
         import keras, planc
         from planc.targets.keras.env import _has_distribution_support
-        plan = planc.loads("mesh(batch = auto, model = 2)\\nmodel_parallel(batch = batch)\\n"
-                           'layout { "d/kernel" -> (_, model) }')
+        sys.path.insert(0, {str(tmp_path)!r})
+        import plan_keras
+        plan = planc.load_plan({str(source)!r})
         print(keras.__version__, _has_distribution_support())
-        try:
-            print("made", type(plan.to_keras()).__name__)
-        except RuntimeError as e:
-            print("refused", e)
+        devices = ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
+        for make in (plan.to_keras, lambda: plan_keras.distribution(devices)):
+            try:
+                print("made", type(make()).__name__)
+            except RuntimeError as e:
+                print("refused", e)
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     version, supported = done.stdout.splitlines()[0].split()
-    outcome = done.stdout.splitlines()[1]
+    outcomes = done.stdout.splitlines()[1:]
+    assert len(outcomes) == 2
     if supported == "True":  # a Keras whose torch backend has keras.distribution
-        assert outcome == "made PlancModelParallel"
+        assert outcomes == ["made PlancModelParallel", "made PlanModelParallel"]
     else:
-        assert outcome.startswith(f"refused Keras {version} has no distribution API on the "
-                                  "`torch` backend")
-        assert "KERAS_BACKEND=jax" in outcome and "planc compile --target torch" in outcome
+        for outcome in outcomes:
+            assert outcome.startswith(f"refused Keras {version} has no distribution API on "
+                                      "the `torch` backend")
+            assert "KERAS_BACKEND=jax" in outcome and "planc compile --target torch" in outcome
