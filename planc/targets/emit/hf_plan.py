@@ -23,9 +23,9 @@ CONFIG --head FILE` takes it as FILE. Each rule becomes one key, the inverse of 
 A plan carries no communication, so a style is the plain one (`colwise`, never
 `colwise_rep`): gathering a head's output is the model's code. Everything else is
 refused (P311, at its rule, with the reason): another layout, a pattern that is not a
-name, an `outputs` rule, a default that splits, a second axis, `match search`, and an
-order of `overlap first` rules that Hugging Face would not follow (it tries a
-parameter's own name before its module's). With `--model`, every variable's layout
+name, an `outputs` rule, a layout `on host`, a `state` rule, a default that splits, a
+second axis, `match search`, and an order of `overlap first` rules that Hugging Face
+would not follow (it tries a parameter's own name before its module's). With `--model`, every variable's layout
 under the written plan, as Hugging Face finds it, must equal the plan's, or it is P311.
 """
 
@@ -39,7 +39,7 @@ from planc.diagnostics import Diagnostic, PlanError, Span, error
 from planc.ir import PlanIR, Rule
 from planc.targets.emit.codegen import refuse_errors
 from planc.targets.torch.hf_styles import STYLES, expected
-from planc.targets.torch.placements import outputs_rule
+from planc.targets.torch.placements import memory_and_state, outputs_rule
 
 __all__ = ["hf_plan_text"]
 
@@ -58,6 +58,7 @@ def hf_plan_text(ir: PlanIR, resolution=None) -> str:
     problems: list[Diagnostic] = [outputs_rule(r, "hf") for r in ir.outputs]
     if ir.outputs_default is not None:
         problems.append(outputs_rule(ir.outputs_default, "hf"))
+    problems += memory_and_state(ir, "hf")
     if ir.match != "full":
         problems.append(error("P311", "`match search` lets a pattern match inside a name, but "
                               "Hugging Face looks whole names up", _layout_span(ir),

@@ -14,7 +14,10 @@ What DTensor cannot take is refused (P311, at the rule), never approximated:
 - a dimension over axes in another order than the mesh's (`(b, a)` on `mesh(a, b)`):
   DTensor would split it `a`-major, so every shard would hold other rows than JAX's;
   only a private strided placement or a transposed mesh expresses it;
-- `outputs` rules: the torch target lays out parameters only.
+- `outputs` rules: the torch target lays out parameters only;
+- a layout `on host` (a placement list has no memory kind) and a `state` rule (the
+  optimizer's state follows its DTensor parameter: the target places parameters only),
+  which would otherwise be dropped without a word; the hf target refuses them alike.
 
 Blocks (`model[128]`) are divisibility checks the resolver made: `Shard(d)` splits the
 dimension into equal parts, which are then whole blocks. The mesh's slices and axis
@@ -28,7 +31,7 @@ from __future__ import annotations
 from planc.diagnostics import Diagnostic, PlanError, error
 from planc.ir import PlanIR, Rule
 
-__all__ = ["refuse_inexpressible", "torch_problems", "outputs_rule"]
+__all__ = ["refuse_inexpressible", "torch_problems", "outputs_rule", "memory_and_state"]
 
 _ORDER_HELP = ("reorder the tuple to the mesh's order ({fixed}), or the mesh so that "
                "{first} comes before {then}; the JAX target (`--target jax`) takes the plan "
@@ -43,7 +46,7 @@ def torch_problems(ir: PlanIR) -> list[Diagnostic]:
                 if _out_of_order(dim.axes, ir.mesh.names)]
     problems += [outputs_rule(rule) for rule in
                  (*ir.outputs, *((ir.outputs_default,) if ir.outputs_default else ()))]
-    return problems
+    return problems + memory_and_state(ir)
 
 
 def refuse_inexpressible(ir: PlanIR) -> None:
@@ -81,6 +84,30 @@ def outputs_rule(rule: Rule, target: str = "torch") -> Diagnostic:
                  help=f"drop the `outputs` block for the {target} target (keep it in a plan "
                       "for the JAX target), or place activations in the model's code "
                       "(`DTensor.redistribute`)")
+
+
+def memory_and_state(ir: PlanIR, target: str = "torch") -> list[Diagnostic]:
+    """P311 for each `layout` rule that places a layout `on host` and each `state` rule
+    (on host or not): what the `target` target (torch, or hf) cannot place, which it would
+    otherwise drop without a word. `outputs` rules are refused whole (`outputs_rule`)."""
+    use_jax = ("use the JAX target (`plan.shardings`, `plan.init`, `planc compile --target "
+               "jax`)")
+    out = [error("P311", f"rule {rule.label} places its layout in pinned host memory (`on "
+                 f"host`), which the {target} target cannot express: a DTensor placement "
+                 "has no memory kind", rule.layout.host_span or rule.span,
+                 label="memory kind", rule=rule.where,
+                 help=f"{use_jax}, or drop `on host` for the {target} target")
+           for rule in (*ir.rules, *((ir.default,) if ir.default else ())) if rule.layout.host]
+    state = (*ir.state, *((ir.state_default,) if ir.state_default is not None else ()))
+    out += [error("P311", f"rule {rule.label} lays out optimizer slots apart from their "
+                  f"parameter, which the {target} target does not place: it lays out "
+                  "parameters only, and an optimizer's state follows its DTensor parameter",
+                  rule.span, label="state rule", rule=rule.where,
+                  help=f"{use_jax} with optax for ZeRO-1 (`plan.shardings(opt_state, "
+                       f"params=params)`), or remove the `state` block for the {target} "
+                       "target")
+            for rule in state]
+    return out
 
 
 # -- copied into emitted modules: placements ----------------------------------------------
