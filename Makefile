@@ -44,8 +44,8 @@ lint-plans: venv
 	$(VENV)/bin/planc lint --strict plans/*.kd
 	$(VENV)/bin/planc fmt --check plans/*.kd
 
-# The import contracts in pyproject.toml: the pipeline's layers, no circles, no jax or
-# keras in the front end. A broken one prints the offending import and its line.
+# The import contracts in pyproject.toml: the pipeline's layers, no circles, no jax,
+# keras or torch in the front end. A broken one prints the offending import and its line.
 lint-imports: venv
 	$(VENV)/bin/lint-imports
 

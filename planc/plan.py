@@ -2,8 +2,9 @@
 
 A `Plan` wraps the frozen `PlanIR` and routes each request to the stage that answers it:
 the resolver for validation, `planc.targets.jax.sharding` for JAX shardings,
-`planc.targets.keras.distribution` for Keras distribution objects. Those are imported on
-first use, so `import planc` stays free of jax and keras.
+`planc.targets.keras.distribution` for Keras distribution objects,
+`planc.targets.torch.distribute` for DTensors. Those are imported on first use, so
+`import planc` stays free of jax, keras and torch.
 """
 
 from __future__ import annotations
@@ -291,6 +292,38 @@ class Plan:
     def activate(self):
         """The Keras distribution scope: `with plan.activate(): model = build()`."""
         return self._keras_backend().activate(self._ir, plan_of=Plan)
+
+    # -- PyTorch (planc.targets.torch.distribute) ---------------------------------------------
+
+    def _torch(self):
+        try:
+            from planc.targets.torch import distribute as backend
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] == "torch":
+                raise ModuleNotFoundError("planc's torch target needs torch: "
+                                          "pip install 'planc[torch]'") from None
+            raise
+        return backend
+
+    def torch_mesh(self):
+        """A torch `DeviceMesh` with the plan's axes over every process of the job (under
+        torchrun), ranks in row-major mesh order; the process group is started if it is
+        not (gloo on the CPU). A process count the mesh does not fit is a P201."""
+        return self._torch().make_mesh(self._ir)
+
+    def torch_placements(self, path: str, shape, mesh=None) -> list:
+        """The DTensor placements of parameter `path` of `shape`: `Shard(d)` or
+        `Replicate()`, one per mesh axis. Without `mesh`, `auto` takes its size from the
+        job's process count. A layout DTensor cannot express is a P311 at its rule."""
+        return self._torch().placements(self._ir, path, shape, mesh)
+
+    def distribute_module(self, module, mesh=None):
+        """`module` (a `torch.nn.Module`) with every parameter a DTensor placed by the plan,
+        in place; returns it. A parameter's path is its name in `named_parameters()`.
+        Every parameter is resolved first: one `PlanError` carries every problem and
+        nothing moves. Each rank holds the slice the JAX target gives the device at the
+        same mesh coordinate (docs/torch.md)."""
+        return self._torch().distribute_module(self._ir, module, mesh)
 
     # -- loading (planc.checkpoints.sharded.load) ---------------------------------------------
 

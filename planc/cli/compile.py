@@ -1,11 +1,15 @@
 """`planc compile`: a plan as a file people run.
 
     planc compile PLAN [-D NAME=VALUE ...] [--model SRC] [--devices N]
-                  [--target jax|keras|json] [-o FILE]
+                  [--target jax|keras|torch|hf|json] [-o FILE]
 
 - `--target jax` (default) writes a Python module that needs only `jax`, `numpy` and
   `re` (`planc.targets.emit.jax_module`).
 - `--target keras` writes a module that needs only `keras` (`planc.targets.emit.keras_module`).
+- `--target torch` writes a module that needs only torch: the plan as DTensor
+  placements (`planc.targets.emit.torch_module`).
+- `--target hf` writes the plan as a Hugging Face tensor-parallel plan, JSON
+  (`planc.targets.emit.hf_plan`).
 - `--target json` writes the resolved plan as JSON, schema `planc.compiled/1`
   (`planc.targets.emit.compiled_json`).
 
@@ -87,6 +91,10 @@ def _render(target: str, ir: PlanIR, resolution, output: str | None) -> str:
         from planc.targets.emit.compiled_json import compiled_json
 
         return compiled_json(ir, resolution)
+    if target == "hf":
+        from planc.targets.emit.hf_plan import hf_plan_text
+
+        return hf_plan_text(ir, resolution)
     from planc.targets.emit.codegen import import_name
 
     if target == "keras":
@@ -95,6 +103,10 @@ def _render(target: str, ir: PlanIR, resolution, output: str | None) -> str:
         except ImportError as exc:
             raise UsageError(f"keras target not available: {exc}") from None
         return module_text(ir, resolution, module=import_name(output, "plan_keras"))
+    if target == "torch":
+        from planc.targets.emit.torch_module import module_text
+
+        return module_text(ir, resolution, module=import_name(output, "plan_torch"))
     from planc.targets.emit.jax_module import module_text
 
     return module_text(ir, resolution, module=import_name(output, "plan_sharding"))

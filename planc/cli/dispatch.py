@@ -175,7 +175,7 @@ def _compile_parser(sub) -> None:
     p.add_argument("plan", metavar="PLAN")
     p.add_argument("--model", metavar="SRC")
     p.add_argument("--devices", metavar="N")
-    p.add_argument("--target", choices=("jax", "keras", "json"), default="jax")
+    p.add_argument("--target", choices=("jax", "keras", "torch", "hf", "json"), default="jax")
     p.add_argument("-o", "--output", metavar="FILE")
     _common(p)
 

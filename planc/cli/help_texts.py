@@ -78,8 +78,9 @@ OPTION_HELP: dict[tuple[str, str] | str, str] = {
     ("explain", "model"): "the model whose variables are laid out: a checkpoint, manifest, "
                           "Keras file or module:attr",
     ("compile", "model"): "validate against this model first; errors refuse the compile",
-    ("compile", "target"): "jax (a module needing only jax), keras (a LayoutMap module) or "
-                           "json (the resolved plan as data)",
+    ("compile", "target"): "jax (a module needing only jax), keras (a LayoutMap module), "
+                           "torch (DTensor placements, a module needing only torch), hf (a "
+                           "Hugging Face base_model_tp_plan) or json (the resolved plan as data)",
     ("suggest", "strategy"): "fsdp, tp, fsdp_tp, or auto (chosen from the model and devices)",
     ("launch", "processes"): "how many processes form the cluster",
     ("launch", "devices_per_process"): "simulated CPU devices in each process (default 1)",

@@ -12,7 +12,8 @@ looked up in the plan. So a key becomes a pattern where `*` is `\d+`, followed b
 `(\.(weight|bias))?` or `(\.weight)?`: the key itself names a parameter, or it names a
 module and the rule lays out that module's weight (and bias, for column-parallel styles,
 which split it). Anything else stays whole (`default -> replicated`), as Hugging Face
-leaves a parameter that no key names. What each style becomes is in `hf_styles`.
+leaves a parameter that no key names. What each style becomes is in
+`planc.targets.torch.hf_styles`.
 
 >>> hf_pattern("layers.*.mlp.up_proj", "model.")
 'model\\.layers\\.\\d+\\.mlp\\.up_proj'
@@ -25,9 +26,8 @@ import re
 from planc.diagnostics import Diagnostic, PlanError, error, warning
 from planc.diagnostics.did_you_mean import closest
 from planc.importing.draft import Draft, DraftRule, plan_name
-from planc.importing.hf_styles import STYLES, shard
 from planc.importing.jsonpos import Node
-from planc.variables import Variable
+from planc.targets.torch.hf_styles import STYLES
 
 PREFIX = "model."
 _PLAN_HELP = 'e.g. `"base_model_tp_plan": {"layers.*.self_attn.q_proj": "colwise"}`'
@@ -144,23 +144,3 @@ def draft(root: Node, head: Node | None, axis: str, mesh, batch: str,
               "so column-parallel splits dimension -2 and row-parallel dimension -1.")
     return Draft(name, header, mesh, batch, "full", "first" if nested else "error",
                  tuple(rules), default_replicated=True), found
-
-
-def expected(entries: dict[str, str], axis: str):
-    """Hugging Face's own answer for a parameter: its style found as
-    `_get_parameter_tp_plan` finds it, then the style's split."""
-
-    def layout(var: Variable):
-        rank = len(var.shape)
-        generic = re.sub(r"\.\d+(\.|$)", lambda m: ".*" + m.group(1), var.path)
-        name = entries.get(generic)
-        if name is None and "." in generic:
-            name = entries.get(generic.rsplit(".", 1)[0])
-        if name is None:
-            return (None,) * rank
-        dims = shard(STYLES[name], var.path.rsplit(".", 1)[-1], rank)
-        if isinstance(dims, str):
-            return f"cannot: Hugging Face {dims}"
-        return tuple(axis if i in dims else None for i in range(rank))
-
-    return layout

@@ -30,6 +30,7 @@ from planc.importing.jsonpos import JsonSyntax, parse
 from planc.importing.meshspec import concrete, parse_mesh
 from planc.importing.problems import SourceProblem
 from planc.importing.verify import compare, model_variables
+from planc.targets.torch import hf_styles
 
 MAX_SOURCE_BYTES = 16 * 1024 * 1024  # a config or rule list is kilobytes
 
@@ -147,7 +148,7 @@ def _from_file(path, axes, head, keras_version, command, sources):
     for prefix, node in (("model.", root.get("base_model_tp_plan")), ("", head_node)):
         if node is not None:
             styles.update({prefix + k.value: v.value for k, v in node.pairs})
-    return draft, found, hf_config.expected(styles, tp), "Hugging Face's tp plan"
+    return draft, found, hf_styles.expected(styles, tp), "Hugging Face's tp plan"
 
 
 def _head(head: str, sources: dict):

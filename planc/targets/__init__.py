@@ -6,10 +6,15 @@ the objects or files a framework runs out. No target calls back into `planc.Plan
   `shard_map` specs; `compat`: the JAX features older releases lack);
 - `keras/`: the Keras target, `keras.distribution` objects (`distribution`), built from
   `classes` (planc's Keras subclasses) and `env` (importing Keras, its backend);
-- `emit/`: what `planc compile` writes: the emitters `jax_module` and `keras_module`
-  (`module_text`), which share `codegen` and copy their runtime from `runtime_binding`,
-  `runtime_jax`, `runtime_keras` and `devices`; `keras_keys`, the LayoutMap keys the
-  Keras module holds; `compiled_json`, the json target and the plan's `fingerprint`;
+- `torch/`: the torch target, DTensor placements on a `DeviceMesh` (`placements`, with
+  the P311s of what DTensor cannot express; `dtensor`; `distribute`), and Hugging
+  Face's tensor-parallel styles (`hf_styles`);
+- `emit/`: what `planc compile` writes: the emitters `jax_module`, `keras_module` and
+  `torch_module` (`module_text`), which share `codegen` and `resolver_data` and copy
+  their runtime from `runtime_binding`, `runtime_resolve`, `runtime_jax`,
+  `runtime_keras`, `runtime_torch`, `devices` and the torch wing; `keras_keys`, the
+  LayoutMap keys the Keras module holds; `hf_plan`, the hf target; `compiled_json`, the
+  json target and the plan's `fingerprint`;
 - `aot/`: the training step compiled ahead of time for a named topology (`plan.aot`,
   `planc aot`, `planc lint --topology`): topologies and their feasibility, the step's
   shardings, XLA's figures and the collectives by mesh axis;
@@ -19,6 +24,6 @@ the objects or files a framework runs out. No target calls back into `planc.Plan
 Checkpoints restored into a plan's shardings and saved live with the rest of checkpoint
 I/O, in `planc.checkpoints.sharded`.
 
-Nothing is imported here: the JAX and Keras targets load jax and Keras, which the
-emitters and the json target do not need.
+Nothing is imported here: the JAX, Keras and torch targets load jax, Keras and torch,
+which the emitters and the json and hf targets do not need.
 """

@@ -115,10 +115,11 @@ def test_missing_include_points_at_the_path(plan_file):
     assert (d.code, d.span.line, d.span.column) == ("P117", 2, 9)
 
 
-def test_import_planc_and_lint_load_neither_jax_nor_keras():
+def test_import_planc_and_lint_load_neither_jax_keras_nor_torch():
     code = ("import sys, planc, planc.cli\n"
             "planc.cli.main(['lint', '" + str(PLANS / "gemma.kd") + "'])\n"
-            "heavy = {m.split('.')[0] for m in sys.modules} & {'jax', 'keras', 'tensorflow'}\n"
+            "heavy = {m.split('.')[0] for m in sys.modules}"
+            " & {'jax', 'keras', 'tensorflow', 'torch'}\n"
             "print(sorted(heavy))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

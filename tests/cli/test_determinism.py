@@ -67,6 +67,10 @@ def commands(d: Path) -> list[list[str]]:
                  "--devices", "8", "--format", "json"])
     runs.append(["explain", str(PLANS / "gemma.kd"), "--model", str(MODEL), "-D", "tp=2",
                  "--devices", "8", "--format", "html"])
+    # The torch module with the model's table, and an HF tp plan.
+    runs.append(["compile", str(PLANS / "gemma.kd"), "--model", str(MODEL), "-D", "tp=2",
+                 "--devices", "8", "--target", "torch"])
+    runs.append(["compile", str(PLANS / "hf_qwen2_tp.kd"), "--target", "hf"])
     return runs
 
 

@@ -79,10 +79,10 @@ ENTRIES = {
     'P311': dict(
         severity='error',
         title='layout the target cannot express',
-        what='a layout the target cannot express (several axes on one dimension outside JAX; `on host` or `state` rules on the Keras target)',
-        why='The target cannot write this layout (for example several axes on one dimension outside JAX, a memory kind for Keras, which has none, or an optimizer slot laid out apart from its parameter, which Keras does itself).',
-        example='a multi-axis dimension on a non-JAX Keras backend; `state { ... }` for `--target keras`',
-        fix='Use a layout the target can express, or the JAX target.'),
+        what='a layout the target cannot express (several axes on one dimension outside JAX; `on host` or `state` rules on the Keras, torch and hf targets)',
+        why='The target cannot write this layout (for example several axes on one dimension outside JAX, a dimension over axes against the mesh order for DTensor, a layout that is no Hugging Face style for `--target hf`, or, for Keras and the torch and hf targets, a memory kind (`on host`) or an optimizer slot laid out apart from its parameter (`state`): Keras lays out slots itself, and the torch targets place parameters only).',
+        example='a multi-axis dimension on a non-JAX Keras backend; `((b, a), _)` on `mesh(a, b)` for `--target torch`; `state { ... }` for `--target keras`',
+        fix='Use a layout the target can express (the help says which), or the JAX target.'),
     'P312': dict(
         severity='error',
         title='batch not divisible by the batch axes',
@@ -100,7 +100,7 @@ ENTRIES = {
     'P314': dict(
         severity='warning / error',
         title="pattern may backtrack exponentially in Python's re",
-        what="a pattern that can match one text in exponentially many ways, so Python's backtracking `re` (the emitted modules, Keras's LayoutMap) may take exponential time on a path it does not match; a warning at lint, an error at `planc compile --target jax|keras`",
+        what="a pattern that can match one text in exponentially many ways, so Python's backtracking `re` (the emitted modules, Keras's LayoutMap) may take exponential time on a path it does not match; a warning at lint, an error at `planc compile --target jax|keras|torch`",
         why="Python's `re` (the emitted modules, Keras's LayoutMap) backtracks: such a pattern can take exponential time on a path it fails to match.",
         example='`"(\\w+_?)+/kernel"`',
         fix='Remove the nested repetition (`(\\w+_?)+` -> `\\w+`).'),

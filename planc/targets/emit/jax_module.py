@@ -21,8 +21,9 @@ divisibility). Its API mirrors `planc.Plan`:
 
 Its runtime is planc's own code, copied (see `planc.targets.emit.codegen`): the device order
 of `planc.targets.devices`, so the module and `plan.mesh()` place devices identically;
-the binding of `planc.targets.emit.runtime_binding` with planc's `check` evaluator; and
-`planc.targets.emit.runtime_jax`.
+the binding of `planc.targets.emit.runtime_binding` with planc's `check` evaluator; the
+resolver of `planc.targets.emit.runtime_resolve` (its data written by `resolver_data`);
+and `planc.targets.emit.runtime_jax`.
 
 Where `re2` is importable the module matches with planc's own engine: planc's RE2
 translation of every pattern is carried as data (`RE2_RULES`) and matched in one pass,
@@ -38,71 +39,16 @@ matching. A mesh's axis sizes are bound once per mesh.
 from __future__ import annotations
 
 from planc._version import __version__
-from planc import limits
 from planc.check.expression import _eval
-from planc.ir import Alternative, Dim, PlanIR, Rule
-from planc.matching.translate import _MAX_MEM, _translate
+from planc.ir import PlanIR
 from planc.targets.emit.codegen import (check_constants, docstring_name, literal,
                                         mesh_constants, refuse_backtracking, refuse_errors,
                                         runtime_source, section_source)
 from planc.targets.emit.compiled_json import fingerprint
+from planc.targets.emit.resolver_data import match_constants, rule_constants, state_constants
 from planc.targets.emit.runtime_binding import _bind, _run_checks
 
 __all__ = ["module_text"]
-
-
-def _dim(d: Dim) -> tuple:
-    return (tuple(d.axes), d.block)
-
-
-def _alternative(a: Alternative) -> tuple:
-    return (tuple(_dim(d) for d in a.head), a.ellipsis, tuple(_dim(d) for d in a.tail),
-            a.replicated)
-
-
-def _rule_line(rule: Rule) -> str:
-    alts = tuple(_alternative(a) for a in rule.layout.alternatives)
-    return f"    ({literal(rule.pattern)}, {literal(alts)}),  # -> {rule.layout.text}\n"
-
-
-def _rules(name: str, rules) -> str:
-    if not rules:
-        return f"{name} = ()\n"
-    return f"{name} = (\n" + "".join(_rule_line(r) for r in rules) + ")\n"
-
-
-def _texts(name: str, rules) -> str:
-    if not rules:
-        return f"{name} = ()\n"
-    return f"{name} = (\n" + "".join(f"    {literal(_translate(r.pattern))},\n"
-                                     for r in rules) + ")\n"
-
-
-def _default(rule: Rule | None) -> str:
-    if rule is None:
-        return "None"
-    alts = tuple(_alternative(a) for a in rule.layout.alternatives)
-    return f"{literal(alts)}  # -> {rule.layout.text}"
-
-
-def _hosts(rules) -> str:
-    return literal(tuple(r.index for r in rules if r.layout.host))
-
-
-def _state_constants(ir: PlanIR) -> str:
-    """The constants `runtime_state` reads: which rules are `on host`, and the state rules."""
-    on_host = lambda rule: rule is not None and rule.layout.host  # noqa: E731
-    return ("# The rules (their indices) and defaults whose layouts are `on host`: in pinned "
-            "host memory.\n"
-            f"HOST_RULES = {_hosts(ir.rules)}\n"
-            f"DEFAULT_ON_HOST = {literal(on_host(ir.default))}\n"
-            f"OUTPUT_HOST_RULES = {_hosts(ir.outputs)}\n"
-            f"OUTPUT_DEFAULT_ON_HOST = {literal(on_host(ir.outputs_default))}\n"
-            "# State rules, matched by a parameter's path: the layout of its optimizer slots.\n"
-            + _rules("STATE_RULES", ir.state)
-            + f"STATE_DEFAULT = {_default(ir.state_default)}\n"
-            f"STATE_HOST_RULES = {_hosts(ir.state)}\n"
-            f"STATE_DEFAULT_ON_HOST = {literal(on_host(ir.state_default))}\n")
 
 
 def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -> str:
@@ -125,40 +71,11 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -
     out.append(mesh_constants(ir))
     out.append("# Each axis's type (`axis_types`): 'auto' or 'explicit'.\n"
                f"AXIS_TYPES = {literal(ir.mesh_axis_types)}\n")
-    out.append(f"MATCH = {literal(ir.match)}\n")
-    out.append(f"OVERLAP = {literal(ir.overlap)}\n")
-    out.append(f"MAX_PATH_LENGTH = {limits.MAX_PATH_LENGTH}\n")
+    out.append(match_constants(ir))
     out.append(check_constants(ir))
-    out.append("# Rules in file order: (pattern, alternatives). An alternative is\n"
-               "# (head dims, has `...`, tail dims, replicated); a dim is (mesh axes, block).\n")
-    out.append(_rules("RULES", ir.rules))
-    out.append(f"DEFAULT = {_default(ir.default)}\n")
-    out.append(_rules("OUTPUT_RULES", ir.outputs))
-    out.append(f"OUTPUT_DEFAULT = {_default(ir.outputs_default)}\n")
+    out.append(rule_constants(ir, resolution))
     if needs_state_runtime(ir):
-        out.append(_state_constants(ir))
-    out.append("# planc's RE2 translation of each pattern, for when re2 is importable.\n")
-    out.append(_texts("RE2_RULES", ir.rules))
-    out.append(_texts("RE2_OUTPUT_RULES", ir.outputs))
-    out.append(f"RE2_MAX_MEM = {_MAX_MEM}\n\n")
-    if resolution is None:
-        out.append("# Compiled without --model: no resolved table.\nTABLE = None\n"
-                   "TABLE_SHAPES = None\nTABLE_SIZES = None\n")
-    else:
-        out.append("# The layout of every variable of the model this plan was compiled against.\n")
-        out.append("TABLE = {\n" + "".join(
-            f"    {literal(a.variable.path)}: {literal(tuple(a.layout.axes))},\n"
-            for a in resolution.assignments) + "}\n")
-        # What a TABLE answer holds for: the variable's shape and the mesh's axis sizes.
-        # Where an `auto` size was not bound (no --devices), the table is not answered
-        # from (the divisibility it was resolved with is not the mesh's).
-        out.append("TABLE_SHAPES = {\n" + "".join(
-            f"    {literal(a.variable.path)}: {literal(tuple(a.variable.shape))},\n"
-            for a in resolution.assignments) + "}\n")
-        sizes = {a.name: a.global_size for a in ir.mesh.axes}
-        bound = all(v is not None for v in sizes.values())
-        text = "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in sizes.items()) + "}"
-        out.append(f"TABLE_SIZES = {text if bound else 'None'}\n")
+        out.append(state_constants(ir))
     out.append("\n\n")
     out.append(_runtime(ir))
     return "".join(out)
@@ -166,7 +83,8 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -
 
 def _runtime(ir: PlanIR) -> str:
     devices = "planc.targets.devices"
-    runtime, state = "planc.targets.emit.runtime_jax", "planc.targets.emit.runtime_state"
+    resolve, runtime = "planc.targets.emit.runtime_resolve", "planc.targets.emit.runtime_jax"
+    state = "planc.targets.emit.runtime_state"
     if needs_state_runtime(ir):
         shardings = (section_source(state, "state: shardings"),)
         tail = (section_source(state, "state: activations"),)
@@ -174,6 +92,8 @@ def _runtime(ir: PlanIR) -> str:
         shardings, tail = (section_source(runtime, "runtime: shardings"),), ()
     return runtime_source(section_source(devices, "device order"), _bind, _eval, _run_checks,
                           section_source(devices, "device list"),
+                          section_source(resolve, "re2"), section_source(runtime, "mesh"),
+                          section_source(resolve, "resolver"),
                           section_source(runtime, "runtime"), *shardings,
                           section_source(runtime, "runtime: data and activations"), *tail)
 

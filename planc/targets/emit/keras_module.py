@@ -37,7 +37,9 @@ Its runtime is planc's own code, copied (see `planc.targets.emit.codegen`): the 
 `planc.targets.emit.runtime_binding` with planc's `check` evaluator; the device order of
 `planc.targets.devices`, so that on the JAX backend `device_mesh()` arranges
 `jax.devices()` as `plan.mesh()` and the JAX module do (on other backends it reshapes
-`list_devices()` row-major); and `planc.targets.emit.runtime_keras`.
+`list_devices()` row-major); the check of `planc.targets.keras.env` that Keras's
+distribution API runs on the backend (Keras releases without it on torch take a
+LayoutMap and ignore it); and `planc.targets.emit.runtime_keras`.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_keras") -> s
 def _runtime() -> str:
     return runtime_source(_bind, _eval, _run_checks,
                           section_source("planc.targets.devices", "device order"),
+                          section_source("planc.targets.keras.env", "distribution support"),
                           section_source("planc.targets.emit.runtime_keras", "runtime"))
 
 

@@ -1,8 +1,8 @@
 """The runtime of the module `planc compile --target keras` writes: its public functions.
 
 The emitted module carries a verbatim copy of the section below its marker line (after
-the binding of `planc.targets.emit.runtime_binding` and the device order of
-`planc.targets.devices`), and runs where planc is not installed. So the code there uses
+the binding of `planc.targets.emit.runtime_binding`, the device order of
+`planc.targets.devices` and the distribution check of `planc.targets.keras.env`), and runs where planc is not installed. So the code there uses
 only Keras (and jax, on the JAX backend, for the device order), the names imported
 here (which the emitted module imports or carries too) and the emitted module's
 constants, which stand here for a plan of one `auto` axis and no rules.
@@ -18,6 +18,7 @@ from keras import distribution as kd
 
 from planc.targets.devices import _device_grid
 from planc.targets.emit.runtime_binding import _bind
+from planc.targets.keras.env import _require_distribution
 
 MESH_AXES: tuple = ("batch",)
 SLICES: tuple = (1,)
@@ -47,8 +48,11 @@ def _devices(devices):
 def device_mesh(devices=None):
     """A DeviceMesh over `devices` (default: every device), `auto` resolved.
 
-    On the JAX backend the devices are placed as planc's JAX target places them.
+    On the JAX backend the devices are placed as planc's JAX target places them. A
+    backend without Keras's distribution API is a RuntimeError: Keras would take the
+    plan's layouts there and ignore them.
     """
+    _require_distribution(keras)
     devices = _devices(devices)
     sizes = _bind(len(devices))
     shape = tuple(sizes[n] for n in MESH_AXES)
@@ -58,6 +62,7 @@ def device_mesh(devices=None):
 
 
 def _layout_map(layouts, mesh):
+    _require_distribution(keras)
     out = kd.LayoutMap(device_mesh() if mesh is None else mesh)
     for key, axes in layouts.items():
         out[key] = axes

@@ -3,11 +3,12 @@
 `state` rule, and shardings in pinned host memory.
 
 Like `planc.targets.emit.runtime_jax`, its sections are copied into the emitted module,
-read without being run. `state: shardings` takes the place of that module's section
-`runtime: shardings`; `state: activations` comes after its last section and wraps the
-functions defined there. A module without state rules or host layouts carries neither,
-and stays byte for byte what it always was. The constants below stand for a plan with no
-state rules and nothing on host; the emitted module defines its own.
+read without being run, and call the resolver of `planc.targets.emit.runtime_resolve`.
+`state: shardings` takes the place of that module's section `runtime: shardings`;
+`state: activations` comes after its last section and wraps the functions defined there.
+A module without state rules or host layouts carries neither, and stays byte for byte
+what it always was. The constants below stand for a plan with no state rules and nothing
+on host; the emitted module defines its own.
 
 Slots follow planc's rule (`planc.targets.jax.sharding`): an optimizer leaf belongs to the
 parameter whose path is its longest "/"-suffix and whose shape is its shape, and takes
@@ -20,10 +21,10 @@ from __future__ import annotations
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from planc.targets.emit.runtime_jax import (DEFAULT, OUTPUT_DEFAULT, OUTPUT_RULES, OVERLAP,
-                                            PLAN_NAME, RULES, _fit, _hits, _key_text,
-                                            _leaf_shape, _matcher, _resolve, _shape_of, _sizes,
-                                            constrain, make_mesh, output_sharding)
+from planc.targets.emit.runtime_jax import (PLAN_NAME, _key_text, _leaf_shape, _shape_of,
+                                            _sizes, constrain, make_mesh, output_sharding)
+from planc.targets.emit.runtime_resolve import (DEFAULT, OUTPUT_DEFAULT, OUTPUT_RULES, OVERLAP,
+                                                RULES, _fit, _hits, _matcher, _resolve)
 
 HOST_RULES: tuple = ()
 DEFAULT_ON_HOST = False

@@ -10,7 +10,9 @@ activations), which a plan does not carry (a warning, P528), or lay the weights 
 way a plan cannot express (packed halves, expert parallelism: an error, P526).
 
 `STYLES[name]` is a `Style`; `shard(style, param, rank)` is the Hugging Face answer for
-one parameter, used to check the imported plan with `--model`.
+one parameter, and `expected(entries, axis)` the answer of a whole tp plan, found as
+Hugging Face finds a parameter's style: `planc import --model` checks an imported plan
+with it, and `planc compile --target hf --model` the plan it writes.
 
 >>> shard(STYLES["colwise"], "weight", 2), shard(STYLES["rowwise"], "bias", 1)
 ((0,), ())
@@ -18,7 +20,10 @@ one parameter, used to check the imported plan with `--model`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from planc.variables import Variable
 
 
 @dataclass(frozen=True)
@@ -98,3 +103,23 @@ def shard(style: Style, param: str, rank: int) -> tuple[int, ...] | str:
     if not 0 <= real < rank:
         return f"cannot split dimension {dim} of a rank-{rank} parameter ({style.name})"
     return (real,)
+
+
+def expected(entries: dict[str, str], axis: str):
+    """Hugging Face's own answer for a parameter: its style found as
+    `_get_parameter_tp_plan` finds it, then the style's split."""
+
+    def layout(var: Variable):
+        rank = len(var.shape)
+        generic = re.sub(r"\.\d+(\.|$)", lambda m: ".*" + m.group(1), var.path)
+        name = entries.get(generic)
+        if name is None and "." in generic:
+            name = entries.get(generic.rsplit(".", 1)[0])
+        if name is None:
+            return (None,) * rank
+        dims = shard(STYLES[name], var.path.rsplit(".", 1)[-1], rank)
+        if isinstance(dims, str):
+            return f"cannot: Hugging Face {dims}"
+        return tuple(axis if i in dims else None for i in range(rank))
+
+    return layout
