@@ -49,10 +49,10 @@ from planc.diagnostics import PlanError, Span, error
 from planc.check.binding import bind_devices
 from planc.ir import PlanIR
 from planc.resolve import ResolvedLayout, Resolver
-from planc.sources.objects import key_text
 from planc.targets.devices import _device_grid, _device_list
 from planc.targets.expressible import indivisible_batch, scalar_batch
 from planc.targets.jax.compat import axis_type, require
+from planc.targets.jax.paths import leaves_with_paths
 from planc.variables import Variable
 
 __all__ = [
@@ -199,8 +199,7 @@ def _layout(ir: PlanIR, var: Variable) -> ResolvedLayout:
 def tree_paths(tree) -> tuple[list[tuple[str, object]], object]:
     """`([(path, leaf), ...], treedef)`: every leaf with its "/"-joined path, as
     `planc.sources` names pytree leaves, in `jax.tree_util` order."""
-    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    return [("/".join(key_text(k) for k in keys), leaf) for keys, leaf in flat], treedef
+    return leaves_with_paths(tree)
 
 
 def _leaf_shape(leaf) -> tuple[int, ...]:
@@ -212,10 +211,56 @@ def _leaf_shape(leaf) -> tuple[int, ...]:
 
 def _resolve_leaves(ir: PlanIR, leaves) -> tuple[list[PartitionSpec], list]:
     """Specs for `[(path, leaf)]` by the plan's rules, and the errors found."""
-    variables = [Variable(path, _leaf_shape(leaf)) for path, leaf in leaves]
-    resolution = _resolver(ir).resolve_all(variables)
+    resolution = _resolver(ir).resolve_all(_variables(leaves))
     errors = [d for d in resolution.diagnostics if d.is_error]
-    return [_spec(a.layout) for a in resolution.assignments], errors
+    # One PartitionSpec per distinct layout, shared by its leaves (a model has a handful).
+    # Keyed by the layout object first: the resolver hands every leaf of one (rule,
+    # shape) the same one, and an id is cheaper to hash than the axes.
+    by_id: dict = {}
+    by_axes: dict = {}
+    specs = []
+    append = specs.append
+    for a in resolution.assignments:
+        layout = a.layout
+        spec = by_id.get(id(layout))
+        if spec is None:
+            spec = by_axes.get(layout.axes)
+            if spec is None:
+                spec = by_axes[layout.axes] = _spec(layout)
+            by_id[id(layout)] = spec
+        append(spec)
+    return specs, errors
+
+
+def _variables(leaves) -> list[Variable]:
+    """A `Variable` per `(path, leaf)`. Hand-tuned, as the profile of bench/shardings.py
+    asks: each distinct `.shape` tuple is checked and converted once (`_leaf_shape` would
+    give equal tuples the same answer), not once a leaf."""
+    shapes: dict = {}
+    out = []
+    append = out.append
+    new = tuple.__new__  # Variable(path, shape) without the named tuple's Python __new__
+    for path, leaf in leaves:
+        raw = getattr(leaf, "shape", None)
+        shape = shapes.get(raw) if type(raw) is tuple else None
+        if shape is None:
+            shape = _leaf_shape(leaf)
+            if type(raw) is tuple:
+                shapes[raw] = shape
+        append(new(Variable, (path, shape, "float32")))
+    return out
+
+
+def _named(mesh: Mesh, specs) -> list[NamedSharding]:
+    """A `NamedSharding` per spec, one object per distinct spec object."""
+    made: dict = {}
+    out = []
+    for spec in specs:
+        named = made.get(id(spec))
+        if named is None:
+            named = made[id(spec)] = NamedSharding(mesh, spec)
+        out.append(named)
+    return out
 
 
 def mirrored_parameters(leaves, param_leaves) -> list[int | None]:
@@ -271,7 +316,7 @@ def shardings(ir: PlanIR, tree, mesh=None, params=None):
     mesh, ir = _mesh(ir, mesh)
     treedef, _, specs, errors = _tree_specs(ir, tree, params)
     _raise(ir, errors)
-    return jax.tree_util.tree_unflatten(treedef, [NamedSharding(mesh, s) for s in specs])
+    return jax.tree_util.tree_unflatten(treedef, _named(mesh, specs))
 
 
 def shard(ir: PlanIR, tree, mesh=None):
