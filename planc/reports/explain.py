@@ -52,7 +52,7 @@ import sys
 from planc.diagnostics import severity_counts
 from planc.diagnostics.text import visible
 from planc.ir import Dim, layout_text
-from planc.resolve import Report, human_bytes
+from planc.resolve import Report, human_bytes, variable_dict
 from planc.variables import Variable
 
 __all__ = ["document", "flagged", "trace_text", "variable_row", "variables_text"]
@@ -101,12 +101,12 @@ def _with_problems(rows: list[dict], problems: dict[str, str]) -> list[dict]:
             for row in rows]
 
 
-def _marks(rows: list[dict], problems: dict[str, str]) -> list[str] | None:
-    """The mark column: `E` on a row in error, `W` on one with a warning; None when no
-    row has either (the table is then as it always was)."""
-    if not any(row["path"] in problems for row in rows):
+def _marks(paths: list[str], problems: dict[str, str]) -> list[str] | None:
+    """The mark column, a row per path: `E` on a row in error, `W` on one with a warning;
+    None when no row has either (the table is then as it always was)."""
+    if not any(path in problems for path in paths):
         return None
-    return [_MARK.get(problems.get(row["path"]), "") for row in rows]
+    return [_MARK.get(problems.get(path), "") for path in paths]
 
 
 _MARK = {"error": "E", "warning": "W"}
@@ -128,11 +128,16 @@ def variables_text(plan, report: Report, color: bool) -> str:
     out = _Out(color)
     _print_header(out, plan, report)
     if report.assignments:
-        rows = report.variable_dicts()
-        marks = _marks(rows, flagged(report.diagnostics))
+        problems = flagged(report.diagnostics)
         if out.plain:
-            out.write(_plain_table(rows, report.file, marks))
+            # Straight from the assignments: the JSON rows (`variable_dicts`, a dict and
+            # five lists a variable) were most of explain's time and memory at 100k
+            # variables (bench/cli_latency.py, explain against lint).
+            paths = [a.variable.path for a in report.assignments]
+            out.write(_plain_layout(_report_cells(report), _marks(paths, problems)))
         else:
+            rows = report.variable_dicts()
+            marks = _marks([row["path"] for row in rows], problems)
             out.print(_table(rows, out.width, report.file, marks))
         out.print()
         _print_summary(out, report)
@@ -326,10 +331,6 @@ def _table(rows: list[dict], width: int, plan_file: str, marks: list[str] | None
 def _plain_table(rows: list[dict], plan_file: str, marks: list[str] | None = None) -> str:
     """The variables table as `_table` lays it out with room for every column, in plain
     text: a header, a rule, a row per variable, columns two spaces apart."""
-    headers = ("variable", "shape", "dtype", "layout", "shard", "per device", "rule")
-    right = (False, True, False, False, True, True, False)
-    if marks is not None:
-        headers, right = ("!", *headers), (False, *right)
     # Large models repeat a few shapes and layouts many times: render each once.
     shapes: dict = {}
     layouts: dict = {}
@@ -351,6 +352,45 @@ def _plain_table(rows: list[dict], plan_file: str, marks: list[str] | None = Non
     cells = [(visible(row["path"]), shape_of(row["shape"]), row["dtype"], layout_of(row),
               shape_of(row["shard_shape"]), human_bytes(row["bytes_per_device"]),
               visible(_rule_cell(row))) for row in rows]
+    return _plain_layout(cells, marks)
+
+
+def _report_cells(report: Report) -> list[tuple]:
+    """The plain table's cells, a row per assignment, as `_plain_table` makes them from
+    `report.variable_dicts()`: the layout and rule cells once per (layout, rule) from that
+    one's JSON row (`variable_dict`), shapes and sizes once per distinct value."""
+    shapes: dict = {None: "?"}
+    sizes: dict = {}
+    common: dict = {}
+    cells = []
+    append = cells.append
+    for a, shard, per_device in zip(report.assignments, report.shard_shapes,
+                                    report.bytes_per_device):
+        v = a.variable
+        key = (id(a.layout), id(a.rule))  # ids: the objects outlive this loop
+        both = common.get(key)
+        if both is None:
+            row = variable_dict(a, shard, per_device)
+            both = common[key] = (_layout_cell(row), visible(_rule_cell(row)))
+        shape = shapes.get(v.shape)
+        if shape is None:
+            shape = shapes[v.shape] = _bracketed_shape(v.shape)
+        shard_text = shapes.get(shard)
+        if shard_text is None:
+            shard_text = shapes[shard] = _bracketed_shape(shard)
+        size = sizes.get(per_device)
+        if size is None:
+            size = sizes[per_device] = human_bytes(per_device)
+        append((visible(v.path), shape, v.dtype, both[0], shard_text, size, both[1]))
+    return cells
+
+
+def _plain_layout(cells: list[tuple], marks: list[str] | None) -> str:
+    """The plain table of `cells` (a tuple of texts per row, `_plain_table`'s columns)."""
+    headers = ("variable", "shape", "dtype", "layout", "shard", "per device", "rule")
+    right = (False, True, False, False, True, True, False)
+    if marks is not None:
+        headers, right = ("!", *headers), (False, *right)
     ascii_only = all(c[0].isascii() and c[6].isascii() for c in cells)
     if marks is not None:
         cells = [(m, *c) for m, c in zip(marks, cells)]
