@@ -55,7 +55,8 @@ from planc.ir import Dim, layout_text
 from planc.resolve import Report, human_bytes, variable_dict
 from planc.variables import Variable
 
-__all__ = ["document", "flagged", "trace_text", "variable_row", "variables_text"]
+__all__ = ["document", "flagged", "trace_text", "variable_row", "variables_pieces",
+           "variables_text"]
 
 
 
@@ -125,6 +126,12 @@ def variable_row(report: Report, var: Variable) -> dict:
 
 def variables_text(plan, report: Report, color: bool) -> str:
     """The header, the variables table and the memory summary, for standard output."""
+    return "".join(variables_pieces(plan, report, color))
+
+
+def variables_pieces(plan, report: Report, color: bool) -> list[str]:
+    """`variables_text` in pieces that join into it: a 100k-variable table is written out
+    without a copy of the whole text."""
     out = _Out(color)
     _print_header(out, plan, report)
     if report.assignments:
@@ -134,14 +141,14 @@ def variables_text(plan, report: Report, color: bool) -> str:
             # five lists a variable) were most of explain's time and memory at 100k
             # variables (bench/cli_latency.py, explain against lint).
             paths = [a.variable.path for a in report.assignments]
-            out.write(_plain_layout(_report_cells(report), _marks(paths, problems)))
+            out.write(*_plain_pieces(_report_cells(report), _marks(paths, problems)))
         else:
             rows = report.variable_dicts()
             marks = _marks([row["path"] for row in rows], problems)
             out.print(_table(rows, out.width, report.file, marks))
         out.print()
         _print_summary(out, report)
-    return out.text()
+    return out.pieces()
 
 
 def trace_text(plan, report: Report, info: dict | None, color: bool) -> str:
@@ -186,10 +193,10 @@ class _Out:
     def print(self, *objects, **kw) -> None:
         self.console.print(*objects, **kw)
 
-    def write(self, text: str) -> None:
+    def write(self, *texts: str) -> None:
         """Add text laid out already (no trailing blanks to strip)."""
         self._flush()
-        self.parts.append(text)
+        self.parts.extend(texts)
 
     def _flush(self) -> None:
         rendered = self.buf.getvalue()
@@ -199,8 +206,11 @@ class _Out:
             self.buf.truncate()
 
     def text(self) -> str:
+        return "".join(self.pieces())
+
+    def pieces(self) -> list[str]:
         self._flush()
-        return "".join(self.parts)
+        return self.parts
 
 
 _TRAILING = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$", re.M)
@@ -387,6 +397,11 @@ def _report_cells(report: Report) -> list[tuple]:
 
 def _plain_layout(cells: list[tuple], marks: list[str] | None) -> str:
     """The plain table of `cells` (a tuple of texts per row, `_plain_table`'s columns)."""
+    return "".join(_plain_pieces(cells, marks))
+
+
+def _plain_pieces(cells: list[tuple], marks: list[str] | None) -> list[str]:
+    """`_plain_layout`'s text in pieces that join into it."""
     headers = ("variable", "shape", "dtype", "layout", "shard", "per device", "rule")
     right = (False, True, False, False, True, True, False)
     if marks is not None:
@@ -398,9 +413,10 @@ def _plain_layout(cells: list[tuple], marks: list[str] | None) -> str:
     widths = [max(len(h), *(width(c[i]) for c in cells)) for i, h in enumerate(headers)]
     # One format per row: left- or right-justified fields two spaces apart.
     if ascii_only:
-        fmt = "  ".join(f"{{:{'>' if r else '<'}{w}}}" for w, r in zip(widths, right))
-        lines = [fmt.format(*c).rstrip() for c in cells]
-        head = fmt.format(*headers).rstrip()
+        fmt = "  ".join(f"{{:{'>' if r else '<'}{w}}}" for w, r in zip(widths, right)).format
+
+        def line(values) -> str:
+            return fmt(*values).rstrip()
     else:
         def line(values) -> str:
             parts = []
@@ -408,11 +424,18 @@ def _plain_layout(cells: list[tuple], marks: list[str] | None) -> str:
                 pad = " " * (w - _cells(v))
                 parts.append(pad + v if r else v + pad)
             return "  ".join(parts).rstrip()
-        lines = [line(c) for c in cells]
-        head = line(headers)
     rule = "\u2500" * (sum(widths) + 2 * (len(widths) - 1))
-    caption = ["! E: in error, W: a warning (see below)"] if marks is not None else []
-    return "\n".join([head, rule, *lines, *caption]) + "\n"
+    # In pieces: the rule's box-drawing character would make one joined string take two
+    # bytes a character, and rows joined a block at a time never hold a list of them all.
+    out = [line(headers) + "\n" + rule + "\n"]
+    for start in range(0, len(cells), _BLOCK):
+        out.append("".join([line(c) + "\n" for c in cells[start:start + _BLOCK]]))
+    if marks is not None:
+        out.append("! E: in error, W: a warning (see below)\n")
+    return out
+
+
+_BLOCK = 4096  # rows joined into one piece of the plain table
 
 
 def _hashable(entry):
