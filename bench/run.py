@@ -36,6 +36,7 @@ BENCHMARKS = [
     ("explain_405b", "explain_405b.py"),
     ("matching_floor", "matching_floor.py"),
     ("aot", "aot.py"),
+    ("shardings", "shardings.py"),
 ]
 
 TITLES = {
@@ -58,6 +59,8 @@ TITLES = {
                        "first-match loop; the emitted module; scaling from 1k to 1M paths)"),
     "aot": ("12. `planc aot` (`plan.aot` vs the same step compiled by hand with JAX, on cpu:8 "
             "and compile-only v5e:2x4; `planc lint --topology` vs that compile)"),
+    "shardings": ("13. `plan.shardings(tree, mesh)` on a nested tree (vs a warm `re2.Set` loop "
+                  "with one `NamedSharding` per rule, and a dict-lookup floor)"),
     "reshard_memory": ("8. `planc reshard` peak memory (in parts, vs load, shard and save the "
                        "whole tree; 8 simulated devices)"),
 }
