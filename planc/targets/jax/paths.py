@@ -30,8 +30,8 @@ def leaves_with_paths(tree) -> tuple[list[tuple[str, object]], object]:
     out: list[tuple[str, object]] = []
     try:
         _walk(tree, "", out.append)
-    except TypeError:  # dict keys that do not sort: JAX's walk decides what that means
-        out = None
+    except (TypeError, RecursionError):  # keys that do not sort, a very deep tree: JAX's
+        out = None  # own walk decides what that means
     if out is None or len(out) != len(leaves) or any(
             a is not b for (_, a), b in zip(out, leaves)):
         flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
