@@ -115,10 +115,14 @@ LIMITS = {
         "the suggestion reads the manifest, resolves the plan it writes once (as the lint "
         "does) and formats it; the rest is start-up (importing planc, reading the grammar)."),
     "load_checkpoint": (
-        "the busy-machine wall time: one thread copies every shard (the reader threads are "
-        "only started for idle cores), so with every core taken by a hog the load waits for "
-        "a core as long as any single-threaded loader does. Orbax restores (not measured "
-        "here) go through Orbax itself and keep its memory profile."),
+        "not understood yet, and not met: in these fresh processes `plan.load` took ~2x "
+        "the `get_slice` loop's CPU and ~5x its wall time beside a CPU hog per core, "
+        "while in one warm process (a 270 MB file, one reader thread) it took 0.5x the "
+        "loop's CPU. The reader threads now start only for idle cores (8 threads on "
+        "this busy 2-core machine took 2.7x one thread's CPU); what the fresh process "
+        "pays on top (first-use imports and page faults of the memory map are the "
+        "suspects) is to be profiled. Orbax restores go through Orbax itself and are "
+        "not measured here."),
     "lsp_latency": (
         "parsing, for a change parsed in full: lark's lexer and LALR loop take ~50-70 ms of "
         "the ~70-90 ms a whole 1,000-rule text costs on an idle core, the checker ~15 ms, "
