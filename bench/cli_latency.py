@@ -1,10 +1,10 @@
-"""Benchmark 2: CLI latency, `planc lint PLAN --model MANIFEST` against `python -c "import jax"`.
+"""Benchmark 2: CLI latency, `planc lint PLAN --model MANIFEST` against `python -c pass`.
 
-Both are run as fresh subprocesses (the console script the user runs, and the
-interpreter the user's training script starts with), median of the runs after a
-warm-up that fills the OS file cache and writes the bytecode cache, alternating the
-two commands run by run. Wall time is what a user waits; CPU time
-(user + system of the child) is shown too because the machine is shared.
+Both are run as fresh subprocesses of the same interpreter and venv (the console
+script the user runs, and a bare interpreter start), CPU time (user + system of the
+child), after a warm-up that fills the OS file cache and writes the bytecode cache,
+alternating the commands run by run; the figure is the median of the per-run ratios.
+(`import jax` is no reference: its own time moved 2x between runs.)
 
 `import planc` is timed the same way against `python -c pass` (its CPU time is the
 difference), and one `python -X importtime` run of the lint shows where its start-up
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ENV, PYTHON, ROOT, Results, Timing, args, command_time, status  # noqa: E402
 
-TARGET = 0.15
+TARGET = 2.0  # planc lint at most 2x a bare interpreter's start-up, CPU
 IMPORT_TARGET_S = 0.040
 SHOWN_IMPORTS = 8
 
@@ -73,37 +73,30 @@ def planc_command() -> list[str]:
 def main():
     a = args(__doc__.splitlines()[0])
     runs = 1 if a.size == "tiny" else 9
-    results = Results("cli_latency", "CLI latency: planc lint vs import jax", a.size)
+    results = Results("cli_latency", "CLI latency: planc lint vs python -c pass", a.size)
     lint = planc_command()
-    jax_cmd = [PYTHON, "-c", "import jax"]
-    # Alternated run by run, so a burst of load on the shared machine hits both alike.
-    command_time(lint, runs=1, warmup=0)  # warm-up, discarded
-    command_time(jax_cmd, runs=1, warmup=0)  # warm-up, discarded
-    planc_runs, jax_runs = [], []
+    bare_cmd, import_cmd = [PYTHON, "-c", "pass"], [PYTHON, "-c", "import planc"]
+    # Alternated run by run, so a burst of load on the shared machine hits all alike.
+    for cmd in (lint, bare_cmd, import_cmd):
+        command_time(cmd, runs=1, warmup=0)  # warm-up, discarded
+    planc_runs, bare_runs, import_runs = [], [], []
     for _ in range(runs):
         planc_runs.append(command_time(lint, runs=1, warmup=0))
-        jax_runs.append(command_time(jax_cmd, runs=1, warmup=0))
-    planc_t = Timing([t.cpu for t in planc_runs], [t.wall for t in planc_runs])
-    jax_t = Timing([t.cpu for t in jax_runs], [t.wall for t in jax_runs])
-    # `import planc` against a bare interpreter, alternated the same way.
-    bare_cmd, import_cmd = [PYTHON, "-c", "pass"], [PYTHON, "-c", "import planc"]
-    command_time(import_cmd, runs=1, warmup=0)
-    bare_runs, import_runs = [], []
-    for _ in range(runs):
         bare_runs.append(command_time(bare_cmd, runs=1, warmup=0))
         import_runs.append(command_time(import_cmd, runs=1, warmup=0))
+    planc_t = Timing([t.cpu for t in planc_runs], [t.wall for t in planc_runs])
+    bare_t = Timing([t.cpu for t in bare_runs], [t.wall for t in bare_runs])
     import_cpu = sorted(i.cpu - b.cpu for i, b in zip(import_runs, bare_runs))[runs // 2]
-    ratio = planc_t.wall / jax_t.wall
-    cpu_ratio = planc_t.cpu / jax_t.cpu
+    per_run = sorted(p.cpu / b.cpu for p, b in zip(planc_runs, bare_runs))
+    ratio = per_run[runs // 2]
     shown = " ".join(Path(x).name if i == 0 else x for i, x in enumerate(lint))
     results.row(f"`{shown}`", f"{planc_t.wall * 1e3:.0f} ms wall, {planc_t.cpu * 1e3:.0f} ms CPU",
                 planc_wall_s=planc_t.wall, planc_cpu_s=planc_t.cpu, runs=runs)
-    results.row('`python -c "import jax"`',
-                f"{jax_t.wall * 1e3:.0f} ms wall, {jax_t.cpu * 1e3:.0f} ms CPU",
-                jax_wall_s=jax_t.wall, jax_cpu_s=jax_t.cpu)
-    results.row("planc lint / import jax (CPU time)", f"{cpu_ratio:.2f}x", f"<= {TARGET}x",
-                status(cpu_ratio <= TARGET), ratio=cpu_ratio)
-    results.row("planc lint / import jax (wall time)", f"{ratio:.2f}x", f"<= {TARGET}x",
+    results.row('`python -c pass` (the same interpreter and venv)',
+                f"{bare_t.wall * 1e3:.0f} ms wall, {bare_t.cpu * 1e3:.0f} ms CPU",
+                bare_wall_s=bare_t.wall, bare_cpu_s=bare_t.cpu)
+    results.row("planc lint / python -c pass (CPU time, median of per-run ratios)",
+                f"{ratio:.2f}x (per-run {per_run[0]:.2f}-{per_run[-1]:.2f})", f"<= {TARGET}x",
                 status(ratio <= TARGET), ratio=ratio)
     results.row("`import planc` CPU time (over `python -c pass`)",
                 f"{import_cpu * 1e3:.1f} ms", f"<= {IMPORT_TARGET_S * 1e3:.0f} ms",
@@ -119,7 +112,8 @@ def main():
     for name, micros in selfs:
         results.row(f"`planc lint` start-up: `{name}` on its own",
                     f"{micros / 1e3:.1f} ms", module=name, self_us=micros)
-    results.ratio("cli_latency", ratio, "(planc lint wall time / import jax wall time)", a.json)
+    results.ratio("cli_latency", ratio, "(planc lint CPU time / python -c pass CPU time)",
+                  a.json)
 
 
 if __name__ == "__main__":

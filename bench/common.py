@@ -123,6 +123,41 @@ def peak_memory(cmd: list[str], cwd=ROOT, env=None) -> tuple[int, float, str]:
     return int(parts[1]) * 1024, float(parts[5]), body
 
 
+def anon_kb(pid="self") -> int:
+    """Anonymous resident memory (`RssAnon` of /proc/PID/status) in KiB; 0 if unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def peak_anon(cmd: list[str], cwd=ROOT, env=None, every_s: float = 0.001) -> tuple[int, str]:
+    """(peak anonymous memory in bytes, stdout) of `cmd` run in a fresh process.
+
+    `ru_maxrss` counts file-backed pages too: a checkpoint read through a memory map or
+    the page cache shows up in it although the kernel can drop those pages at will. The
+    anonymous part (`RssAnon`: the heap, numpy and XLA buffers) has no high-water mark
+    of its own, so this process samples it from /proc/PID/status every `every_s` seconds
+    while the child runs (from outside: the child's threads and GIL do not delay it). A
+    peak shorter than the interval can be missed; the buffers a load builds live far
+    longer than that.
+    """
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env or ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, anon_kb(proc.pid))
+        time.sleep(every_s)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {out[-2000:]}{err[-3000:]}")
+    return peak * 1024, out
+
+
 def machine() -> dict:
     """CPU model, cores, memory and the library versions, for the report's header."""
     cpu = platform.processor() or "unknown"

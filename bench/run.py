@@ -36,28 +36,32 @@ BENCHMARKS = [
     ("explain_405b", "explain_405b.py"),
     ("matching_floor", "matching_floor.py"),
     ("aot", "aot.py"),
+    ("shardings", "shardings.py"),
 ]
 
 TITLES = {
     "resolution": ("1. Resolution at scale (planc `Resolver(ir).resolve_all` vs Keras "
                    "`LayoutMap[path]` loop)"),
-    "cli_latency": "2. CLI latency (`planc lint` vs `python -c \"import jax\"`)",
+    "cli_latency": "2. CLI latency (`planc lint` vs `python -c pass`, CPU time)",
     "born_sharded": ("3. Born-sharded initialisation (peak host memory, ~1 GB model, "
                      "8 simulated devices)"),
     "front_end": "4. Front-end throughput",
     "validate_405b": "5. Validation without allocation (Llama-3-405B shapes, --devices 8,64,512)",
     "suggest_405b": ("6. `planc suggest` for Llama-3-405B shapes at 512 devices (vs `planc lint "
                      "--strict` of its plan)"),
-    "load_checkpoint": ("7. Loading a checkpoint (`plan.load` vs `load_file` + `device_put`, "
-                        "peak host memory and time, 8 simulated devices)"),
+    "load_checkpoint": ("7. Loading a checkpoint (`plan.load` vs the `get_slice` loop a user "
+                        "writes, `load_file` + `device_put` and `load_file`; anonymous memory "
+                        "and CPU time, 8 simulated devices)"),
     "lsp_latency": ("9. `planc lsp`: diagnostics after a change to a 1,000-rule plan (vs `planc "
                     "lint` of the same file)"),
-    "explain_405b": ("10. `planc explain` of Llama-3-405B shapes at 512 devices, piped (vs "
-                     "`planc lint` of the same plan and model)"),
+    "explain_405b": ("10. `planc explain` vs `planc lint` of the same plan and model, piped "
+                     "(Llama-3-405B shapes at 512 devices; 100k variables at 8)"),
     "matching_floor": ("11. Resolution against the floor (planc vs a warm `re2.Set` and a `re` "
                        "first-match loop; the emitted module; scaling from 1k to 1M paths)"),
     "aot": ("12. `planc aot` (`plan.aot` vs the same step compiled by hand with JAX, on cpu:8 "
             "and compile-only v5e:2x4; `planc lint --topology` vs that compile)"),
+    "shardings": ("13. `plan.shardings(tree, mesh)` on a nested tree (vs a warm `re2.Set` loop "
+                  "with one `NamedSharding` per rule, and a dict-lookup floor)"),
     "reshard_memory": ("8. `planc reshard` peak memory (in parts, vs load, shard and save the "
                        "whole tree; 8 simulated devices)"),
 }
@@ -82,14 +86,20 @@ LIMITS = {
         "`Assignment`. Keras's loop costs ~1 us per rule per path, so with 10 rules the two "
         "are within a small factor; planc's lead grows with R because its cost does not."),
     "cli_latency": (
-        "`planc lint` is ~82 ms against ~580-660 ms for `import jax`, whose own time moves "
-        "the ratio from run to run. What is left: ~25 ms of interpreter and site (the "
-        "editable install's finder imports pathlib), the generated parser (~6 ms to load "
-        "lark's runtime and tables), `tomllib` (~4 ms: this repository's pyproject.toml "
-        "has a `[tool.planc]` table, which gives gemma.kd its device counts), `typing`, "
-        "`re2` and `argparse`, and the run itself (~17 ms: parse and check, validation at "
-        "two device counts). A one-shot command runs with the cyclic collector paused and "
-        "freezes what it built; neither `dataclasses` nor `inspect` is imported."),
+        "the generated standalone parser is the largest single cost: lark's runtime (~3,600 "
+        "lines of classes, typing generics among them) and its tables deserialised into a "
+        "`Lark` whose tables `planc.syntax.lalr` then reads. Then argparse, `typing`, `re2`, "
+        "`tomllib` (this repository's pyproject.toml has a `[tool.planc]` table, which gives "
+        "gemma.kd its device counts), and in the `make venv` install setuptools' editable "
+        "finder (pathlib and urllib.parse at interpreter start-up, in `python -c pass` too). "
+        "2x would need the parse tables as a module of plain data read by planc's own LALR "
+        "loop, lark's runtime kept for syntax errors only; that is not done."),
+    "shardings": (
+        "per leaf: JAX's C++ `tree_flatten` (the treedef and the leaves, ~0.7-0.9 us), "
+        "planc's walk for the paths (`planc.targets.jax.paths`, ~0.5-1 us, checked leaf for "
+        "leaf against `tree_flatten`), the resolver (RE2's set match and the (rule, shape) "
+        "lookup, ~1.3 us), a `Variable`, and `tree_unflatten`. The hand-written loops pay "
+        "`tree_map_with_path`'s Python key tuples instead of the first two."),
     "front_end": (
         "the 'front end, N rules' rows compare `planc.loads` with lark's own parse of the "
         "same text into its parse tree (same grammar and lexer, in the same run). planc's "
@@ -105,12 +115,14 @@ LIMITS = {
         "the suggestion reads the manifest, resolves the plan it writes once (as the lint "
         "does) and formats it; the rest is start-up (importing planc, reading the grammar)."),
     "load_checkpoint": (
-        "time, not memory: the read itself (one copy into fresh buffers) is the same work "
-        "as `load_file`'s, spread over a few threads; on top come one "
-        "`make_array_from_callback` per variable and strided copies for column-split "
-        "shards, so with the cores busy elsewhere the wall time approaches the CPU time "
-        "(about 1.5x `load_file`'s). Wall time on this shared 2-core machine swings by "
-        "tens of percent between runs."),
+        "not understood yet, and not met: in these fresh processes `plan.load` took ~2x "
+        "the `get_slice` loop's CPU and ~5x its wall time beside a CPU hog per core, "
+        "while in one warm process (a 270 MB file, one reader thread) it took 0.5x the "
+        "loop's CPU. The reader threads now start only for idle cores (8 threads on "
+        "this busy 2-core machine took 2.7x one thread's CPU); what the fresh process "
+        "pays on top (first-use imports and page faults of the memory map are the "
+        "suspects) is to be profiled. Orbax restores go through Orbax itself and are "
+        "not measured here."),
     "lsp_latency": (
         "parsing, for a change parsed in full: lark's lexer and LALR loop take ~50-70 ms of "
         "the ~70-90 ms a whole 1,000-rule text costs on an idle core, the checker ~15 ms, "

@@ -22,7 +22,8 @@ from planc.variables import Variable
 
 def run(args) -> int:
     """Run `planc explain` for parsed `args`; returns the exit code."""
-    from planc.reports.explain import document, trace_text, variable_row, variables_text
+    from planc.reports.explain import (document, trace_text, variable_row,
+                                       variables_pieces)
     from planc.reports.html import MAX_PAGE_VARIABLES, explain_page, too_many_variables
     from planc.resolve import trace_in_report, validate
 
@@ -82,10 +83,18 @@ def run(args) -> int:
         _write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", args)
         return exit_code(diags)
     # A blank line between the summary and the diagnostics.
-    _write(variables_text(plan, report, color) + ("\n" if diags else ""))
+    pieces = variables_pieces(plan, report, color)
+    _write_pieces(pieces + ["\n"] if diags else pieces)
     if diags:
         emit_diagnostics(diags, sources, args)
     return exit_code(diags)
+
+
+def _write_pieces(pieces: list[str]) -> None:
+    """Onto standard output, piece by piece (a large table is not joined first)."""
+    for piece in pieces[:-1]:
+        sys.stdout.write(piece)
+    write_output(pieces[-1] if pieces else "", None)
 
 
 def _write(text: str, args=None) -> None:

@@ -55,10 +55,11 @@ import sys
 from planc.diagnostics import severity_counts
 from planc.diagnostics.text import visible
 from planc.ir import Dim, layout_text
-from planc.resolve import Report, human_bytes
+from planc.resolve import Report, human_bytes, variable_dict
 from planc.variables import Variable
 
-__all__ = ["document", "flagged", "trace_text", "variable_row", "variables_text"]
+__all__ = ["document", "flagged", "trace_text", "variable_row", "variables_pieces",
+           "variables_text"]
 
 
 
@@ -104,12 +105,12 @@ def _with_problems(rows: list[dict], problems: dict[str, str]) -> list[dict]:
             for row in rows]
 
 
-def _marks(rows: list[dict], problems: dict[str, str]) -> list[str] | None:
-    """The mark column: `E` on a row in error, `W` on one with a warning; None when no
-    row has either (the table is then as it always was)."""
-    if not any(row["path"] in problems for row in rows):
+def _marks(paths: list[str], problems: dict[str, str]) -> list[str] | None:
+    """The mark column, a row per path: `E` on a row in error, `W` on one with a warning;
+    None when no row has either (the table is then as it always was)."""
+    if not any(path in problems for path in paths):
         return None
-    return [_MARK.get(problems.get(row["path"]), "") for row in rows]
+    return [_MARK.get(problems.get(path), "") for path in paths]
 
 
 _MARK = {"error": "E", "warning": "W"}
@@ -128,18 +129,35 @@ def variable_row(report: Report, var: Variable) -> dict:
 
 def variables_text(plan, report: Report, color: bool) -> str:
     """The header, the variables table and the memory summary, for standard output."""
+    return "".join(variables_pieces(plan, report, color))
+
+
+def variables_pieces(plan, report: Report, color: bool) -> list[str]:
+    """`variables_text` in pieces that join into it: a 100k-variable table is written out
+    without a copy of the whole text."""
     out = _Out(color)
     _print_header(out, plan, report)
     if report.assignments:
-        rows = report.variable_dicts()
-        marks = _marks(rows, flagged(report.diagnostics))
-        if out.plain:
+        problems = flagged(report.diagnostics)
+        if out.plain and report.kinds is None:
+            # Straight from the assignments: the JSON rows (`variable_dicts`, a dict and
+            # five lists a variable) were most of explain's time and memory at 100k
+            # variables (bench/cli_latency.py, explain against lint).
+            paths = [a.variable.path for a in report.assignments]
+            out.write(*_plain_pieces(_report_cells(report), _marks(paths, problems)))
+        elif out.plain:
+            # An itemised plan's rows (state rules, `on host`) have the columns of
+            # `_columns`, made from the JSON rows.
+            rows = report.variable_dicts()
+            marks = _marks([row["path"] for row in rows], problems)
             out.write(_plain_table(rows, report.file, marks))
         else:
+            rows = report.variable_dicts()
+            marks = _marks([row["path"] for row in rows], problems)
             out.print(_table(rows, out.width, report.file, marks))
         out.print()
         _print_summary(out, report)
-    return out.text()
+    return out.pieces()
 
 
 def trace_text(plan, report: Report, info: dict | None, color: bool) -> str:
@@ -184,10 +202,10 @@ class _Out:
     def print(self, *objects, **kw) -> None:
         self.console.print(*objects, **kw)
 
-    def write(self, text: str) -> None:
+    def write(self, *texts: str) -> None:
         """Add text laid out already (no trailing blanks to strip)."""
         self._flush()
-        self.parts.append(text)
+        self.parts.extend(texts)
 
     def _flush(self) -> None:
         rendered = self.buf.getvalue()
@@ -197,8 +215,11 @@ class _Out:
             self.buf.truncate()
 
     def text(self) -> str:
+        return "".join(self.pieces())
+
+    def pieces(self) -> list[str]:
         self._flush()
-        return "".join(self.parts)
+        return self.parts
 
 
 _TRAILING = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$", re.M)
@@ -359,9 +380,6 @@ def _plain_table(rows: list[dict], plan_file: str, marks: list[str] | None = Non
     """The variables table as `_table` lays it out with room for every column, in plain
     text: a header, a rule, a row per variable, columns two spaces apart."""
     headers, right_named, extra = _columns(rows)
-    right = tuple(h in right_named for h in headers)
-    if marks is not None:
-        headers, right = ("!", *headers), (False, *right)
     # Large models repeat a few shapes and layouts many times: render each once.
     shapes: dict = {}
     layouts: dict = {}
@@ -387,6 +405,55 @@ def _plain_table(rows: list[dict], plan_file: str, marks: list[str] | None = Non
     else:
         cells = [tuple(_row_cells(row, extra, shape_of, visible(_rule_cell(row))))
                  for row in rows]
+    right = tuple(h in right_named for h in headers)
+    return "".join(_plain_pieces(cells, marks, headers, right))
+
+
+def _report_cells(report: Report) -> list[tuple]:
+    """The plain table's cells, a row per assignment, as `_plain_table` makes them from
+    `report.variable_dicts()`: the layout and rule cells once per (layout, rule) from that
+    one's JSON row (`variable_dict`), shapes and sizes once per distinct value."""
+    shapes: dict = {None: "?"}
+    sizes: dict = {}
+    common: dict = {}
+    cells = []
+    append = cells.append
+    for a, shard, per_device in zip(report.assignments, report.shard_shapes,
+                                    report.bytes_per_device):
+        v = a.variable
+        key = (id(a.layout), id(a.rule))  # ids: the objects outlive this loop
+        both = common.get(key)
+        if both is None:
+            row = variable_dict(a, shard, per_device)
+            both = common[key] = (_layout_cell(row), visible(_rule_cell(row)))
+        shape = shapes.get(v.shape)
+        if shape is None:
+            shape = shapes[v.shape] = _bracketed_shape(v.shape)
+        shard_text = shapes.get(shard)
+        if shard_text is None:
+            shard_text = shapes[shard] = _bracketed_shape(shard)
+        size = sizes.get(per_device)
+        if size is None:
+            size = sizes[per_device] = human_bytes(per_device)
+        append((visible(v.path), shape, v.dtype, both[0], shard_text, size, both[1]))
+    return cells
+
+
+_HEADERS = ("variable", "shape", "dtype", "layout", "shard", "per device", "rule")
+_RIGHT = (False, True, False, False, True, True, False)
+
+
+def _plain_layout(cells: list[tuple], marks: list[str] | None) -> str:
+    """The plain table of `cells` (a tuple of texts per row, `_plain_table`'s columns)."""
+    return "".join(_plain_pieces(cells, marks))
+
+
+def _plain_pieces(cells: list[tuple], marks: list[str] | None, headers: tuple = _HEADERS,
+                  right: tuple = _RIGHT) -> list[str]:
+    """`_plain_layout`'s text in pieces that join into it; `headers` and which of them are
+    right-justified (`right`) name the cells' columns (an itemised plan's rows have more)."""
+    if marks is not None:
+        headers, right = ("!", *headers), (False, *right)
     ascii_only = all(c[0].isascii() and c[-1].isascii() for c in cells)
     if marks is not None:
         cells = [(m, *c) for m, c in zip(marks, cells)]
@@ -394,9 +461,10 @@ def _plain_table(rows: list[dict], plan_file: str, marks: list[str] | None = Non
     widths = [max(len(h), *(width(c[i]) for c in cells)) for i, h in enumerate(headers)]
     # One format per row: left- or right-justified fields two spaces apart.
     if ascii_only:
-        fmt = "  ".join(f"{{:{'>' if r else '<'}{w}}}" for w, r in zip(widths, right))
-        lines = [fmt.format(*c).rstrip() for c in cells]
-        head = fmt.format(*headers).rstrip()
+        fmt = "  ".join(f"{{:{'>' if r else '<'}{w}}}" for w, r in zip(widths, right)).format
+
+        def line(values) -> str:
+            return fmt(*values).rstrip()
     else:
         def line(values) -> str:
             parts = []
@@ -404,11 +472,18 @@ def _plain_table(rows: list[dict], plan_file: str, marks: list[str] | None = Non
                 pad = " " * (w - _cells(v))
                 parts.append(pad + v if r else v + pad)
             return "  ".join(parts).rstrip()
-        lines = [line(c) for c in cells]
-        head = line(headers)
     rule = "\u2500" * (sum(widths) + 2 * (len(widths) - 1))
-    caption = ["! E: in error, W: a warning (see below)"] if marks is not None else []
-    return "\n".join([head, rule, *lines, *caption]) + "\n"
+    # In pieces: the rule's box-drawing character would make one joined string take two
+    # bytes a character, and rows joined a block at a time never hold a list of them all.
+    out = [line(headers) + "\n" + rule + "\n"]
+    for start in range(0, len(cells), _BLOCK):
+        out.append("".join([line(c) + "\n" for c in cells[start:start + _BLOCK]]))
+    if marks is not None:
+        out.append("! E: in error, W: a warning (see below)\n")
+    return out
+
+
+_BLOCK = 4096  # rows joined into one piece of the plain table
 
 
 def _hashable(entry):

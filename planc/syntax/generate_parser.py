@@ -1,6 +1,7 @@
 """A build step: writes `planc/syntax/_lalr_standalone.py`, lark's standalone parser.
 
-`make venv` runs `python -m planc.syntax.generate_parser`. The module it writes is
+`make venv` runs `python -m planc.syntax.generate_parser`, and so does a wheel's build
+(setup.py, into the build tree: `pip install planc` gets the module). The module it writes is
 lark's runtime (lexer, LALR driver, trees, errors) with the grammar's tables, as lark's
 standalone tool emits it, so a parse needs no `import lark`. Being lark's code (under the
 MPL-2.0, as the tool's header says) it is generated, never committed. It is stamped with

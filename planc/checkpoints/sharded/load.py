@@ -132,10 +132,10 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh, assign):
     else:
         arrays = {}
         # The copies out of the file release the GIL: a variable's shards are read by
-        # several threads at once, which is what takes a load below a plain read's time.
-        # Only memory-mapped safetensors reads are safe to share between threads (a zip
-        # member or an HDF5 dataset has one file position).
-        threads = _READERS if checkpoint.kind in ("safetensors", "index") else 1
+        # several threads at once, which is what takes a load below a plain read's time
+        # on idle cores. Only memory-mapped safetensors reads are safe to share between
+        # threads (a zip member or an HDF5 dataset has one file position).
+        threads = _readers() if checkpoint.kind in ("safetensors", "index") else 1
         with ThreadPoolExecutor(max_workers=threads) as pool:
             for s in sources:
                 arrays[s.variable.path] = build_array(checkpoint, s, shardings[s.variable.path],
@@ -224,7 +224,27 @@ def build_array(checkpoint, source, sharding, pool=None) -> jax.Array:
 
 
 # Threads reading one variable's shards: the copies are memory-bound, so a few are enough.
-_READERS = min(8, os.cpu_count() or 1)
+_MAX_READERS = 8
+
+
+def _readers() -> int:
+    """Threads for this load: up to `_MAX_READERS`, one per core that is idle now.
+
+    Threads only pay on idle cores. On cores busy with other work they wait for one,
+    and their concurrent page faults on the one memory map contend: with 8 threads on a
+    busy 2-core machine a load took 2.7x the CPU of one thread and more wall time too
+    (bench/load_checkpoint.py, the busy-machine rows). The count decides only how fast
+    the load is, never what it loads.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        busy = 0.0
+    return max(1, min(_MAX_READERS, int(cores - busy)))
 
 
 def _adoptable(value: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -55,11 +55,11 @@ from planc.diagnostics import PlanError, Span, error
 from planc.check.binding import bind_devices
 from planc.ir import PlanIR
 from planc.resolve import Assignment, ResolvedLayout, Resolver, replicated, slot_assignments
-from planc.sources.objects import key_text
 from planc.targets.devices import _device_grid, _device_list
 from planc.targets.expressible import indivisible_batch, scalar_batch
 from planc.targets.jax.compat import (axis_type, require, require_host_memory,
                                      require_host_outputs)
+from planc.targets.jax.paths import leaves_with_paths
 from planc.variables import Variable
 
 __all__ = [
@@ -188,7 +188,25 @@ def _shardings_of(ir: PlanIR, mesh: Mesh, assignments) -> list[NamedSharding]:
     host = [a.rule for a in assignments if a.layout.host]
     if host:
         require_host_memory(ir, host, mesh.devices.flat[0])
-    return [_sharding(mesh, a.layout) for a in assignments]
+    # Hand-tuned, as the profile of bench/shardings.py asks: a fresh PartitionSpec and
+    # NamedSharding per leaf was a sixth of the call; a model has a handful of distinct
+    # layouts. Keyed by the layout object first: the resolver hands every leaf of one
+    # (rule, shape) the same one, and an id is cheaper to hash than the axes.
+    by_id: dict = {}
+    by_layout: dict = {}
+    out = []
+    append = out.append
+    for a in assignments:
+        layout = a.layout
+        named = by_id.get(id(layout))
+        if named is None:
+            key = (layout.axes, layout.host)
+            named = by_layout.get(key)
+            if named is None:
+                named = by_layout[key] = _sharding(mesh, layout)
+            by_id[id(layout)] = named
+        append(named)
+    return out
 
 
 def _ir_for_devices(ir: PlanIR) -> PlanIR:
@@ -222,8 +240,7 @@ def _layout(ir: PlanIR, var: Variable) -> ResolvedLayout:
 def tree_paths(tree) -> tuple[list[tuple[str, object]], object]:
     """`([(path, leaf), ...], treedef)`: every leaf with its "/"-joined path, as
     `planc.sources` names pytree leaves, in `jax.tree_util` order."""
-    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    return [("/".join(key_text(k) for k in keys), leaf) for keys, leaf in flat], treedef
+    return leaves_with_paths(tree)
 
 
 def _leaf_shape(leaf) -> tuple[int, ...]:
@@ -236,10 +253,28 @@ def _leaf_shape(leaf) -> tuple[int, ...]:
 def _resolve_leaves(ir: PlanIR, leaves, section: str = "layout") -> tuple[tuple, list]:
     """The assignments of `[(path, leaf)]` by the plan's `section` rules, and the errors
     found."""
-    variables = [Variable(path, _leaf_shape(leaf)) for path, leaf in leaves]
-    resolution = _resolver(ir, section).resolve_all(variables)
+    resolution = _resolver(ir, section).resolve_all(_variables(leaves))
     errors = [d for d in resolution.diagnostics if d.is_error]
     return resolution.assignments, errors
+
+
+def _variables(leaves) -> list[Variable]:
+    """A `Variable` per `(path, leaf)`. Hand-tuned, as the profile of bench/shardings.py
+    asks: each distinct `.shape` tuple is checked and converted once (`_leaf_shape` would
+    give equal tuples the same answer), not once a leaf."""
+    shapes: dict = {}
+    out = []
+    append = out.append
+    new = tuple.__new__  # Variable(path, shape) without the named tuple's Python __new__
+    for path, leaf in leaves:
+        raw = getattr(leaf, "shape", None)
+        shape = shapes.get(raw) if type(raw) is tuple else None
+        if shape is None:
+            shape = _leaf_shape(leaf)
+            if type(raw) is tuple:
+                shapes[raw] = shape
+        append(new(Variable, (path, shape, "float32")))
+    return out
 
 
 def mirrored_parameters(leaves, param_leaves) -> list[int | None]:
