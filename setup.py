@@ -25,7 +25,10 @@ class BuildPyWithParser(build_py):
         root = Path(self.build_lib).resolve()
         # Run against the build tree's planc (with its grammar), so the module is made
         # from exactly the grammar text that ships beside it.
-        env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+        # This process's path after it: pip's isolated build environment (where lark, a
+        # build requirement, is) is on it, and is not where `sys.executable` looks.
+        path = os.pathsep.join([str(root), *(p for p in sys.path if p)])
+        env = {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
         subprocess.run([sys.executable, "-m", "planc.syntax.generate_parser"], cwd=root,
                        env=env, check=True)
         # The tool compiles what it writes, for a checkout; a wheel ships sources only.
