@@ -1,4 +1,6 @@
-"""One `planc lsp` server shared by the tests of a module."""
+"""One `planc lsp` server shared by the tests of a module, and a fresh raw one per test."""
+
+import threading
 
 import pytest
 
@@ -19,3 +21,22 @@ def lsp():
         yield shared.run
     finally:
         shared.close()
+
+
+@pytest.fixture
+def server():
+    """A fresh `lsp_session.Raw` server, initialized, for a test that sends it raw bytes or
+    what a client should never send; killed at the end if it is still running."""
+    pytest.importorskip("pygls")
+    from lsp_session import Raw
+
+    raw = Raw()
+    # No test may hang: a server that stops answering is killed and the test fails.
+    timer = threading.Timer(120, raw.proc.kill)
+    timer.start()
+    raw.initialize()
+    yield raw
+    timer.cancel()
+    if raw.proc.poll() is None:
+        raw.proc.kill()
+        raw.proc.wait()

@@ -5,7 +5,6 @@ the protocol's error or a diagnostic, one line in the log, and the server keeps 
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
@@ -15,20 +14,6 @@ from lsp_session import Raw  # noqa: E402
 
 PLAN = "plan p\nmesh(batch = auto, model = 2)\nmodel_parallel(batch = batch)\n" \
        'layout {\n  "w" -> (_, model)\n}\n'
-
-
-@pytest.fixture
-def server():
-    raw = Raw()
-    # No test may hang: a server that stops answering is killed and the test fails.
-    timer = threading.Timer(120, raw.proc.kill)
-    timer.start()
-    raw.initialize()
-    yield raw
-    timer.cancel()
-    if raw.proc.poll() is None:
-        raw.proc.kill()
-        raw.proc.wait()
 
 
 def still_serving(raw: Raw) -> None:

@@ -5,7 +5,6 @@ one line, and the server finds the next frame: the request after it is answered.
 from __future__ import annotations
 
 import io
-import threading
 import tracemalloc
 
 import pytest
@@ -15,19 +14,6 @@ pytest.importorskip("pygls")
 from lsp_session import Raw  # noqa: E402
 
 from planc.lsp.stream import MAX_HEADER_LINE, MAX_MESSAGE_BYTES, Input  # noqa: E402
-
-
-@pytest.fixture
-def server():
-    raw = Raw()
-    timer = threading.Timer(120, raw.proc.kill)  # a server that stops answering fails
-    timer.start()
-    raw.initialize()
-    yield raw
-    timer.cancel()
-    if raw.proc.poll() is None:
-        raw.proc.kill()
-        raw.proc.wait()
 
 
 def _hover(raw: Raw) -> bytes:

@@ -22,18 +22,11 @@ import planc  # noqa: E402
 from planc.targets.jax.compat import _host_outputs_failure, require_host_memory  # noqa: E402
 from planc.targets.jax.sharding import tree_paths  # noqa: E402
 from targets.test_compile import compile_cli, load_module  # noqa: E402
+from targets.test_train_e2e import MLP_DATA_MODEL  # noqa: E402
 
 STEPS = 3
-LAYOUT = """
-mesh(data = 4, model = 2)
-model_parallel(batch = data)
-layout {
-    "dense_0/kernel" -> (_, model)
-    "dense_0/bias"   -> (model)
-    "dense_1/kernel" -> (model, _)
-    "dense_1/bias"   -> replicated
-}
-"""
+# The 2-D plan the end-to-end tests train under; the state rules are added to it.
+LAYOUT = MLP_DATA_MODEL
 # ZeRO-1: every slot split over `data` too, where the parameters are replicated over it.
 ZERO1 = LAYOUT + """
 state {
