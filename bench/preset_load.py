@@ -27,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import anon_kb  # noqa: E402
+
 PLAN = r"""
 plan preset_load
 mesh(batch = 4, model = 2)
@@ -83,10 +85,8 @@ class PeakAnon:
 
 
 def anon() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    """This process's anonymous resident memory in bytes (`common.anon_kb`)."""
+    return anon_kb() * 1024
 
 
 def child(mode: str, preset: str, check: bool) -> None:
