@@ -39,7 +39,7 @@ layout {
 """
 STATE = LAYOUT + """
 state {
-    ".*kernel"                           -> (model, data)
+    ".*kernel" -> (model, data)
 }
 """
 
