@@ -13,6 +13,7 @@ import pytest
 import planc
 from planc.targets.emit.jax_module import module_text
 from planc.targets.jax.sharding import tree_paths
+from targets.test_tree_paths import TREES  # every kind of node planc's own walk is tested on
 
 Opt = collections.namedtuple("Opt", "count mu nu")
 
@@ -101,9 +102,10 @@ def test_module_lays_out_optimizer_state_of_a_nested_tree_as_planc_does():
         jax.sharding.PartitionSpec("model", "data")
 
 
-def test_module_paths_are_jaxs_own():
+@pytest.mark.parametrize("name", ["nested", *TREES])
+def test_module_paths_are_jaxs_own(name):
     _, module = emitted(LAYOUT, "paths_module")
-    tree = nested_tree()
+    tree = nested_tree() if name == "nested" else TREES[name]
     flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
     mine, mine_def = module._paths(tree)
     assert mine_def == treedef
