@@ -60,8 +60,9 @@ TITLES = {
                        "first-match loop; the emitted module; scaling from 1k to 1M paths)"),
     "aot": ("12. `planc aot` (`plan.aot` vs the same step compiled by hand with JAX, on cpu:8 "
             "and compile-only v5e:2x4; `planc lint --topology` vs that compile)"),
-    "shardings": ("13. `plan.shardings(tree, mesh)` on a nested tree (vs a warm `re2.Set` loop "
-                  "with one `NamedSharding` per rule, and a dict-lookup floor)"),
+    "shardings": ("13. `plan.shardings(tree, mesh)` and the emitted module's `shardings` on a "
+                  "nested tree (vs a warm `re2.Set` loop with one `NamedSharding` per rule, "
+                  "and a dict-lookup floor)"),
     "reshard_memory": ("8. `planc reshard` peak memory (in parts, vs load, shard and save the "
                        "whole tree; 8 simulated devices)"),
 }
@@ -99,7 +100,10 @@ LIMITS = {
         "planc's walk for the paths (`planc.targets.jax.paths`, ~0.5-1 us, checked leaf for "
         "leaf against `tree_flatten`), the resolver (RE2's set match and the (rule, shape) "
         "lookup, ~1.3 us), a `Variable`, and `tree_unflatten`. The hand-written loops pay "
-        "`tree_map_with_path`'s Python key tuples instead of the first two."),
+        "`tree_map_with_path`'s Python key tuples instead of the first two. The emitted "
+        "module walks the tree the same way in its own copied code, and resolves each leaf "
+        "with its own small resolver (RE2's set match, then each (rule, shape)'s fit kept "
+        "for the call), checking each path's length and line breaks as planc does."),
     "front_end": (
         "the 'front end, N rules' rows compare `planc.loads` with lark's own parse of the "
         "same text into its parse tree (same grammar and lexer, in the same run). planc's "

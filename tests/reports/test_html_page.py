@@ -156,6 +156,42 @@ def test_a_model_too_large_for_the_page_is_p532_and_no_page(capsys, tmp_path):
     assert f"--> {model}" in err
 
 
+# Parameters as shape structs: nothing is allocated, and the step is never compiled (the
+# page's limit is checked first), so it only says whether it was traced.
+BIG_STEP = f"""
+import jax, numpy as np
+TRACED = []
+
+
+def step(p, s, b):
+    TRACED.append(1)
+    return p, s
+
+
+def build():
+    params = {{f"w{{i}}": jax.ShapeDtypeStruct((2,), np.float32)
+              for i in range({MAX_PAGE_VARIABLES + 1})}}
+    return step, params, {{}}, {{"x": jax.ShapeDtypeStruct((8, 2), np.float32)}}
+"""
+
+
+def test_aot_of_a_step_too_large_for_the_page_is_p532_and_no_page(capsys, tmp_path,
+                                                                    monkeypatch):
+    (tmp_path / "bigstep.py").write_text(BIG_STEP)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plan = tmp_path / "dp.kd"
+    plan.write_text("mesh(data = 8)\nmodel_parallel(batch = data)\n")
+    out = tmp_path / "page.html"
+    code = main(["aot", str(plan), "--step", "bigstep:build", "--topology", "cpu:8",
+                 "--format", "html", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists(), err
+    assert "error[P532]" in err and f"{MAX_PAGE_VARIABLES + 1:,} variables" in err
+    assert "--> bigstep:build" in err
+    assert sys.modules["bigstep"].TRACED == []
+
+
 def test_var_opens_the_page_on_that_variable(capsys, tmp_path):
     path = "decoder_block_0/attention/query/kernel"
     _, page, _ = write_page(capsys, tmp_path, *GEMMA_ARGS, "--var", path)

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from conftest import PLANS
-from fuzzing import corpus, mutate
+from fuzzing_inputs import corpus, mutate
 from planc import limits
 from planc.diagnostics import PlanError
 from planc.syntax import parser

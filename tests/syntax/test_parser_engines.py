@@ -17,7 +17,7 @@ import lark
 import pytest
 
 from conftest import PLANS, ROOT
-from fuzzing import corpus, mutate
+from fuzzing_inputs import corpus, mutate
 from planc.diagnostics import PlanError
 from planc.syntax import generate_parser
 from planc.syntax.files import decode_plan_bytes

@@ -83,7 +83,10 @@ def _re2_set(texts):
         found.Compile()
     except Exception:  # too large for RE2's memory, or an re2 of another API
         return None
-    return found.Match, sentinel
+    # google-re2's binding matches UTF-8 bytes; its Python wrapper costs a call and a
+    # type test per path on top. Any other Set is matched through its own Match.
+    raw = getattr(getattr(found, "_set", None), "Match", None)
+    return (raw, sentinel, True) if callable(raw) else (found.Match, sentinel, False)
 
 
 def _hits(test, found, path):
@@ -93,8 +96,8 @@ def _hits(test, found, path):
     should it fail, each pattern is tried in file order.
     """
     if found is not None and path and path.isascii():
-        match, sentinel = found
-        hits = match(path)
+        match, sentinel, encoded = found
+        hits = match(path.encode()) if encoded else match(path)
         if hits and sentinel in hits:
             hits.remove(sentinel)
             hits.sort()
@@ -157,10 +160,27 @@ def _fit(pattern, alternatives, path, shape, sizes):
                   + "; ".join(reasons))
 
 
-def _resolve(rules, default, path, shape, sizes):
+def _fitted(fits, index, pattern, alternatives, path, shape, sizes):
+    """`_fit`'s answer, kept in `fits` (None: nothing kept) by rule index and shape: the
+    many equal layers of a model are fitted once. A misfit, whose message names the
+    path, is fitted afresh each time."""
+    if fits is None:
+        return _fit(pattern, alternatives, path, shape, sizes)
+    key = (index, shape)
+    answer = fits.get(key)
+    if answer is None:
+        answer = _fit(pattern, alternatives, path, shape, sizes)
+        if answer[1] is None:
+            fits[key] = answer
+    return answer
+
+
+def _resolve(rules, default, path, shape, sizes, fits=None):
     """(entries, matched, error): entries per dimension (None | axis | tuple of axes),
-    whether a rule or the default applied, and an error message or None."""
-    replicated = tuple(None for _ in shape)
+    whether a rule or the default applied, and an error message or None. `fits`, a dict
+    the caller keeps across the variables of one call (one `rules`, one mesh), keeps
+    each rule's fit per shape."""
+    replicated = (None,) * len(shape)
     if DISTRIBUTION == "data_parallel":
         return replicated, True, None
     if len(path) > MAX_PATH_LENGTH:
@@ -184,13 +204,13 @@ def _resolve(rules, default, path, shape, sizes):
                     return replicated, False, (f"`{path}` {list(shape)} matches no rule and "
                                                "stays replicated")
                 return replicated, False, None
-            entries, why = _fit("default", default, path, shape, sizes)
+            entries, why = _fitted(fits, -1, "default", default, path, shape, sizes)
             return (entries or replicated), True, why
         if len(hits) > 1 and OVERLAP == "error":
             names = ", ".join(repr(rules[i][0]) for i in hits)
             return replicated, True, f"`{path}` matches {len(hits)} rules: {names}"
         index = hits[0]
     pattern, alternatives = rules[index]
-    entries, why = _fit(pattern, alternatives, path, shape, sizes)
+    entries, why = _fitted(fits, index, pattern, alternatives, path, shape, sizes)
     return (entries or replicated), True, why
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from planc.targets.emit.runtime_jax import (PLAN_NAME, _key_text, _leaf_shape, _shape_of,
+from planc.targets.emit.runtime_jax import (PLAN_NAME, _paths, _shape_of, _shape_once,
                                             _sizes, constrain, make_mesh, output_sharding)
 from planc.targets.emit.runtime_resolve import (DEFAULT, OUTPUT_DEFAULT, OUTPUT_RULES, OVERLAP,
                                                 RULES, _fit, _hits, _matcher, _resolve)
@@ -56,6 +56,8 @@ def _on_host(rules, path):
     default where none matches, places it in pinned host memory."""
     host, default = ((HOST_RULES, DEFAULT_ON_HOST) if rules is RULES
                      else (OUTPUT_HOST_RULES, OUTPUT_DEFAULT_ON_HOST))
+    if not host and not default:  # nothing of these rules is on host: no match needed
+        return False
     index = _rule_index(rules, path)
     return default if index < 0 else index in host
 
@@ -98,14 +100,10 @@ def _require_host(mesh):
                            f"(jax {jax.__version__}: {kinds or 'no memory kinds'})")
 
 
-def _paths(tree):
-    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    return [("/".join(_key_text(k) for k in keys), leaf) for keys, leaf in flat], treedef
-
-
-def _variable(path, shape, sizes, errors):
-    """(entries, on host) of variable `path` by the layout rules; its error appended."""
-    entries, _, why = _resolve(RULES, DEFAULT, path, shape, sizes)
+def _variable(path, shape, sizes, errors, fits):
+    """(entries, on host) of variable `path` by the layout rules; its error appended.
+    `fits` is `_resolve`'s, kept across the variables of one call."""
+    entries, _, why = _resolve(RULES, DEFAULT, path, shape, sizes, fits)
     if why is not None:
         errors.append(why)
     return entries, _on_host(RULES, path)
@@ -120,14 +118,15 @@ def shardings(tree, mesh=None, params=None):
     mesh = make_mesh() if mesh is None else mesh
     sizes = _sizes(mesh)
     leaves, treedef = _paths(tree)
-    errors = []
+    errors, shapes, fits = [], {}, {}
     if params is None:
-        answers = [_variable(path, _leaf_shape(leaf), sizes, errors) for path, leaf in leaves]
+        answers = [_variable(path, _shape_once(leaf, shapes), sizes, errors, fits)
+                   for path, leaf in leaves]
     else:
         table = {}
         for path, leaf in _paths(params)[0]:
-            shape = _leaf_shape(leaf)
-            answer = _variable(path, shape, sizes, errors)
+            shape = _shape_once(leaf, shapes)
+            answer = _variable(path, shape, sizes, errors, fits)
             slots = _slots(path, shape, sizes)
             if slots is not None:
                 answer = slots[:2]
@@ -136,7 +135,7 @@ def shardings(tree, mesh=None, params=None):
             table[path] = (shape, answer)
         answers = []
         for path, leaf in leaves:
-            shape = _leaf_shape(leaf)
+            shape = _shape_once(leaf, shapes)
             parts = path.split("/")
             found = None
             for i in range(len(parts)):

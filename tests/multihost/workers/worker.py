@@ -15,12 +15,18 @@ in one cluster. Modes:
 - `spin DIR`: writes its pid to DIR/<process id>.pid, trains until a peer is lost, then
   waits to be stopped.
 - `alone`: initializes a cluster whose other processes never start.
+- `silent HEARTBEAT DIR HOW`: after one training step together, process 1 goes silent
+  (HOW `stopped`: it stops itself with SIGSTOP, as a debugger stops it, heartbeat thread
+  and all; `never`: it started without the heartbeat guard and sleeps in host code)
+  while process 0, its guard on, waits for it in the next step's collective; each
+  writes its pid to DIR/<process id>.pid first.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -135,13 +141,13 @@ def _mlp_step(plan, params):
     return jax.jit(step, out_shardings=(replicated, param_shardings))
 
 
-def _mlp_setup():
+def _mlp_setup(heartbeat: float | None = None):
     import jax
     import numpy as np
     from models_jax import mlp_batch, mlp_init
 
     plan = planc.loads(MLP_PLAN)
-    plan.initialize(timeout=TIMEOUT)
+    plan.initialize(timeout=TIMEOUT, heartbeat=heartbeat)
     params = plan.init(lambda key: mlp_init(key, SIZES), jax.random.key(0))
     # Every process builds the same global batch on its own CPU and keeps its rows.
     with jax.default_device(jax.local_devices(backend="cpu")[0]):
@@ -184,6 +190,26 @@ def mode_spin(directory: str) -> None:
         # the only failure: the launch must name it and stop this one itself.
         while True:
             time.sleep(1)
+
+
+def mode_silent(heartbeat: str, directory: str, how: str) -> None:
+    me = int(os.environ["KERAS_DISTRIBUTION_PROCESS_ID"])
+    seconds = float(heartbeat)
+    plan, params, batch = _mlp_setup(None if (me, how) == (1, "never") else seconds)
+    step = _mlp_step(plan, params)
+    loss, params = step(params, batch)
+    print(f"step 0 loss {float(loss):.4f}", flush=True)
+    Path(directory, f"{me}.pid").write_text(str(os.getpid()))
+    if me == 1:
+        if how == "stopped":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        time.sleep(3600)
+    # Process 1 is silent before process 0 starts to wait: process 0's guard has seen
+    # its last beat by then (a beat every heartbeat / 4 s), so the verdict is about
+    # silence, not about where process 1's last beat said it was.
+    time.sleep(seconds * 0.75)
+    loss, params = step(params, batch)
+    print(f"step 1 loss {float(loss):.4f}", flush=True)  # never: process 1 never comes
 
 
 def mode_keras(steps: int = 3) -> None:
@@ -234,6 +260,8 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args and args[0] == "spin":
         mode_spin(*args[1:])
+    elif args and args[0] == "silent":
+        mode_silent(*args[1:])
     else:
         for mode in args:  # several modes share one cluster start-up
             MODES[mode]()
