@@ -93,3 +93,25 @@ def test_a_missed_target_says_what_limits_it(name):
     assert run.TITLES[name] in text
     if run.LIMITS[name]:
         assert "**What limits it:** " + run.LIMITS[name] in text
+
+
+def test_rerunning_one_benchmark_keeps_the_other_sections_as_they_were():
+    import run
+
+    facts = {"cpu": "cpu", "cores": 2, "memory_bytes": 2**30, "os": "os",
+             "versions": {"jax": "0"}}
+
+    def result(name, value):
+        return {"bench": name, "title": name, "size": "full", "seconds": 1.0, "notes": [],
+                "rows": [{"figure": "f", "value": value, "target": "", "status": "",
+                          "raw": {}}]}
+
+    earlier = run.markdown([result("resolution", "old 1"), result("load_checkpoint", "old 7")],
+                           facts, 60.0, "full")
+    page = run.markdown([result("validate_405b", "new 5")], facts, 1.0, "full",
+                        run._sections(earlier))
+    sections = run._sections(page)
+    assert list(sections) == ["1", "5", "7"]
+    assert sections["1"] == run._sections(earlier)["1"]
+    assert sections["7"] == run._sections(earlier)["7"]
+    assert "new 5" in sections["5"]
