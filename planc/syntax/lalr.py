@@ -15,6 +15,11 @@ no state accepts, `parse` returns None, and the caller parses with lark, whose e
 says what is wrong. `Engine.of` returns None for a parser whose lexing it cannot
 reproduce (a postlexer, lexer callbacks of the user's, regex flags, terminals past one
 regex's group limit).
+
+The same tables can also be read once, at build time, into plain data (`tables_of`):
+`planc.syntax.generate_parser` writes them as a module, and `Engine.of_tables` runs them
+with a transformer's callbacks shaped as lark's parse-tree builder would shape them, so
+that a text that parses needs no `import` of lark's runtime at all.
 """
 
 from __future__ import annotations
@@ -44,6 +49,116 @@ class Tok(tuple):
         return f"Tok({self.type!r}, {self.value!r})"
 
 
+class _Refused(Exception):
+    """A rule reached lark's default callback (a tree of lark's class): lark must parse."""
+
+
+# The shape of `tables_of`'s data; `Engine.of_tables` runs no other.
+TABLES_FORMAT = 1
+
+
+def tables_of(lark) -> dict | None:
+    """`lark`'s lexer and LALR tables as plain data (str, int, tuple, dict and None only),
+    for `Engine.of_tables`; None for a parser `Engine.of` would refuse too.
+
+    `lark` is built without a transformer: the rules' callbacks are recorded as what lark's
+    parse-tree builder wraps around a transformer's method (the method's name; whether a
+    single child stands for the rule, a `?rule`; which children it keeps, which it splices
+    in, and where it adds a None for an absent `[...]`), not as the callbacks themselves.
+    """
+    from lark.parse_tree_builder import (ChildFilterLALR, ChildFilterLALR_NoPlaceholders,
+                                         ExpandSingleChild)
+    from lark.parsers.lalr_analysis import IntParseTable
+
+    if lark.options.postlex is not None or len(lark.options.start) != 1:
+        return None
+    lexer = lark.parser.lexer
+    scanner = lexer.scanner
+    if (len(scanner._mres) != 1 or lexer.g_regex_flags or lexer.user_callbacks
+            or lexer.re is not re):
+        return None
+    keywords = {}
+    for kind, callback in lexer.callback.items():
+        words = {}
+        for t in callback.scanner.terminals:
+            if t.pattern.type != "str" or t.pattern.flags:
+                return None
+            words[str(t.pattern.value)] = str(t.name)
+        keywords[str(kind)] = words
+    rules, index = [], {}
+    for rule, chain in lark._parse_tree_builder.rule_builders:
+        expand1, include = False, None
+        for wrapper in chain:  # innermost first, as lark applies them
+            func = getattr(wrapper, "func", None)
+            if wrapper is ExpandSingleChild and include is None:
+                expand1 = True
+            elif func is ChildFilterLALR:
+                to_include, append_none = wrapper.args
+                include = (tuple((i, bool(e), n) for i, e, n in to_include), append_none)
+            elif func is ChildFilterLALR_NoPlaceholders:
+                include = (tuple((i, bool(e), 0) for i, e in wrapper.args[0]), 0)
+            else:
+                return None  # positions, ambiguity, another order: not planc's parsers
+        name = rule.alias or rule.options.template_source or rule.origin.name
+        index[rule] = len(rules)
+        rules.append((str(name), str(rule.origin.name), len(rule.expansion), expand1, include))
+    table = IntParseTable.from_ParseTable(lark.parser.parser.parser.parse_table)
+    rows = []
+    for state in range(len(table.states)):
+        row = {}
+        for symbol, (_action, arg) in table.states[state].items():
+            row[str(symbol)] = arg if arg.__class__ is int else ~index[arg]
+        rows.append(row)
+    start = lark.options.start[0]
+    return {
+        "format": TABLES_FORMAT,
+        "pattern": str(scanner._mres[0].pattern),
+        "ignore": tuple(sorted(map(str, lexer.ignore_types))),
+        "keywords": keywords,
+        "terminals": tuple(str(t.name) for t in lark.terminals),
+        "rules": tuple(rules),
+        "table": tuple(rows),
+        "start": table.start_states[start],
+        "end": table.end_states[start],
+    }
+
+
+def _shaped(name: str, expand1: bool, include, transformer) -> Callable:
+    """The callback lark's parse-tree builder makes of `transformer`'s method `name`, with
+    a `?rule`'s single child and the child filter `include` (see `tables_of`)."""
+    try:
+        method = getattr(transformer, name)
+    except AttributeError:
+        method = None
+    if method is None or getattr(method, "visit_wrapper", None) is not None:
+        def method(children):  # lark would build its own tree (or wrap the method): lark parses
+            raise _Refused
+    f = method
+    if expand1:
+        def f(children, method=method):
+            return children[0] if len(children) == 1 else method(children)
+    if include is not None:
+        to_include, append_none = include
+        inner = f
+
+        def f(children):
+            filtered = []
+            for i, expand, nones in to_include:
+                if nones:
+                    filtered += [None] * nones
+                if expand:
+                    if filtered:
+                        filtered += children[i].children
+                    else:  # lark hands the spliced list on as it is
+                        filtered = children[i].children
+                else:
+                    filtered.append(children[i])
+            if append_none:
+                filtered += [None] * append_none
+            return inner(filtered)
+    return f
+
+
 class Engine:
     """One `Lark` parser's tables, ready for `parse`; built by `Engine.of`."""
 
@@ -68,6 +183,34 @@ class Engine:
             return cls._read(lark, leaves)
         except (AttributeError, KeyError, TypeError, IndexError, re.error):
             return None  # lark's internals moved: lark parses alone, as before
+
+    @classmethod
+    def of_tables(cls, tables, transformer, leaves: dict[str, Leaf]) -> Engine | None:
+        """The engine of `tables` (as `tables_of` returns them, or a module with those
+        names in upper case) with `transformer`'s callbacks, whose terminal callbacks
+        `leaves` stands for as in `of`; None where lark would call what the engine
+        would not.
+        """
+        get = tables.get if isinstance(tables, dict) else (
+            lambda key: getattr(tables, key.upper()))
+        if get("format") != TABLES_FORMAT:
+            return None
+        terminals = {t for t in get("terminals") if getattr(transformer, t, None)}
+        if terminals != set(leaves):
+            return None
+        rules = get("rules")
+        gotos: dict[str, dict] = {}
+        for state, row in enumerate(get("table")):
+            for symbol, arg in row.items():
+                if arg >= 0:
+                    gotos.setdefault(symbol, {})[state] = arg
+        reductions = [(size, _shaped(name, expand1, include, transformer), gotos[origin])
+                      for name, origin, size, expand1, include in rules]
+        table = [{symbol: arg if arg >= 0 else reductions[~arg] for symbol, arg in row.items()}
+                 for row in get("table")]
+        regex = re.compile(f"{get('pattern')}|(?P<{_UNLEXABLE}>(?s:.))")
+        return cls(regex, frozenset(get("ignore")), get("keywords"), table, get("start"),
+                   get("end"), dict(leaves))
 
     @classmethod
     def _read(cls, lark, leaves) -> Engine | None:
@@ -125,7 +268,13 @@ class Engine:
 
     def parse(self, text: str):
         """What the transformer's `start` callback returns for `text`, or None when lark
-        would raise (the caller then asks lark why)."""
+        would raise (the caller then asks lark why) or would build a tree of its own."""
+        try:
+            return self._parse(text)
+        except _Refused:
+            return None
+
+    def _parse(self, text: str):
         table, keywords, ignore, leaves = self._table, self._keywords, self._ignore, self._leaves
         state = self._start
         states = [state]
