@@ -54,7 +54,7 @@ class _Refused(Exception):
 
 
 # The shape of `tables_of`'s data; `Engine.of_tables` runs no other.
-TABLES_FORMAT = 1
+TABLES_FORMAT = 2
 
 
 def tables_of(lark) -> dict | None:
@@ -103,12 +103,13 @@ def tables_of(lark) -> dict | None:
         index[rule] = len(rules)
         rules.append((str(name), str(rule.origin.name), len(rule.expansion), expand1, include))
     table = IntParseTable.from_ParseTable(lark.parser.parser.parser.parse_table)
-    rows = []
-    for state in range(len(table.states)):
-        row = {}
-        for symbol, (_action, arg) in table.states[state].items():
-            row[str(symbol)] = arg if arg.__class__ is int else ~index[arg]
-        rows.append(row)
+    gotos, rows = _gotos_and_rows(table.states)
+    for row in rows:
+        for symbol, arg in row.items():
+            if arg.__class__ is not int:
+                row[symbol] = ~index[arg]
+    rows = [{str(symbol): arg for symbol, arg in row.items()} for row in rows]
+    gotos = {str(symbol): by_state for symbol, by_state in gotos.items()}
     start = lark.options.start[0]
     return {
         "format": TABLES_FORMAT,
@@ -118,6 +119,7 @@ def tables_of(lark) -> dict | None:
         "terminals": tuple(str(t.name) for t in lark.terminals),
         "rules": tuple(rules),
         "table": tuple(rows),
+        "gotos": gotos,
         "start": table.start_states[start],
         "end": table.end_states[start],
     }
@@ -160,14 +162,20 @@ def _shaped(name: str, expand1: bool, include, transformer) -> Callable:
 
 
 class Engine:
-    """One `Lark` parser's tables, ready for `parse`; built by `Engine.of`."""
+    """One parser's tables, ready for `parse`; built by `Engine.of` or `Engine.of_tables`.
 
-    def __init__(self, regex, ignore: frozenset, keywords: dict, table: list | dict,
+    `table[state]` maps a terminal's (or rule's) name to the next state, a number >= 0, or
+    to `~r` (< 0) for a reduction by rule `r`: `reductions[r]` is its length, its callback
+    and its gotos (the state it goes to, by the state it uncovers).
+    """
+
+    def __init__(self, regex, ignore: frozenset, keywords: dict, table, reductions: list,
                  start: int, end: int, leaves: dict[str, Leaf]) -> None:
         self._regex = regex
         self._ignore = ignore
         self._keywords = keywords
         self._table = table
+        self._reductions = reductions
         self._start = start
         self._end = end
         self._leaves = leaves
@@ -198,19 +206,11 @@ class Engine:
         terminals = {t for t in get("terminals") if getattr(transformer, t, None)}
         if terminals != set(leaves):
             return None
-        rules = get("rules")
-        gotos: dict[str, dict] = {}
-        for state, row in enumerate(get("table")):
-            for symbol, arg in row.items():
-                if arg >= 0:
-                    gotos.setdefault(symbol, {})[state] = arg
+        gotos = get("gotos")
         reductions = [(size, _shaped(name, expand1, include, transformer), gotos[origin])
-                      for name, origin, size, expand1, include in rules]
-        table = [{symbol: arg if arg >= 0 else reductions[~arg] for symbol, arg in row.items()}
-                 for row in get("table")]
-        regex = re.compile(f"{get('pattern')}|(?P<{_UNLEXABLE}>(?s:.))")
-        return cls(regex, frozenset(get("ignore")), get("keywords"), table, get("start"),
-                   get("end"), dict(leaves))
+                      for name, origin, size, expand1, include in get("rules")]
+        return cls(_scanner(get("pattern")), frozenset(get("ignore")), get("keywords"),
+                   get("table"), reductions, get("start"), get("end"), dict(leaves))
 
     @classmethod
     def _read(cls, lark, leaves) -> Engine | None:
@@ -235,35 +235,25 @@ class Engine:
         if {k for k in callbacks if isinstance(k, str)} != set(leaves):
             return None
         states = parser.parse_table.states
-        # A reduction's argument is its rule; a shift's (or goto's) the next state, an int
-        # in the tables lark loads. Where a reduction goes next is the goto of its rule's
-        # symbol from the state it uncovers: `gotos[symbol][state]`.
-        gotos: dict[str, dict] = {}
-        for state, actions in states.items():
-            for symbol, (_action, arg) in actions.items():
-                if arg.__class__ is int or not hasattr(arg, "expansion"):
-                    gotos.setdefault(symbol, {})[state] = arg
-        reductions: dict[int, tuple] = {}  # by the rule's id: a rule hashes slowly
-        rows = {}
-        for state, actions in states.items():
-            row = rows[state] = {}
-            for symbol, (_action, arg) in actions.items():
-                if arg.__class__ is int or not hasattr(arg, "expansion"):
-                    row[symbol] = arg
+        if set(states) != set(range(len(states))):
+            return None  # states lark numbers as the tables it loads: 0..n-1
+        # A reduction's argument is its rule; a shift's (or goto's) the next state, an int.
+        gotos, table = _gotos_and_rows(states)
+        reductions: list[tuple] = []
+        numbers: dict[int, int] = {}  # a rule's number, by its id: a rule hashes slowly
+        for row in table:
+            for symbol, arg in row.items():
+                if arg.__class__ is int:
                     continue
-                reduction = reductions.get(id(arg))
-                if reduction is None:
-                    reduction = reductions[id(arg)] = (len(arg.expansion), callbacks[arg],
-                                                       gotos[arg.origin.name])
-                row[symbol] = reduction
-        # Rows in a list when the states are 0..n-1, as in the tables lark loads.
-        table = [rows[i] for i in range(len(rows))] if set(rows) == set(range(len(rows))) else rows
+                number = numbers.get(id(arg))
+                if number is None:
+                    number = numbers[id(arg)] = len(reductions)
+                    reductions.append((len(arg.expansion), callbacks[arg],
+                                       gotos[arg.origin.name]))
+                row[symbol] = ~number
         start = lark.options.start[0]
-        # lark's alternation, then any one character: where lark would find no terminal,
-        # the scan finds `_UNLEXABLE`, which no state takes, so it never skips text.
-        regex = re.compile(f"{scanner._mres[0].pattern}|(?P<{_UNLEXABLE}>(?s:.))")
-        return cls(regex, lexer.ignore_types, keywords, table,
-                   parser.parse_table.start_states[start],
+        return cls(_scanner(scanner._mres[0].pattern), lexer.ignore_types, keywords, table,
+                   reductions, parser.parse_table.start_states[start],
                    parser.parse_table.end_states[start], dict(leaves))
 
     def parse(self, text: str):
@@ -276,6 +266,7 @@ class Engine:
 
     def _parse(self, text: str):
         table, keywords, ignore, leaves = self._table, self._keywords, self._ignore, self._leaves
+        reductions = self._reductions
         state = self._start
         states = [state]
         values: list = []
@@ -289,9 +280,9 @@ class Engine:
             words = keywords.get(kind)
             if words is not None:
                 kind = words.get(value, kind)
-            act = table[state].get(kind)
-            while act.__class__ is tuple:  # reduce, as many times as the token asks
-                size, callback, goto = act
+            act = table[state].get(kind, _NONE)
+            while act < 0:  # reduce, as many times as the token asks
+                size, callback, goto = reductions[~act]
                 if size:
                     children = values[-size:]
                     del values[-size:]
@@ -302,8 +293,8 @@ class Engine:
                 state = goto[states[-1]]
                 states.append(state)
                 values.append(reduced)
-                act = table[state].get(kind)
-            if act is None:
+                act = table[state].get(kind, _NONE)
+            if act is _NONE:
                 return None  # a token this state does not take, or no token at all
             state = act
             states.append(state)
@@ -315,10 +306,10 @@ class Engine:
         # a parse reduces a dozen times a rule, and a call each would cost what the
         # rest of the step does.
         while True:
-            act = table[state].get("$END")
-            if act.__class__ is not tuple:
+            act = table[state].get("$END", _NONE)
+            if act >= 0:
                 return None  # the text stops before its last statement does
-            size, callback, goto = act
+            size, callback, goto = reductions[~act]
             if size:
                 children = values[-size:]
                 del values[-size:]
@@ -331,3 +322,30 @@ class Engine:
             values.append(reduced)
             if state == end_state:
                 return values[-1]
+
+
+# What a row holds for a symbol it does not take: a number, so the loop compares it as it
+# compares an action, and no state's.
+_NONE = 1 << 62
+
+
+def _scanner(pattern: str):
+    """lark's alternation, then any one character: where lark would find no terminal,
+    the scan finds `_UNLEXABLE`, which no state takes, so it never skips text."""
+    return re.compile(f"{pattern}|(?P<{_UNLEXABLE}>(?s:.))")
+
+
+def _gotos_and_rows(states: dict) -> tuple[dict, list]:
+    """From lark's `states` (state -> symbol -> (action, argument)): the shifts and gotos by
+    symbol (`gotos[symbol][state]`, where a reduction to `symbol` goes from the state it
+    uncovers) and each state's row of arguments, in state order."""
+    gotos: dict[str, dict] = {}
+    rows = []
+    for state in range(len(states)):
+        row = {}
+        for symbol, (_action, arg) in states[state].items():
+            row[symbol] = arg
+            if arg.__class__ is int:
+                gotos.setdefault(symbol, {})[state] = arg
+        rows.append(row)
+    return gotos, rows
