@@ -86,14 +86,19 @@ LIMITS = {
         "`Assignment`. Keras's loop costs ~1 us per rule per path, so with 10 rules the two "
         "are within a small factor; planc's lead grows with R because its cost does not."),
     "cli_latency": (
-        "the generated standalone parser is the largest single cost: lark's runtime (~3,600 "
-        "lines of classes, typing generics among them) and its tables deserialised into a "
-        "`Lark` whose tables `planc.syntax.lalr` then reads. Then argparse, `typing`, `re2`, "
-        "`tomllib` (this repository's pyproject.toml has a `[tool.planc]` table, which gives "
-        "gemma.kd its device counts), and in the `make venv` install setuptools' editable "
-        "finder (pathlib and urllib.parse at interpreter start-up, in `python -c pass` too). "
-        "2x would need the parse tables as a module of plain data read by planc's own LALR "
-        "loop, lark's runtime kept for syntax errors only; that is not done."),
+        "the parse no longer costs start-up: a lint parses from the generated tables "
+        "(`planc/syntax/_lalr_tables.py`, plain data, ~0.5 ms to load) and imports neither "
+        "lark nor its standalone runtime. What is left is spread thin: planc's own modules "
+        "(the checker, sources, resolver, diagnostics: ~40 of them, each a few hundred us "
+        "of class building), argparse with gettext and locale, `re` and `enum` (in a plain "
+        "venv `site` does not import them first), `typing` (planc's NamedTuples), `re2`, "
+        "`tomllib` with `datetime` (this repository's pyproject.toml has a `[tool.planc]` "
+        "table, which gives gemma.kd its device counts, and tomllib parses the whole file), "
+        "then the lint itself (~15 ms: checking, the exponential-backtracking analysis of "
+        "each pattern, resolving 164 variables at two device counts). A plain venv's "
+        "`python -c pass` is about half the `make venv` one (no editable finder importing "
+        "pathlib at start-up), so the same lint is a larger multiple of it there. 2x would "
+        "need a lint that imports a fraction of the checker and none of argparse."),
     "shardings": (
         "per leaf: JAX's C++ `tree_flatten` (the treedef and the leaves, ~0.7-0.9 us), "
         "planc's walk for the paths (`planc.targets.jax.paths`, ~0.5-1 us, checked leaf for "

@@ -186,7 +186,8 @@ def test_the_corpus_has_syntax_errors_of_every_kind(generated, tmp_path):
     assert {"P001", "P002", "P003", "P004", "P005", "P006", "P007"} <= codes
 
 
-def _engine_in_fresh_python(prelude: str, text: str = "mesh(batch = auto)\\ndata_parallel") -> str:
+def _engine_in_fresh_python(prelude: str,
+                            text: str = "mesh(batch = auto)\\ndata_parallel") -> str:
     code = (f"import importlib.util, sys\n{prelude}\n"
             "from planc.syntax import grammar, parse\n"
             "from planc.diagnostics import PlanError\n"
@@ -207,7 +208,8 @@ def _load(path, name: str = GENERATED_MODULE) -> str:
 
 def _importable(path, name: str = GENERATED_MODULE) -> str:
     """A prelude that lets `import name` load `path`, without loading it now."""
-    return ("class _Finder:\n    @staticmethod\n    def find_spec(fullname, path=None, target=None):\n"
+    return ("class _Finder:\n    @staticmethod\n"
+            "    def find_spec(fullname, path=None, target=None):\n"
             f"        if fullname == {name!r}:\n"
             f"            return importlib.util.spec_from_file_location(fullname, {str(path)!r})\n"
             "sys.meta_path.insert(0, _Finder)\n")
