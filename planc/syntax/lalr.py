@@ -130,10 +130,11 @@ def _shaped(name: str, expand1: bool, include, transformer) -> Callable:
     a `?rule`'s single child and the child filter `include` (see `tables_of`)."""
     try:
         method = getattr(transformer, name)
+        wrapped = getattr(method, "visit_wrapper", None) is not None
     except AttributeError:
-        method = None
-    if method is None or getattr(method, "visit_wrapper", None) is not None:
-        def method(children):  # lark would build its own tree (or wrap the method): lark parses
+        method, wrapped = None, True
+    if wrapped:
+        def method(children):  # lark would build its own tree, or wrap the method
             raise _Refused
     f = method
     if expand1:

@@ -107,7 +107,9 @@ def test_tables_are_plain_data(tables):
 class _NoKwarg(parser._Builder):
     """A builder without the `kwarg` callback: lark builds its own tree there."""
 
-    kwarg = None
+    @property
+    def kwarg(self):
+        raise AttributeError("kwarg")
 
 
 def test_a_rule_lark_would_build_its_own_tree_for_is_left_to_lark(tables):
