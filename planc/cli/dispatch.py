@@ -11,7 +11,6 @@ import argparse
 import importlib
 import os
 import sys
-import threading
 
 from planc._version import __version__
 from planc.cli import QuickFormatting
@@ -384,9 +383,11 @@ def main(argv: list[str] | None = None) -> int:
     # of every start-up), needed only to name a stop signal.
     import _signal
 
-    if threading.current_thread() is threading.main_thread():
+    try:
         # From here on Ctrl-C is KeyboardInterrupt, caught below (see `planc.cli`).
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    except ValueError:  # not the main thread, whose signals are not this call's to set
+        pass
     words = sys.argv[1:] if argv is None else argv
     try:
         parser = build_parser(words[0] if words and words[0] in COMMANDS else None,

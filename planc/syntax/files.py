@@ -52,6 +52,18 @@ def _as_path_reads_it(path: str | os.PathLike) -> str | os.PathLike:
     return Path(path)
 
 
+def path_stem(path: str) -> str:
+    """`pathlib.Path(path).stem` (a plan's name when it has no `plan` statement), without
+    importing pathlib where `path` is a str as pathlib writes it."""
+    if path != "." and _as_path_reads_it(path) is path:
+        name = path.rpartition("/")[2]
+        dot = name.rfind(".")
+        return name[:dot] if 0 < dot < len(name) - 1 else name
+    from pathlib import Path
+
+    return Path(path).stem
+
+
 def decode_plan_bytes(data: bytes, name: str) -> str:
     """`data` (the plan `name`) as text: UTF-8, a leading BOM dropped; P009 if not UTF-8."""
     try:

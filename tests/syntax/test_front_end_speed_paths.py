@@ -245,6 +245,16 @@ def test_a_plan_path_opens_the_file_pathlib_names():
     assert isinstance(_as_path_reads_it(Path("a")), Path)
 
 
+def test_a_plans_stem_is_pathlibs():
+    from planc.syntax.files import path_stem
+
+    names = ["", ".", "..", "a", "a.kd", ".kd", "a.", "a.b.kd", "..kd", "/", "//", "./", "/."]
+    for x in names:
+        for y in names:
+            path = x + "/" + y if x and y else x + y
+            assert path_stem(path) == Path(path).stem, path
+
+
 def test_a_plans_key_is_what_pathlib_resolves_it_to(tmp_path, monkeypatch):
     # `planc.syntax.includes._key` resolves a path as `Path.resolve` does, without pathlib:
     # through symlinks, `..` and `.`, for files that do not exist, and around a loop.
