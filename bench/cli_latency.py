@@ -166,7 +166,8 @@ def measure(install: Install, runs: int, results: Results) -> tuple[float, float
     per_run = sorted(p.cpu / b.cpu for p, b in zip(planc_runs, bare_runs))
     ratio = per_run[runs // 2]
     where = f"({install.name})"
-    shown = " ".join(Path(x).name if i == 0 else x for i, x in enumerate(install.lint))
+    # The lint as typed in the checkout (outside it, the same words with absolute paths).
+    shown = " ".join(["planc", *LINT])
     results.row(f"`{shown}` {where}",
                 f"{planc_t.wall * 1e3:.0f} ms wall, {planc_t.cpu * 1e3:.0f} ms CPU",
                 planc_wall_s=planc_t.wall, planc_cpu_s=planc_t.cpu, runs=runs,
