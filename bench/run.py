@@ -4,6 +4,10 @@
     python bench/run.py --only cli_latency front_end
     python bench/run.py --size tiny -o /tmp/B.md
 
+With --only, the sections of the other benchmarks are kept as the output file has them:
+one benchmark can be measured again without running the others (a full run takes
+over an hour). Each section's ratio line carries the date of the run that wrote it.
+
 Each script prints its figures and then its ratio line; this collects the JSON each
 one writes and puts every figure, its target and pass/miss in one table, under the
 machine and the library versions it was measured on.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -60,8 +65,9 @@ TITLES = {
                        "first-match loop; the emitted module; scaling from 1k to 1M paths)"),
     "aot": ("12. `planc aot` (`plan.aot` vs the same step compiled by hand with JAX, on cpu:8 "
             "and compile-only v5e:2x4; `planc lint --topology` vs that compile)"),
-    "shardings": ("13. `plan.shardings(tree, mesh)` on a nested tree (vs a warm `re2.Set` loop "
-                  "with one `NamedSharding` per rule, and a dict-lookup floor)"),
+    "shardings": ("13. `plan.shardings(tree, mesh)` and the emitted module's `shardings` on a "
+                  "nested tree (vs a warm `re2.Set` loop with one `NamedSharding` per rule, "
+                  "and a dict-lookup floor)"),
     "reshard_memory": ("8. `planc reshard` peak memory (in parts, vs load, shard and save the "
                        "whole tree; 8 simulated devices)"),
 }
@@ -108,7 +114,10 @@ LIMITS = {
         "planc's walk for the paths (`planc.targets.jax.paths`, ~0.5-1 us, checked leaf for "
         "leaf against `tree_flatten`), the resolver (RE2's set match and the (rule, shape) "
         "lookup, ~1.3 us), a `Variable`, and `tree_unflatten`. The hand-written loops pay "
-        "`tree_map_with_path`'s Python key tuples instead of the first two."),
+        "`tree_map_with_path`'s Python key tuples instead of the first two. The emitted "
+        "module walks the tree the same way in its own copied code, and resolves each leaf "
+        "with its own small resolver (RE2's set match, then each (rule, shape)'s fit kept "
+        "for the call), checking each path's length and line breaks as planc does."),
     "front_end": (
         "the 'front end, N rules' rows compare `planc.loads` with lark's own parse of the "
         "same text into its parse tree (same grammar and lexer, in the same run). planc's "
@@ -170,13 +179,32 @@ def run_one(name: str, script: str, size: str, out_dir: Path) -> dict:
     return data
 
 
-def markdown(results: list[dict], facts: dict, total_s: float, size: str) -> str:
+def _number(title: str) -> str:
+    """A section's number, "7" of "7. Loading a checkpoint ..."."""
+    return title.split(".", 1)[0]
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The numbered sections of a benchmarks page, by number, each as its text."""
+    out: dict[str, str] = {}
+    for block in re.split(r"(?m)^(?=## )", text):
+        heading = block.split("\n", 1)[0][3:]
+        if heading[:1].isdigit():
+            out[_number(heading)] = block.rstrip("\n") + "\n"
+    return out
+
+
+def markdown(results: list[dict], facts: dict, total_s: float, size: str,
+             kept: dict[str, str] | None = None) -> str:
+    """The page: the machine, then a section per benchmark in `BENCHMARKS`' order, from
+    `results` or, for a benchmark not run now, its section in `kept`."""
     v = facts["versions"]
     lines = [
         "# planc benchmarks",
         "",
-        "Written by `make bench` (`bench/run.py`); every figure below comes from that run. "
-        "Each benchmark measures planc and its baseline side by side in the same run; times "
+        "Written by `make bench` (`bench/run.py`), or section by section with `bench/run.py "
+        "--only NAME`: the figures of a section come from one run of that benchmark, dated "
+        "in its ratio line. Each benchmark measures planc and its baseline side by side in the same run; times "
         "are medians of at least 5 runs after a warm-up; peak memory is a fresh child "
         "process's `ru_maxrss`. No threshold from this table is asserted in the test suite.",
         "",
@@ -189,14 +217,24 @@ def markdown(results: list[dict], facts: dict, total_s: float, size: str) -> str
         "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
         "- Devices: 8 simulated CPU devices (`XLA_FLAGS=--xla_force_host_platform_device_count=8`, "
         "`JAX_PLATFORMS=cpu`, `KERAS_BACKEND=jax`)",
-        f"- Size: {size}; the whole run took {total_s / 60:.1f} min",
+        f"- Size: {size}; the latest run ({', '.join(_number(TITLES[r['bench']]) for r in results)}"
+        f") took {total_s / 60:.1f} min" + ("; the other sections are from earlier runs, "
+                                           "each dated in its ratio line" if kept else ""),
         "",
         "CPU time is the figure compared for in-process work: on a shared 2-core machine "
         "the wall clock also counts time spent waiting for a core. Wall times are shown "
         "beside it.",
         "",
     ]
-    for data in results:
+    by_name = {r["bench"]: r for r in results}
+    today = time.strftime("%Y-%m-%d")
+    for name, _ in BENCHMARKS:
+        data = by_name.get(name)
+        if data is None:
+            old = (kept or {}).get(_number(TITLES[name]))
+            if old is not None:
+                lines += old.rstrip("\n").split("\n") + [""]
+            continue
         lines += [f"## {data['title'] if data.get('failed') else TITLES[data['bench']]}", "",
                   "| figure | value | target | result |", "|---|---|---|---|"]
         for r in data["rows"]:
@@ -206,7 +244,7 @@ def markdown(results: list[dict], facts: dict, total_s: float, size: str) -> str
         lines.append("")
         if ratio:
             lines.append(f"Ratio: **{ratio['value']:.4g}** {ratio['meaning']}. "
-                         f"({data['seconds']:.0f} s)")
+                         f"({data['seconds']:.0f} s, {today})")
             lines.append("")
         for note in data.get("notes", []):
             lines.append(f"- {note}")
@@ -242,7 +280,9 @@ def main(argv=None) -> int:
                 continue
             results.append(run_one(name, script, a.size, Path(tmp)))
     total = time.perf_counter() - start
-    Path(a.output).write_text(markdown(results, facts, total, a.size))
+    output = Path(a.output)
+    kept = _sections(output.read_text()) if a.only and output.exists() else {}
+    output.write_text(markdown(results, facts, total, a.size, kept))
     print(f"\nwrote {a.output} ({total / 60:.1f} min)")
     return 1 if any(r.get("failed") for r in results) else 0
 
