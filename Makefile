@@ -21,9 +21,10 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --no-deps 'keras-hub>=0.22'
 	touch $(STAMP)
 
-# lark's standalone parser of grammar/planc.lark (gitignored: it is lark's code, see
-# planc/syntax/generate_parser.py). The tool rewrites it only when the grammar or lark's
-# version changed, so it runs on every `make venv`; without it planc parses with lark.
+# The parse tables of grammar/planc.lark as plain data, and lark's standalone parser of it
+# (both gitignored: the second is lark's code, see planc/syntax/generate_parser.py). The
+# tool rewrites them only when the grammar or lark's version changed, so it runs on every
+# `make venv`; without them planc parses with lark.
 parser: $(STAMP)
 	$(PY) -m planc.syntax.generate_parser
 

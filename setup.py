@@ -1,10 +1,11 @@
-"""The wheel's one build step beyond setuptools' own: lark's standalone parser.
+"""The wheel's one build step beyond setuptools' own: the generated parser modules.
 
-`planc.syntax._lalr_standalone` (lark's runtime with the grammar's tables) is generated,
-never committed; `make venv` writes it into a checkout. A wheel gets it here, written
+`planc.syntax._lalr_tables` (the grammar's lexer and LALR tables as plain data) and
+`planc.syntax._lalr_standalone` (lark's runtime with the same tables) are generated,
+never committed; `make venv` writes them into a checkout. A wheel gets them here, written
 into the build tree by the same tool (`python -m planc.syntax.generate_parser`), with
-lark's licence beside it, so `pip install planc` parses without importing lark (about a
-third of a `planc lint`'s start-up). Everything else is in pyproject.toml.
+lark's licence beside them, so `pip install planc` parses a plan without importing lark's
+runtime (most of a `planc lint`'s start-up). Everything else is in pyproject.toml.
 """
 
 import os
@@ -32,7 +33,7 @@ class BuildPyWithParser(build_py):
         subprocess.run([sys.executable, "-m", "planc.syntax.generate_parser"], cwd=root,
                        env=env, check=True)
         # The tool compiles what it writes, for a checkout; a wheel ships sources only.
-        for pyc in (root / "planc" / "syntax" / "__pycache__").glob("_lalr_standalone.*"):
+        for pyc in (root / "planc" / "syntax" / "__pycache__").glob("_lalr_*"):
             pyc.unlink()
         # lark's licence (MIT) and the generated code's (MPL-2.0, named in its header).
         lark = distribution("lark")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from planc import limits
 from planc.check.declarations import Declarations
@@ -24,7 +23,7 @@ from planc.check.rules import Rules
 from planc.check.settings import Settings
 from planc.diagnostics import Diagnostic, PlanError, Span, warning
 from planc.ir import PlanIR
-from planc.syntax.files import read_plan_text
+from planc.syntax.files import path_stem, read_plan_text
 from planc.syntax.includes import Collected, Statements, collect
 
 
@@ -162,7 +161,7 @@ class _Checker(Declarations, Rules, Settings):
         self._once(statements.plan, "`plan` name")
         if statements.plan:
             return statements.plan[0].name.text
-        stem = Path(self.file).stem
+        stem = path_stem(self.file)
         return stem if self.file not in ("<string>", "") else "plan"
 
 

@@ -12,7 +12,6 @@ from planc.diagnostics import Label, warning
 from planc.ir import Alternative, Dim, Layout, Mesh, Rename, Rule, layout_text
 from planc.matching import check_pattern, nesting_too_deep
 from planc.matching.backtracking import exponential
-from planc.matching.templates import TemplateProblem, compile_template, pattern_groups
 from planc.syntax import ast
 
 # The words `on` takes after a layout.
@@ -132,6 +131,9 @@ class Rules(CheckerBase):
         return transpose is not None
 
     def _template(self, template: ast.StrLit, pat: ast.StrLit) -> None:
+        # Imported here: only a plan with `rename` rules has templates to read.
+        from planc.matching.templates import TemplateProblem, compile_template, pattern_groups
+
         try:
             regex = pattern_groups(pat.value)
         except (re.error, RecursionError, OverflowError) as exc:  # check_pattern passed it

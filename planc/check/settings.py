@@ -7,7 +7,6 @@ from planc.check.base import CheckerBase
 from planc.check.conditions import evaluate_check, sizes_env
 from planc.check.expression import encode, names_in
 from planc.ir import Budget, Check, Cluster, Mesh, Setting
-from planc.multihost.environments import DETECT_METHODS
 from planc.syntax import ast
 
 _CLUSTER_KEYS = ("coordinator", "processes", "process_id", "detect")
@@ -145,6 +144,9 @@ class Settings(CheckerBase):
 
     def _cluster_detect(self, kw: ast.KwArg) -> str | None:
         """`detect = "NAME"`: one of the environments planc and JAX know, else P130."""
+        # Imported here: a plan without a `cluster` section needs none of multihost.
+        from planc.multihost.environments import DETECT_METHODS
+
         if isinstance(kw.value, ast.StrLit) and kw.value.value in DETECT_METHODS:
             return kw.value.value
         given = kw.value.value if isinstance(kw.value, ast.StrLit) else None

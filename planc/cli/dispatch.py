@@ -11,7 +11,6 @@ import argparse
 import importlib
 import os
 import sys
-import threading
 
 from planc._version import __version__
 from planc.cli import QuickFormatting
@@ -380,11 +379,15 @@ def _refuse_dashed_operands(parser: argparse.ArgumentParser, words: list[str], a
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line `argv` (default: this process's arguments), run its command,
     and return the exit code; `planc.cli.main`, the process's entry point, calls it."""
-    import signal
+    # `_signal`, the built-in half of `signal`: importing `signal` builds its enums (~1 ms
+    # of every start-up), needed only to name a stop signal.
+    import _signal
 
-    if threading.current_thread() is threading.main_thread():
+    try:
         # From here on Ctrl-C is KeyboardInterrupt, caught below (see `planc.cli`).
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    except ValueError:  # not the main thread, whose signals are not this call's to set
+        pass
     words = sys.argv[1:] if argv is None else argv
     try:
         parser = build_parser(words[0] if words and words[0] in COMMANDS else None,
@@ -405,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PLAN
     except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal (`planc.stopping`)
         code = getattr(exc, "exit_code", 130)
+        import signal
+
         print("planc: interrupted" if code == 130 else
               f"planc: stopped by {signal.Signals(code - 128).name}", file=sys.stderr)
         return code

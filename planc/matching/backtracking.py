@@ -293,6 +293,20 @@ class _Members:
 
 def _tester(atom, flags: int):
     """A test for whether one character is read by `atom` (a parsed pattern item)."""
+    op, av = atom
+    # The atoms of most patterns, without a regex compiled for each (a lint checks every
+    # pattern of a plan): what `re` reads them as, case-sensitive.
+    if not flags & re.IGNORECASE:
+        if op is sre.LITERAL:
+            return chr(av).__eq__
+        if op is sre.NOT_LITERAL:
+            return chr(av).__ne__
+        if op is sre.ANY:
+            return _any_character if flags & re.DOTALL else "\n".__ne__
     from planc.matching.python_re import compile_item
 
     return compile_item(atom, flags).fullmatch
+
+
+def _any_character(c: str) -> bool:
+    return True

@@ -20,7 +20,6 @@ shows how little is read.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -449,6 +448,8 @@ def _npy_header(f, where: str) -> tuple[Any, Any, bool, int]:
     if hlen > _MAX_NPY_HEADER:
         raise SourceError(f"{where}: .npy header of {hlen} bytes is too large")
     text = _read_exact(f, hlen, where).decode("utf-8" if major == 3 else "latin-1")
+    import ast  # for .npy headers alone: not imported by every start-up
+
     try:
         header = ast.literal_eval(text)
     except (ValueError, SyntaxError):

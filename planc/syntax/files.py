@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 from planc import limits
 from planc.diagnostics import PlanError, Span, error
@@ -24,7 +23,7 @@ def read_plan_text(path: str | os.PathLike, *, as_written: bool = False) -> str:
     Only a regular file is read: a FIFO or a device (`/dev/zero`, a symlink to
     `/proc/self/fd/0`) would block or never end. Opening does not block on a FIFO.
     """
-    fd = os.open(Path(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fd = os.open(_as_path_reads_it(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     with open(fd, "rb") as f:
         mode = os.fstat(f.fileno()).st_mode
         if stat.S_ISDIR(mode):
@@ -38,6 +37,31 @@ def read_plan_text(path: str | os.PathLike, *, as_written: bool = False) -> str:
                                Span.start_of(name), label="file starts here"),), {name: ""})
     text = decode_plan_bytes(data, name)
     return text if as_written else one_line_ending(text)
+
+
+def _as_path_reads_it(path: str | os.PathLike) -> str | os.PathLike:
+    """`path` as `pathlib.Path(path)` names it (no `//`, `.` parts or trailing `/`): the
+    file opened is the one it always was. Without importing pathlib (with urllib.parse
+    and ipaddress, ~4 ms of a start-up) where `path` is a str it would leave as it is."""
+    if (path.__class__ is str and os.sep == "/" and path not in ("", "/") and "//" not in path
+            and not path.endswith(("/", "/.")) and "/./" not in path
+            and not path.startswith("./")):
+        return path
+    from pathlib import Path
+
+    return Path(path)
+
+
+def path_stem(path: str) -> str:
+    """`pathlib.Path(path).stem` (a plan's name when it has no `plan` statement), without
+    importing pathlib where `path` is a str as pathlib writes it."""
+    if path != "." and _as_path_reads_it(path) is path:
+        name = path.rpartition("/")[2]
+        dot = name.rfind(".")
+        return name[:dot] if 0 < dot < len(name) - 1 else name
+    from pathlib import Path
+
+    return Path(path).stem
 
 
 def decode_plan_bytes(data: bytes, name: str) -> str:

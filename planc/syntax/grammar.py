@@ -1,18 +1,25 @@
-"""The grammar of plan text, and its LALR parsers, from the one engine this process uses.
+"""The grammar of plan text, and its LALR parsers, from the engines this process uses.
 
 The grammar is `grammar/planc.lark`, shipped in the wheel as the `planc.grammar` package.
-Its parsers come from `planc.syntax._lalr_standalone` when that module was generated
-from this very text (lark's standalone tool, run by `make venv`: see
-`planc.syntax.generate_parser`), else from lark itself, which caches the LALR tables it
-derives on disk (`cache=True`). Both are lark's one lexer and LALR parser over this
-grammar's tables, so they give the same trees, tokens and errors
-(tests/syntax/test_parser_engines.py); the generated module exists because importing lark (its
-grammar compiler, `regex`, interegular) and loading its tables took about a third of a
-`planc lint`.
+Two modules are generated from it (by `make venv`, and into a wheel by its build: see
+`planc.syntax.generate_parser`), each stamped with the very grammar text it was made
+from and used only while that is this grammar's text:
 
-This module is the one place that decides. `Token`, `Transformer` and the exceptions
-a parse raises are the chosen engine's classes, so what a parser returns or raises is an
-instance of what the rest of `planc.syntax` tests for.
+- `planc.syntax._lalr_tables`, lark's lexer and LALR tables as plain data. A text that
+  parses is parsed by `planc.syntax.lalr` from them (ENGINE "tables"), with no `import`
+  of lark's runtime at all.
+- `planc.syntax._lalr_standalone`, lark's standalone parser (its runtime with the same
+  tables). Where it is absent or stale lark itself is used, which caches the LALR tables
+  it derives on disk (`cache=True`).
+
+Lark's side (`lark_engine()`: "standalone" or "lark") parses a text that does not parse,
+so that its exception says why, and builds the trees and tokens the tools ask for. Its
+classes (`Lark`, `Token`, `Transformer` and the exceptions a parse raises) are this
+module's attributes, loaded the first time one is asked for. Both are lark's one lexer
+and LALR parser over this grammar's tables, so they give the same trees, tokens and
+errors (tests/syntax/test_parser_engines.py). Importing lark (its grammar compiler,
+`regex`, interegular) and loading its tables took about a third of a `planc lint`, and
+the standalone runtime alone most of what was left.
 """
 
 from __future__ import annotations
@@ -63,36 +70,83 @@ def generated_engine(text: str):
     return module if getattr(module, "PLANC_GRAMMAR", None) == text else None
 
 
-_GENERATED = generated_engine(_TEXT)
-if _GENERATED is not None:
-    ENGINE = "standalone"
-    Lark = _GENERATED.Lark
-    Token = _GENERATED.Token
-    Transformer = _GENERATED.Transformer
-    UnexpectedInput = _GENERATED.UnexpectedInput
-    UnexpectedCharacters = _GENERATED.UnexpectedCharacters
-    UnexpectedToken = _GENERATED.UnexpectedToken
-else:
-    ENGINE = "lark"
-    from lark import Lark, Token, Transformer
-    from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+TABLES_MODULE = "planc.syntax._lalr_tables"
+
+
+def generated_tables(text: str):
+    """The generated tables module if it was generated from `text`, else None (stamped
+    as the generated parser is)."""
+    try:
+        module = import_module(TABLES_MODULE)
+    except Exception:  # absent, or damaged: lark's tables serve
+        return None
+    return module if getattr(module, "PLANC_GRAMMAR", None) == text else None
+
+
+_TABLES = generated_tables(_TEXT)
+_LARK_NAMES = ("Lark", "Token", "Transformer", "UnexpectedInput", "UnexpectedCharacters",
+               "UnexpectedToken")
+_LARK_ENGINE: str | None = None
+_GENERATED = None
+
+
+def _load_lark() -> str:
+    """Chooses lark's side (the generated standalone parser, else lark) once, and makes
+    its classes this module's."""
+    global _LARK_ENGINE, _GENERATED
+    if _LARK_ENGINE is None:
+        _GENERATED = generated_engine(_TEXT)
+        if _GENERATED is not None:
+            found = {name: getattr(_GENERATED, name) for name in _LARK_NAMES}
+            engine = "standalone"
+        else:
+            import lark
+            import lark.exceptions
+
+            found = {name: getattr(lark, name, None) or getattr(lark.exceptions, name)
+                     for name in _LARK_NAMES}
+            engine = "lark"
+        globals().update(found)
+        _LARK_ENGINE = engine
+    return _LARK_ENGINE
+
+
+def lark_engine() -> str:
+    """Which of lark's parsers this process uses: "standalone" or "lark" (loading it)."""
+    return _load_lark()
+
+
+def tables():
+    """The generated tables module, current with the grammar, or None."""
+    return _TABLES
+
+
+def __getattr__(name: str):
+    if name in _LARK_NAMES:
+        _load_lark()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# The engine that parses a text that parses: "tables", or lark's side itself.
+ENGINE = "tables" if _TABLES is not None else _load_lark()
 
 __all__ = ["ENGINE", "Lark", "OPTIONS", "Token", "Transformer", "UnexpectedCharacters",
-           "UnexpectedInput", "UnexpectedToken", "grammar_text", "new_parser",
-           "positioned_parser"]
+           "UnexpectedInput", "UnexpectedToken", "grammar_text", "lark_engine", "new_parser",
+           "positioned_parser", "tables"]
 
 
-def new_parser(**options) -> Lark:
+def new_parser(**options):
     """A fresh LALR parser of the grammar. `options` are those lark takes when it loads
     a parser it built before: `transformer`, `propagate_positions`, `lexer_callbacks`...
     """
-    if _GENERATED is not None:
+    if _load_lark() == "standalone":
         return _GENERATED.Lark_StandAlone(**options)
-    return Lark(_TEXT, cache=True, **OPTIONS, **options)
+    return globals()["Lark"](_TEXT, cache=True, **OPTIONS, **options)
 
 
 @functools.lru_cache(maxsize=1)
-def positioned_parser() -> Lark:
+def positioned_parser():
     """The process's parser that builds lark's own parse tree, with positions on its nodes.
 
     The AST is built without it (`planc.syntax.parser`); it answers what the parser

@@ -8,8 +8,8 @@ a diagnostic, and the statements of the other files are still collected.
 
 from __future__ import annotations
 
+import errno
 import os
-from pathlib import Path
 
 from planc import limits
 from planc.diagnostics import Diagnostic, PlanError, error
@@ -102,11 +102,27 @@ def collect_parsed(module: ast.Module, text: str, *,
 
 
 def _key(file: str) -> str:
-    """The name that identifies `file` however it is reached (for cycles and confinement)."""
+    """The name that identifies `file` however it is reached (for cycles and confinement):
+    `str(pathlib.Path(file).resolve())`, else (a symlink loop) its absolute path."""
+    if os.sep != "/" or file.__class__ is not str:
+        from pathlib import Path
+
+        try:
+            return str(Path(file).resolve())
+        except (OSError, RuntimeError):  # a symlink loop: RuntimeError before Python 3.13
+            return os.path.normpath(os.path.abspath(file))
+    # What `Path.resolve` does on POSIX, without importing pathlib for every plan read:
+    # `realpath`, then a `stat` that only a symlink loop makes it refuse.
     try:
-        return str(Path(file).resolve())
-    except (OSError, RuntimeError):  # a symlink loop: RuntimeError before Python 3.13
+        resolved = os.path.realpath(file)
+    except OSError:
         return os.path.normpath(os.path.abspath(file))
+    try:
+        os.stat(resolved)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return os.path.normpath(os.path.abspath(file))
+    return resolved
 
 
 class _Includer:
@@ -148,6 +164,8 @@ class _Includer:
 
     def _include(self, stmt: ast.IncludeStmt, from_file: str, statements: Statements,
                  chain: tuple, depth: int):
+        from pathlib import Path  # includes alone: a plain plan's start-up goes without it
+
         chain = chain or (_key(self.file),)
         base = Path(from_file).parent if from_file not in ("<string>", "") else Path.cwd()
         if "\0" in stmt.path.value:  # no file system takes it; os calls raise ValueError

@@ -15,6 +15,11 @@ no state accepts, `parse` returns None, and the caller parses with lark, whose e
 says what is wrong. `Engine.of` returns None for a parser whose lexing it cannot
 reproduce (a postlexer, lexer callbacks of the user's, regex flags, terminals past one
 regex's group limit).
+
+The same tables can also be read once, at build time, into plain data (`tables_of`):
+`planc.syntax.generate_parser` writes them as a module, and `Engine.of_tables` runs them
+with a transformer's callbacks shaped as lark's parse-tree builder would shape them, so
+that a text that parses needs no `import` of lark's runtime at all.
 """
 
 from __future__ import annotations
@@ -44,15 +49,134 @@ class Tok(tuple):
         return f"Tok({self.type!r}, {self.value!r})"
 
 
-class Engine:
-    """One `Lark` parser's tables, ready for `parse`; built by `Engine.of`."""
+class _Refused(Exception):
+    """A rule reached lark's default callback (a tree of lark's class): lark must parse."""
 
-    def __init__(self, regex, ignore: frozenset, keywords: dict, table: list | dict,
+
+# The shape of `tables_of`'s data; `Engine.of_tables` runs no other.
+TABLES_FORMAT = 2
+
+
+def tables_of(lark) -> dict | None:
+    """`lark`'s lexer and LALR tables as plain data (str, int, tuple, dict and None only),
+    for `Engine.of_tables`; None for a parser `Engine.of` would refuse too.
+
+    `lark` is built without a transformer: the rules' callbacks are recorded as what lark's
+    parse-tree builder wraps around a transformer's method (the method's name; whether a
+    single child stands for the rule, a `?rule`; which children it keeps, which it splices
+    in, and where it adds a None for an absent `[...]`), not as the callbacks themselves.
+    """
+    from lark.parse_tree_builder import (ChildFilterLALR, ChildFilterLALR_NoPlaceholders,
+                                         ExpandSingleChild)
+    from lark.parsers.lalr_analysis import IntParseTable
+
+    if lark.options.postlex is not None or len(lark.options.start) != 1:
+        return None
+    lexer = lark.parser.lexer
+    scanner = lexer.scanner
+    if (len(scanner._mres) != 1 or lexer.g_regex_flags or lexer.user_callbacks
+            or lexer.re is not re):
+        return None
+    keywords = {}
+    for kind, callback in lexer.callback.items():
+        words = {}
+        for t in callback.scanner.terminals:
+            if t.pattern.type != "str" or t.pattern.flags:
+                return None
+            words[str(t.pattern.value)] = str(t.name)
+        keywords[str(kind)] = words
+    rules, index = [], {}
+    for rule, chain in lark._parse_tree_builder.rule_builders:
+        expand1, include = False, None
+        for wrapper in chain:  # innermost first, as lark applies them
+            func = getattr(wrapper, "func", None)
+            if wrapper is ExpandSingleChild and include is None:
+                expand1 = True
+            elif func is ChildFilterLALR:
+                to_include, append_none = wrapper.args
+                include = (tuple((i, bool(e), n) for i, e, n in to_include), append_none)
+            elif func is ChildFilterLALR_NoPlaceholders:
+                include = (tuple((i, bool(e), 0) for i, e in wrapper.args[0]), 0)
+            else:
+                return None  # positions, ambiguity, another order: not planc's parsers
+        name = rule.alias or rule.options.template_source or rule.origin.name
+        index[rule] = len(rules)
+        rules.append((str(name), str(rule.origin.name), len(rule.expansion), expand1, include))
+    table = IntParseTable.from_ParseTable(lark.parser.parser.parser.parse_table)
+    gotos, rows = _gotos_and_rows(table.states)
+    for row in rows:
+        for symbol, arg in row.items():
+            if arg.__class__ is not int:
+                row[symbol] = ~index[arg]
+    rows = [{str(symbol): arg for symbol, arg in row.items()} for row in rows]
+    gotos = {str(symbol): by_state for symbol, by_state in gotos.items()}
+    start = lark.options.start[0]
+    return {
+        "format": TABLES_FORMAT,
+        "pattern": str(scanner._mres[0].pattern),
+        "ignore": tuple(sorted(map(str, lexer.ignore_types))),
+        "keywords": keywords,
+        "terminals": tuple(str(t.name) for t in lark.terminals),
+        "rules": tuple(rules),
+        "table": tuple(rows),
+        "gotos": gotos,
+        "start": table.start_states[start],
+        "end": table.end_states[start],
+    }
+
+
+def _shaped(name: str, expand1: bool, include, transformer) -> Callable:
+    """The callback lark's parse-tree builder makes of `transformer`'s method `name`, with
+    a `?rule`'s single child and the child filter `include` (see `tables_of`)."""
+    try:
+        method = getattr(transformer, name)
+        wrapped = getattr(method, "visit_wrapper", None) is not None
+    except AttributeError:
+        method, wrapped = None, True
+    if wrapped:
+        def method(children):  # lark would build its own tree, or wrap the method
+            raise _Refused
+    f = method
+    if expand1:
+        def f(children, method=method):
+            return children[0] if len(children) == 1 else method(children)
+    if include is not None:
+        to_include, append_none = include
+        inner = f
+
+        def f(children):
+            filtered = []
+            for i, expand, nones in to_include:
+                if nones:
+                    filtered += [None] * nones
+                if expand:
+                    if filtered:
+                        filtered += children[i].children
+                    else:  # lark hands the spliced list on as it is
+                        filtered = children[i].children
+                else:
+                    filtered.append(children[i])
+            if append_none:
+                filtered += [None] * append_none
+            return inner(filtered)
+    return f
+
+
+class Engine:
+    """One parser's tables, ready for `parse`; built by `Engine.of` or `Engine.of_tables`.
+
+    `table[state]` maps a terminal's (or rule's) name to the next state, a number >= 0, or
+    to `~r` (< 0) for a reduction by rule `r`: `reductions[r]` is its length, its callback
+    and its gotos (the state it goes to, by the state it uncovers).
+    """
+
+    def __init__(self, regex, ignore: frozenset, keywords: dict, table, reductions: list,
                  start: int, end: int, leaves: dict[str, Leaf]) -> None:
         self._regex = regex
         self._ignore = ignore
         self._keywords = keywords
         self._table = table
+        self._reductions = reductions
         self._start = start
         self._end = end
         self._leaves = leaves
@@ -68,6 +192,26 @@ class Engine:
             return cls._read(lark, leaves)
         except (AttributeError, KeyError, TypeError, IndexError, re.error):
             return None  # lark's internals moved: lark parses alone, as before
+
+    @classmethod
+    def of_tables(cls, tables, transformer, leaves: dict[str, Leaf]) -> Engine | None:
+        """The engine of `tables` (as `tables_of` returns them, or a module with those
+        names in upper case) with `transformer`'s callbacks, whose terminal callbacks
+        `leaves` stands for as in `of`; None where lark would call what the engine
+        would not.
+        """
+        get = tables.get if isinstance(tables, dict) else (
+            lambda key: getattr(tables, key.upper()))
+        if get("format") != TABLES_FORMAT:
+            return None
+        terminals = {t for t in get("terminals") if getattr(transformer, t, None)}
+        if terminals != set(leaves):
+            return None
+        gotos = get("gotos")
+        reductions = [(size, _shaped(name, expand1, include, transformer), gotos[origin])
+                      for name, origin, size, expand1, include in get("rules")]
+        return cls(_scanner(get("pattern")), frozenset(get("ignore")), get("keywords"),
+                   get("table"), reductions, get("start"), get("end"), dict(leaves))
 
     @classmethod
     def _read(cls, lark, leaves) -> Engine | None:
@@ -92,41 +236,38 @@ class Engine:
         if {k for k in callbacks if isinstance(k, str)} != set(leaves):
             return None
         states = parser.parse_table.states
-        # A reduction's argument is its rule; a shift's (or goto's) the next state, an int
-        # in the tables lark loads. Where a reduction goes next is the goto of its rule's
-        # symbol from the state it uncovers: `gotos[symbol][state]`.
-        gotos: dict[str, dict] = {}
-        for state, actions in states.items():
-            for symbol, (_action, arg) in actions.items():
-                if arg.__class__ is int or not hasattr(arg, "expansion"):
-                    gotos.setdefault(symbol, {})[state] = arg
-        reductions: dict[int, tuple] = {}  # by the rule's id: a rule hashes slowly
-        rows = {}
-        for state, actions in states.items():
-            row = rows[state] = {}
-            for symbol, (_action, arg) in actions.items():
-                if arg.__class__ is int or not hasattr(arg, "expansion"):
-                    row[symbol] = arg
+        if set(states) != set(range(len(states))):
+            return None  # states lark numbers as the tables it loads: 0..n-1
+        # A reduction's argument is its rule; a shift's (or goto's) the next state, an int.
+        gotos, table = _gotos_and_rows(states)
+        reductions: list[tuple] = []
+        numbers: dict[int, int] = {}  # a rule's number, by its id: a rule hashes slowly
+        for row in table:
+            for symbol, arg in row.items():
+                if arg.__class__ is int:
                     continue
-                reduction = reductions.get(id(arg))
-                if reduction is None:
-                    reduction = reductions[id(arg)] = (len(arg.expansion), callbacks[arg],
-                                                       gotos[arg.origin.name])
-                row[symbol] = reduction
-        # Rows in a list when the states are 0..n-1, as in the tables lark loads.
-        table = [rows[i] for i in range(len(rows))] if set(rows) == set(range(len(rows))) else rows
+                number = numbers.get(id(arg))
+                if number is None:
+                    number = numbers[id(arg)] = len(reductions)
+                    reductions.append((len(arg.expansion), callbacks[arg],
+                                       gotos[arg.origin.name]))
+                row[symbol] = ~number
         start = lark.options.start[0]
-        # lark's alternation, then any one character: where lark would find no terminal,
-        # the scan finds `_UNLEXABLE`, which no state takes, so it never skips text.
-        regex = re.compile(f"{scanner._mres[0].pattern}|(?P<{_UNLEXABLE}>(?s:.))")
-        return cls(regex, lexer.ignore_types, keywords, table,
-                   parser.parse_table.start_states[start],
+        return cls(_scanner(scanner._mres[0].pattern), lexer.ignore_types, keywords, table,
+                   reductions, parser.parse_table.start_states[start],
                    parser.parse_table.end_states[start], dict(leaves))
 
     def parse(self, text: str):
         """What the transformer's `start` callback returns for `text`, or None when lark
-        would raise (the caller then asks lark why)."""
+        would raise (the caller then asks lark why) or would build a tree of its own."""
+        try:
+            return self._parse(text)
+        except _Refused:
+            return None
+
+    def _parse(self, text: str):
         table, keywords, ignore, leaves = self._table, self._keywords, self._ignore, self._leaves
+        reductions = self._reductions
         state = self._start
         states = [state]
         values: list = []
@@ -140,9 +281,9 @@ class Engine:
             words = keywords.get(kind)
             if words is not None:
                 kind = words.get(value, kind)
-            act = table[state].get(kind)
-            while act.__class__ is tuple:  # reduce, as many times as the token asks
-                size, callback, goto = act
+            act = table[state].get(kind, _NONE)
+            while act < 0:  # reduce, as many times as the token asks
+                size, callback, goto = reductions[~act]
                 if size:
                     children = values[-size:]
                     del values[-size:]
@@ -153,8 +294,8 @@ class Engine:
                 state = goto[states[-1]]
                 states.append(state)
                 values.append(reduced)
-                act = table[state].get(kind)
-            if act is None:
+                act = table[state].get(kind, _NONE)
+            if act is _NONE:
                 return None  # a token this state does not take, or no token at all
             state = act
             states.append(state)
@@ -166,10 +307,10 @@ class Engine:
         # a parse reduces a dozen times a rule, and a call each would cost what the
         # rest of the step does.
         while True:
-            act = table[state].get("$END")
-            if act.__class__ is not tuple:
+            act = table[state].get("$END", _NONE)
+            if act >= 0:
                 return None  # the text stops before its last statement does
-            size, callback, goto = act
+            size, callback, goto = reductions[~act]
             if size:
                 children = values[-size:]
                 del values[-size:]
@@ -182,3 +323,30 @@ class Engine:
             values.append(reduced)
             if state == end_state:
                 return values[-1]
+
+
+# What a row holds for a symbol it does not take: a number, so the loop compares it as it
+# compares an action, and no state's.
+_NONE = 1 << 62
+
+
+def _scanner(pattern: str):
+    """lark's alternation, then any one character: where lark would find no terminal,
+    the scan finds `_UNLEXABLE`, which no state takes, so it never skips text."""
+    return re.compile(f"{pattern}|(?P<{_UNLEXABLE}>(?s:.))")
+
+
+def _gotos_and_rows(states: dict) -> tuple[dict, list]:
+    """From lark's `states` (state -> symbol -> (action, argument)): the shifts and gotos by
+    symbol (`gotos[symbol][state]`, where a reduction to `symbol` goes from the state it
+    uncovers) and each state's row of arguments, in state order."""
+    gotos: dict[str, dict] = {}
+    rows = []
+    for state in range(len(states)):
+        row = {}
+        for symbol, (_action, arg) in states[state].items():
+            row[symbol] = arg
+            if arg.__class__ is int:
+                gotos.setdefault(symbol, {})[state] = arg
+        rows.append(row)
+    return gotos, rows

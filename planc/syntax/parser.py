@@ -1,25 +1,30 @@
 """Plan text -> `planc.syntax.ast.Module`, comments included, or one located syntax error.
 
 The AST is built as the parser reduces (`_Builder`), without a parse tree. The parser
-is lark's LALR tables run by `planc.syntax.lalr` over one regex scan of the text; text
-that does not parse is parsed again by lark itself, whose exception becomes the
-diagnostic (`planc.syntax.errors`). The grammar is `planc.syntax.grammar`.
+is lark's LALR tables run by `planc.syntax.lalr` over one regex scan of the text (the
+tables generated as plain data where they are current with the grammar, else read from
+a built lark parser); text that does not parse is parsed again by lark, whose exception
+becomes the diagnostic (`planc.syntax.errors`). Lark's runtime is imported for that
+only. The grammar is `planc.syntax.grammar`.
 """
 
 from __future__ import annotations
 
+import _thread
 import re
-import threading
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 from planc.syntax import ast
 from planc import limits
 from planc.diagnostics import Diagnostic, PlanError, Span, error
-from planc.syntax.errors import syntax_diagnostic
+from planc.syntax import grammar
 from planc.syntax.files import one_line_ending
-from planc.syntax.grammar import Lark, Token, Transformer, UnexpectedInput, new_parser
 from planc.syntax.lalr import Engine
 from planc.syntax.spans import Lines, joined, line_col
+
+if TYPE_CHECKING:
+    from planc.syntax.grammar import Lark, Token
 
 MAX_INT_DIGITS = 30  # far above any real size; keeps int() away from huge literals
 _UNITS = {
@@ -27,24 +32,38 @@ _UNITS = {
     "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
 }
 
-_THREAD = threading.local()
+# `threading.local` itself (~1 ms of a start-up to import `threading` for it).
+_THREAD = _thread._local()
 
 
-def _building_parser() -> tuple[Lark, "_Builder", Engine | None]:
-    """This thread's LALR parser that builds the AST as it parses, its builder, and the
-    engine that runs the parser's tables without lark's per-token machinery.
+def _building_parser() -> tuple["_Builder", Engine | None]:
+    """This thread's builder of the AST, and the engine that runs the grammar's tables
+    with it (None where lark must parse every text).
 
     Building inside the parse skips lark's parse tree and a second walk over it. The
-    builder is bound into the parser (and so into the engine), so each thread has its
-    own, and `parse` resets the builder for every text.
+    builder is bound into the engine (and into `_lark_parser`'s parser), so each thread
+    has its own, and `parse` resets the builder for every text. The engine comes from
+    the generated tables where they are current, without importing lark's runtime.
     """
     parts = getattr(_THREAD, "parts", None)
     if parts is None:
         builder = _Builder("<string>")
-        # No positions on tree nodes: the builder computes spans itself.
-        parser = new_parser(transformer=builder)
-        parts = _THREAD.parts = (parser, builder, Engine.of(parser, builder.leaves()))
+        tables = grammar.tables()
+        engine = None if tables is None else Engine.of_tables(tables, builder, builder.leaves())
+        if engine is None:
+            engine = Engine.of(_lark_parser(builder), builder.leaves())
+        parts = _THREAD.parts = (builder, engine)
     return parts
+
+
+def _lark_parser(builder: "_Builder") -> "Lark":
+    """The lark parser that builds the AST with `builder`, made the first time it is
+    needed: no text that parses needs it where the generated tables are current."""
+    parser = getattr(builder, "lark_parser", None)
+    if parser is None:
+        # No positions on tree nodes: the builder computes spans itself.
+        parser = builder.lark_parser = grammar.new_parser(transformer=builder)
+    return parser
 
 
 def parse(text: str, file: str = "<string>") -> ast.Module:
@@ -67,16 +86,13 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
             "P125", f"brackets nested more than {limits.MAX_NESTING} deep "
             f"(limit {limits.MAX_NESTING})", Span(file, line, col, line, col + 1),
             label="too deeply nested"),), {file: text})
-    parser, builder, engine = _building_parser()
+    builder, engine = _building_parser()
     builder.begin(file, text)
     try:
         statements = engine.parse(text) if engine is not None else None
         if statements is None:
             # The engine takes only text that parses; lark says what is wrong with this.
-            builder.begin(file, text)
-            statements = parser.parse(text)
-    except UnexpectedInput as exc:
-        raise PlanError((syntax_diagnostic(exc, text, file),), {file: text}) from None
+            statements = _lark_parse(builder, file, text)
     finally:
         problems = builder.problems
         builder.begin(file, "")  # the builder outlives the parse: let go of this text
@@ -85,9 +101,23 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
     return ast.Module(_span_of_text(text, file), file, statements, _comments(text, file))
 
 
+def _lark_parse(builder: "_Builder", file: str, text: str):
+    """What lark's parser with `builder` returns for `text`, or the `PlanError` of lark's
+    syntax error, located."""
+    parser = _lark_parser(builder)
+    builder.begin(file, text)
+    try:
+        return parser.parse(text)
+    except grammar.UnexpectedInput as exc:
+        from planc.syntax.errors import syntax_diagnostic
+
+        diagnostic = syntax_diagnostic(exc, text, file)
+    raise PlanError((diagnostic,), {file: text})
+
+
 # -- tokens and reductions -> AST ----------------------------------------------------------
 
-class _Builder(Transformer):
+class _Builder:
     """Builds AST nodes bottom-up; every node's span comes from its first and last token.
 
     lark's LALR parser, or the engine that runs its tables (`planc.syntax.lalr`), calls
@@ -102,7 +132,6 @@ class _Builder(Transformer):
     """
 
     def __init__(self, file: str):
-        super().__init__()
         self.begin(file, "")
 
     def begin(self, file: str, text: str) -> None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from itertools import accumulate, count
 from operator import add
+from typing import TYPE_CHECKING
 
 from planc.diagnostics import Span
-from planc.syntax.grammar import Token
+
+if TYPE_CHECKING:  # lark's runtime is imported only where a text fails to parse
+    from planc.syntax.grammar import Token
 
 
 def token_span(file: str, t: Token) -> Span:

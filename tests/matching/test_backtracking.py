@@ -58,3 +58,21 @@ def test_compile_refuses_it_for_targets_that_match_with_python_re(plan_file, tmp
 def test_compile_to_json_keeps_it(plan_file, capsys):
     path = plan_file(MESH + 'layout {\n    "(\\w+_?)+/kernel" -> (_, model)\n}\n')
     assert main(["compile", "--target", "json", str(path)]) == 0
+
+
+def test_the_quick_character_tests_read_characters_as_re_does():
+    # Literals, negated literals and `.` are tested without a compiled regex; `re` itself
+    # (one compiled item) is the reference, over ASCII and beyond, with and without flags.
+    import re
+
+    from planc.matching.backtracking import _tester
+    from planc.matching.python_re import compile_item, sre, sre_parse
+
+    characters = [chr(c) for c in range(160)] + ["é", "K", "\u212a", "\U0001f600"]
+    for pattern in ("a", "[^a]", ".", "\n", "[^\n]", "é", "K", "k"):
+        for flags in (0, re.DOTALL, re.IGNORECASE, re.DOTALL | re.MULTILINE):
+            for atom in sre_parse.parse(pattern, flags).data:
+                quick, slow = _tester(atom, flags), compile_item(atom, flags).fullmatch
+                assert atom[0] in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN)
+                assert [bool(quick(c)) for c in characters] == \
+                    [slow(c) is not None for c in characters], (pattern, flags)

@@ -226,3 +226,53 @@ def test_a_problem_found_while_parsing_does_not_carry_into_the_next_parse():
         parse("param big = 1" + "0" * 40 + "\nmesh(")
     assert [d.code for d in syntax.value.diagnostics] == ["P001"]
     assert parse("param small = 1").statements[0].value.value == 1
+
+
+def test_a_plan_path_opens_the_file_pathlib_names():
+    # `read_plan_text` opens a str path as it is only where `pathlib.Path` would leave it
+    # unchanged, and through `Path` otherwise (`a//b`, `./a`, `a/`, ``): the same file.
+    import os
+
+    from planc.syntax.files import _as_path_reads_it
+
+    parts = ["", ".", "..", "a", "b.kd", "/", "//", "./", "/."]
+    for x in parts:
+        for y in parts:
+            for z in ("", "/", "c.kd", "./c", "/."):
+                path = x + y + z
+                opened = _as_path_reads_it(path)
+                assert os.fspath(opened) == str(Path(path)), path
+    assert isinstance(_as_path_reads_it(Path("a")), Path)
+
+
+def test_a_plans_stem_is_pathlibs():
+    from planc.syntax.files import path_stem
+
+    names = ["", ".", "..", "a", "a.kd", ".kd", "a.", "a.b.kd", "..kd", "/", "//", "./", "/."]
+    for x in names:
+        for y in names:
+            path = x + "/" + y if x and y else x + y
+            assert path_stem(path) == Path(path).stem, path
+
+
+def test_a_plans_key_is_what_pathlib_resolves_it_to(tmp_path, monkeypatch):
+    # `planc.syntax.includes._key` resolves a path as `Path.resolve` does, without pathlib:
+    # through symlinks, `..` and `.`, for files that do not exist, and around a loop.
+    import os
+
+    from planc.syntax.includes import _key
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.kd").write_text("")
+    os.symlink(tmp_path / "d", tmp_path / "link")
+    os.symlink(tmp_path / "loop1", tmp_path / "loop2")
+    os.symlink(tmp_path / "loop2", tmp_path / "loop1")
+    monkeypatch.chdir(tmp_path)
+    for path in ("", ".", "d/a.kd", "link/a.kd", "link/../d/./a.kd", "d//a.kd", "d/",
+                 "missing/x.kd", str(tmp_path / "link" / "a.kd"), "loop1", "loop1/x.kd",
+                 "/", "//x"):
+        try:
+            want = str(Path(path).resolve())
+        except (OSError, RuntimeError):
+            want = os.path.normpath(os.path.abspath(path))
+        assert _key(path) == want, path

@@ -1,7 +1,9 @@
 """The parser's engine (`planc.syntax.lalr`) builds what lark builds.
 
-The engine runs lark's own tables, scan and rule callbacks its own way; lark's parse with
-the same builder is the reference. On every text both give the same AST and the same
+The engine runs lark's own tables, scan and rule callbacks its own way, read from a built
+parser or from the plain data the generator writes (`tables_of`, callbacks shaped as
+lark's parse-tree builder shapes them); lark's parse with the same builder is the
+reference. On every text both give the same AST and the same
 builder problems, and the engine gives up (None) exactly where lark raises, so that
 lark's exception still says what is wrong. The fast nesting scan of `planc.syntax.parser`
 is held to the plain one it stands in front of, and `Lines` to `line_col`.
@@ -19,8 +21,8 @@ from planc.diagnostics import PlanError
 from planc.syntax import parser
 from planc.syntax.errors import syntax_diagnostic
 from planc.syntax.files import decode_plan_bytes, one_line_ending
-from planc.syntax.grammar import UnexpectedInput, new_parser
-from planc.syntax.lalr import Engine
+from planc.syntax.grammar import OPTIONS, UnexpectedInput, new_parser, read_grammar
+from planc.syntax.lalr import Engine, tables_of
 from planc.syntax.spans import Lines, line_col
 from syntax.test_front_end_speed_paths import EVERY_CONSTRUCT
 
@@ -44,9 +46,28 @@ def _texts(mutations: int, seed: int):
                 pass
 
 
-def _both(text: str):
+@pytest.fixture(scope="module")
+def tables():
+    """The grammar's tables as the generator writes them, from lark itself."""
+    import lark
+
+    data = tables_of(lark.Lark(read_grammar(), **OPTIONS))
+    assert data is not None
+    return data
+
+
+def _engines(tables):
+    """(name, engine) of each way to build one, all around one builder."""
+    builder, _ = parser._building_parser()
+    leaves = builder.leaves()
+    return [("read from lark", Engine.of(parser._lark_parser(builder), leaves)),
+            ("from the tables", Engine.of_tables(tables, builder, leaves))]
+
+
+def _both(text: str, engine):
     """(engine's result, its problems), (lark's result, its problems), one builder."""
-    lark, builder, engine = parser._building_parser()
+    builder, _ = parser._building_parser()
+    lark = parser._lark_parser(builder)
     text = one_line_ending(text)
     builder.begin("t.kd", text)
     mine = engine.parse(text), list(builder.problems)
@@ -59,11 +80,12 @@ def _both(text: str):
     return mine, theirs
 
 
-def test_the_engine_runs_plancs_grammar():
-    assert parser._building_parser()[2] is not None
+def test_the_engine_runs_plancs_grammar(tables):
+    assert parser._building_parser()[1] is not None
+    assert all(engine is not None for _, engine in _engines(tables))
 
 
-def test_the_engine_reads_a_parser_it_cannot_run_as_none():
+def test_the_engine_reads_a_parser_it_cannot_run_as_none(tables):
     builder = parser._Builder("t.kd")
     leaves = builder.leaves()
     assert Engine.of(new_parser(transformer=builder), leaves) is not None
@@ -71,13 +93,41 @@ def test_the_engine_reads_a_parser_it_cannot_run_as_none():
     assert Engine.of(new_parser(transformer=builder), {**leaves, "COMMA": None}) is None
     assert Engine.of(new_parser(transformer=builder, lexer_callbacks={"NAME": str}),
                      leaves) is None
+    assert Engine.of_tables(tables, builder, {**leaves, "COMMA": None}) is None
+    assert Engine.of_tables({**tables, "format": -1}, builder, leaves) is None
 
 
+def test_tables_are_plain_data(tables):
+    import ast
+
+    for key, value in tables.items():
+        assert ast.literal_eval(repr(value)) == value, key
+
+
+class _NoKwarg(parser._Builder):
+    """A builder without the `kwarg` callback: lark builds its own tree there."""
+
+    @property
+    def kwarg(self):
+        raise AttributeError("kwarg")
+
+
+def test_a_rule_lark_would_build_its_own_tree_for_is_left_to_lark(tables):
+    builder = _NoKwarg("t.kd")
+    engine = Engine.of_tables(tables, builder, builder.leaves())
+    builder.begin("t.kd", "mesh(batch = auto)")
+    assert engine.parse("mesh(batch = auto)") is not None
+    builder.begin("t.kd", "budget(hbm = 16 GiB)")
+    assert engine.parse("budget(hbm = 16 GiB)") is None
+
+
+@pytest.mark.parametrize("way", [0, 1], ids=["read from lark", "from the tables"])
 @pytest.mark.parametrize("seed", range(3))
-def test_the_engine_builds_what_lark_builds(seed):
+def test_the_engine_builds_what_lark_builds(seed, way, tables):
     parsed = refused = 0
+    engine = _engines(tables)[way][1]
     for text in _texts(40, seed):
-        (mine, my_problems), (theirs, their_problems) = _both(text)
+        (mine, my_problems), (theirs, their_problems) = _both(text, engine)
         assert mine == theirs, text
         if mine is None:
             refused += 1
