@@ -132,9 +132,9 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh, assign):
     else:
         arrays = {}
         # The copies out of the file release the GIL: a variable's shards are read by
-        # several threads at once, which is what takes a load below a plain read's time
-        # on idle cores. Only memory-mapped safetensors reads are safe to share between
-        # threads (a zip member or an HDF5 dataset has one file position).
+        # several threads at once (`_readers`). Only memory-mapped safetensors reads are
+        # safe to share between threads (a zip member or an HDF5 dataset has one file
+        # position).
         threads = _readers() if checkpoint.kind in ("safetensors", "index") else 1
         with ThreadPoolExecutor(max_workers=threads) as pool:
             for s in sources:
