@@ -22,9 +22,10 @@ by run, anonymous memory sampled by the parent (`common.peak_anon`):
   `orbax.checkpoint.experimental.v1`, the abstract tree of `jax.ShapeDtypeStruct`s with
   `sharding=` the plan's.
 
-Before its timer every child imports jax, planc and safetensors (and Orbax, for the Orbax
-format), whatever its mode; the baselines also work out the plan's shardings there (they
-need them; `plan.load` works them out inside its call). Every child then checksums what
+Before its timer every child, whatever its mode, imports jax, planc and safetensors (and
+Orbax, for the Orbax format) and works out the plan's shardings with `plan.shardings`:
+the baselines need them, and so the same imports are warm on both sides. `plan.load`
+works them out again inside its call, and imports its own checkpoint readers there. Every child then checksums what
 it built (CRC-32 of each device's shard, per variable) and the parent asserts that all
 modes and formats built the same arrays before it reports a figure. The files are read
 once before the runs, so every variant reads from the page cache.
@@ -156,7 +157,9 @@ def child(fmt: str, mode: str, path: str, shapes_from: str, check: bool) -> None
     with safe_open(shapes_from, framework="numpy") as f:  # the model's shapes, as users know
         shapes = {k: jax.ShapeDtypeStruct(tuple(f.get_slice(k).get_shape()), "float32")
                   for k in f.keys()}  # noqa: SIM118 (safe_open has no __iter__)
-    placement = plan.shardings(shapes, mesh) if mode not in ("planc", "read") else None
+    # Every mode works out the shardings here, so that planc's code for it is imported
+    # and warm for all; `plan.load` still works them out again inside its call.
+    placement = plan.shardings(shapes, mesh)
     if mode == "orbax":
         abstract = {k: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placement[k])
                     for k, s in shapes.items()}
@@ -179,8 +182,6 @@ def child(fmt: str, mode: str, path: str, shapes_from: str, check: bool) -> None
     jax.block_until_ready(out)
     dt, cpu = time.perf_counter() - t, time.process_time() - c
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if mode == "read":
-        placement = plan.shardings(shapes, mesh)
     held, sums = checksums(out, placement) if check else (0, {})
     print(f"BEFORE {before} ANON {before_anon} MAXRSS {maxrss} HELD {held} SECONDS {dt} "
           f"CPU {cpu}")
@@ -394,8 +395,10 @@ def main():
                  "per-run ratios. " + (f"The busy rows are wall times of {BUSY_RUNS} "
                  "interleaved runs beside a `while True: pass` process per core. " if full
                  else "") + "Every child imports "
-                 "jax, planc and safetensors (and Orbax for the Orbax rows) before its timer; "
-                 "the baselines compute the plan's shardings before it too.")
+                 "jax, planc and safetensors (and Orbax for the Orbax rows) and calls "
+                 "`plan.shardings` before its timer, so the same imports are warm on both "
+                 "sides; `plan.load` computes its shardings again, and imports its "
+                 "checkpoint readers, inside its timed call.")
     results.ratio("load_checkpoint_peak", worst_anon,
                   "(plan.load anonymous memory above the runtime / bytes placed, the worst "
                   "of the three formats)", a.json)

@@ -159,7 +159,7 @@ def restore(ir: PlanIR, checkpoint, sources, shardings, *, dtype=None) -> dict:
 
 # Orbax's restore holds buffers of its own beside the arrays it builds (tensorstore's
 # reads in flight): unbounded, a 1 GiB checkpoint took 1.45-1.6x the placed bytes in
-# anonymous memory. With at most 16 MiB in flight it took about 1.08x, and no more CPU
+# anonymous memory. With at most 16 MiB in flight it took 1.08-1.11x, and no more CPU
 # (bench/load_checkpoint.py).
 _READ_BYTES = 16 << 20
 
