@@ -57,7 +57,7 @@ layout {
 
 SIZES = {"tiny": (4, 256, 1024), "full": (10, 2048, 4096)}  # (layers, d_model, d_ff)
 RUNS = {"tiny": 1, "full": 5}
-BUSY_RUNS = 3
+BUSY_RUNS = 5
 INDEX_FILES = 4
 
 # format -> its modes, planc's first; "read" is the floor, not a baseline.
