@@ -176,6 +176,23 @@ def _flatten(tree):
     return out
 
 
+def _chunk_shapes(tree) -> dict[str, tuple[int, ...]]:
+    """{name: the chunk shape Orbax stored it in} for each array whose metadata records
+    one (the unit Orbax's reads are aligned to)."""
+    import jax
+
+    from planc.sources.objects import key_text
+
+    flat, _ = jax.tree_util.tree_flatten_with_path(
+        tree, is_leaf=lambda x: x is None or hasattr(x, "shape"))
+    out = {}
+    for keys, leaf in flat:
+        chunks = getattr(getattr(leaf, "storage_metadata", None), "chunk_shape", None)
+        if chunks is not None:
+            out["/".join(key_text(k) for k in keys)] = tuple(int(c) for c in chunks)
+    return out
+
+
 def _dtype_name(dtype) -> str:
     import numpy as np
 
@@ -204,6 +221,7 @@ class OrbaxCheckpoint(Checkpoint):
         self.custom_metadata = custom if isinstance(custom, dict) else {}
         self.tensors = tuple(Tensor(name, shape, dtype, self.path)
                              for name, (shape, dtype) in _flatten(self._tree))
+        self.chunk_shapes = _chunk_shapes(self._tree)
         for t in self.tensors:
             problem = array_problem(t.shape, t.dtype)
             if problem:

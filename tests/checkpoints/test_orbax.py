@@ -194,6 +194,65 @@ def test_restoring_some_tensors_reads_only_theirs(plans, saved):
     assert checkpoint.bytes_read == 8 * 4  # replicated: one copy counted, the others skipped
 
 
+def active_read_bound():
+    from orbax.checkpoint.experimental.v1._src.context.context import get_context
+
+    return get_context().memory_options.read_concurrent_bytes
+
+
+def spy_read_bound(checkpoint, seen):
+    """Record the read bound Orbax sees while the checkpoint restores (then restore)."""
+    real = checkpoint.restore
+
+    def restore(abstract):
+        seen.append(active_read_bound())
+        return real(abstract)
+
+    checkpoint.restore = restore
+
+
+def test_restore_bounds_the_bytes_orbax_reads_at_once(plans, saved):
+    _, b = plans
+    checkpoint = open_checkpoint(saved)
+    sources, _ = bind_checkpoint(b.ir, checkpoint.tensors)
+    shardings = b.shardings({s.variable.path: jax.ShapeDtypeStruct(s.variable.shape,
+                                                                   s.variable.dtype)
+                             for s in sources})
+    seen = []
+    spy_read_bound(checkpoint, seen)
+    orbax_save_restore.restore(b.ir, checkpoint, sources, shardings)
+    assert seen == [orbax_save_restore._READ_BYTES]
+
+
+def test_a_shard_read_larger_than_the_read_bound_still_restores(plans, saved, monkeypatch):
+    # Orbax refuses a read that does not fit its bound: the bound grows to the largest
+    # read, here of chunks saved under plan a and read under plan b's shardings.
+    monkeypatch.setattr(orbax_save_restore, "_READ_BYTES", 1)
+    _, b = plans
+    arrays, _ = restore_under(b, saved)
+    np.testing.assert_array_equal(np.asarray(arrays["dense/kernel"]),
+                                  np.asarray(model()["dense"]["kernel"]))
+    np.testing.assert_array_equal(np.asarray(arrays["embed"]), np.asarray(model()["embed"]))
+
+
+def test_a_callers_own_read_bound_is_kept(plans, saved):
+    import orbax.checkpoint.experimental.v1 as ocp
+
+    _, b = plans
+    checkpoint = open_checkpoint(saved)
+    sources, _ = bind_checkpoint(b.ir, checkpoint.tensors)
+    shardings = b.shardings({s.variable.path: jax.ShapeDtypeStruct(s.variable.shape,
+                                                                   s.variable.dtype)
+                             for s in sources})
+    seen = []
+    spy_read_bound(checkpoint, seen)
+    mine = ocp.Context()
+    mine.memory_options.read_concurrent_bytes = 1 << 30
+    with mine:
+        orbax_save_restore.restore(b.ir, checkpoint, sources, shardings)
+    assert seen == [1 << 30]
+
+
 # -- through plan.load -------------------------------------------------------------------
 
 def load_warnings(plan, directory, like=None):

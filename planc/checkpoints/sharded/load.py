@@ -132,9 +132,9 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh, assign):
     else:
         arrays = {}
         # The copies out of the file release the GIL: a variable's shards are read by
-        # several threads at once, which is what takes a load below a plain read's time
-        # on idle cores. Only memory-mapped safetensors reads are safe to share between
-        # threads (a zip member or an HDF5 dataset has one file position).
+        # several threads at once (`_readers`). Only memory-mapped safetensors reads are
+        # safe to share between threads (a zip member or an HDF5 dataset has one file
+        # position).
         threads = _readers() if checkpoint.kind in ("safetensors", "index") else 1
         with ThreadPoolExecutor(max_workers=threads) as pool:
             for s in sources:
@@ -228,23 +228,23 @@ _MAX_READERS = 8
 
 
 def _readers() -> int:
-    """Threads for this load: up to `_MAX_READERS`, one per core that is idle now.
+    """Threads for this load: one per core this process may run on, up to `_MAX_READERS`.
 
-    Threads only pay on idle cores. On cores busy with other work they wait for one,
-    and their concurrent page faults on the one memory map contend: with 8 threads on a
-    busy 2-core machine a load took 2.7x the CPU of one thread and more wall time too
-    (bench/load_checkpoint.py, the busy-machine rows). The count decides only how fast
-    the load is, never what it loads.
+    The count follows the cores, not how busy they are. The scheduler gives every
+    runnable thread its share of a core, so beside other work a load with one thread
+    got about one share and took longer than the `get_slice` loop, while two threads on
+    a 2-core machine with a CPU hog per core took 0.5x its wall time
+    (bench/load_checkpoint.py, the busy-machine rows). Extra threads cost little CPU:
+    beside the hogs, 1, 2 and 8 threads on 2 cores each took 0.9-1.3 s CPU for 1 GiB,
+    in interleaved fresh processes. (An earlier figure, 8 threads at 2.7x one thread's
+    CPU, was taken while seven other jobs shared the machine and did not reproduce.)
+    The count decides only how fast the load is, never what it loads.
     """
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    try:
-        busy = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        busy = 0.0
-    return max(1, min(_MAX_READERS, int(cores - busy)))
+    return max(1, min(_MAX_READERS, cores))
 
 
 def _adoptable(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
