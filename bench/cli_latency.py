@@ -109,7 +109,9 @@ def wheel_install(tmp: Path) -> Install:
     for name in ("pyproject.toml", "README.md", "setup.py"):
         shutil.copy(ROOT / name, source / name)
     dist, venv = tmp / "dist", tmp / "venv"
-    quiet = {"check": True, "capture_output": True}
+    # No PYTHONPATH: a checkout on it would shadow the wheel (and pip's view of the venv).
+    env = {k: v for k, v in ENV.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    quiet = {"check": True, "capture_output": True, "env": env}
     subprocess.run([PYTHON, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(dist), str(source)], **quiet)
     (wheel,) = dist.glob("planc-*.whl")
@@ -124,10 +126,9 @@ def wheel_install(tmp: Path) -> Install:
     # files (the editable install's finder) are not run.
     Path(purelib, "planc_bench_dependencies.pth").write_text(
         sysconfig.get_paths()["purelib"] + "\n")
-    env = {k: v for k, v in ENV.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     install = Install("a plain `pip install` of a wheel", python, env, tmp)
     where = install.run([python, "-c", "import planc; print(planc.__file__)"], text=True,
-                        **quiet).stdout.strip()
+                        check=True, capture_output=True).stdout.strip()
     if not where.startswith(purelib):
         raise RuntimeError(f"the wheel venv imports planc from {where}, not from the wheel")
     return install
