@@ -330,11 +330,14 @@ def _run(args, process_entry: bool) -> int:
     and while the interpreter exits, were ~15-20 ms of its ~125 ms. Reference counting
     still frees all that is not in a cycle; any cycle waits for the process's end.
     Called from a program (argv given), or for a long command, the collector runs as
-    usual.
+    usual (`planc.cli.main` paused it while the command line's modules loaded).
     """
-    if not (process_entry and args.command in _ONE_SHOT):
-        return _command(args.command)(args)
     import gc
+
+    if not (process_entry and args.command in _ONE_SHOT):
+        if process_entry:
+            gc.enable()
+        return _command(args.command)(args)
 
     from planc.collector import collector_paused
 
