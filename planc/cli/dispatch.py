@@ -8,7 +8,6 @@ went away before planc finished writing. Nothing prints a Python traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 
@@ -314,7 +313,9 @@ _MODULES = {"import": "import_plan"}  # `import` is a Python keyword
 
 
 def _command(name: str):
-    return importlib.import_module(f"planc.cli.{_MODULES.get(name, name)}").run
+    module = f"planc.cli.{_MODULES.get(name, name)}"
+    __import__(module)  # not `importlib.import_module`: the `importlib` package is ~0.4 ms
+    return sys.modules[module].run
 
 
 # Commands that read their inputs, report and end within a second or so.
