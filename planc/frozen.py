@@ -37,12 +37,16 @@ So a constructor here is a plain function, as one written out by hand would be:
 `__setattr__`, so that each field is one plain store. Made as a twin, the instance then
 becomes one of its class, whose `__setattr__` refuses any assignment from then on.
 
-Compiling such a function costs ~50-150 us, and `planc lint` builds some 30 kinds of
-record. So the code is compiled once per process for each number of fields, with
-placeholder names (`_0`, `_1`, ...), and each class takes a copy of it renamed to its
-own fields (`CodeType.replace`), with its twin, defaults and hook in the function's
-globals: a lint compiles about ten, ~1.5-2 ms of its start-up. A class gets its
-constructor on its first construction, so importing a module of records makes none.
+Compiling such a function costs ~150-450 us, and `planc lint` builds some 30 kinds of
+record. So the code is written once for each number of fields, with placeholder names
+(`_0`, `_1`, ...), and each class takes a copy of it renamed to its own fields
+(`CodeType.replace`), with its twin, defaults and hook in the function's globals. The
+templates for up to `WRITTEN` fields are functions of `planc._frozen_templates`, a module
+written from `template_source` (`python -m planc.frozen` writes it again), which Python
+caches as bytecode like any module: a lint compiles none of the ten it needs, which
+took ~2-4 ms of its start-up. A record of more fields has its template compiled once per
+process. A class gets its constructor on its first construction, so importing a module
+of records makes none.
 
 The base gives a record what a frozen dataclass had: equality and hashing over its
 compared fields, within its class; `repr`; pickling and copying; weak references; and
@@ -112,22 +116,53 @@ def _constructor(cls: _RecordClass) -> FunctionType:
 
 # Constructor templates by number of fields, in this process.
 _TEMPLATES: dict[int, CodeType] = {}
+# The numbers of fields `planc._frozen_templates` has a template for: 0 to WRITTEN.
+WRITTEN = 16
+
+
+def template_source(arity: int, name: str = "__new__") -> str:
+    """The source of the constructor `name` for `arity` fields named `_0`, `_1`, ...:
+    the function `_template` compiles, and `planc._frozen_templates` holds."""
+    params = ["cls", *(f"_{i}" for i in range(arity))]
+    head, lines = f"def {name}(", []
+    for p in params:  # the parameters wrapped as a person would, under 90 columns
+        if len(head) + len(p) > 86:
+            lines.append(head.rstrip())
+            head = " " * 8
+        head += f"{p}, "
+    lines.append(head[:-2] + "):")
+    body = ["self = _new(_open)", *(f"self.{p} = {p}" for p in params[1:]),
+            "if _post_init is not None:", "    _post_init(self)",
+            "self.__class__ = cls", "return self"]
+    return "".join(f"{line}\n" for line in lines) + "".join(f"    {line}\n" for line in body)
+
+
+def templates_module() -> str:
+    """The text of `planc._frozen_templates`."""
+    head = ('"""Constructor templates of `planc.frozen`, one for each number of fields up to '
+            f'{WRITTEN}.\n\nWritten by `python -m planc.frozen` from '
+            '`planc.frozen.template_source`; do not edit.\n"""\n\n'
+            "# Each constructor's own, in the globals `planc.frozen` gives its copy.\n"
+            "_new = _open = _post_init = None\n")
+    return head + "".join(f"\n\n{template_source(n, f'new_{n}')}" for n in range(WRITTEN + 1))
 
 
 def _template(arity: int) -> CodeType:
     """The constructor's code for `arity` fields named `_0`, `_1`, ... in order."""
     code = _TEMPLATES.get(arity)
     if code is None:
-        params = [f"_{i}" for i in range(arity)]
-        body = ["self = _new(_open)", *(f"self.{p} = {p}" for p in params),
-                "if _post_init is not None:", "    _post_init(self)",
-                "self.__class__ = cls", "return self"]
-        source = f"def __new__({', '.join(['cls', *params])}):\n" + "".join(
-            f"    {line}\n" for line in body)
-        namespace: dict = {}
-        exec(compile(source, f"<planc.frozen: a constructor of {arity} fields>", "exec",
-                     dont_inherit=True), namespace)
-        code = _TEMPLATES[arity] = namespace["__new__"].__code__
+        where = f"<planc.frozen: a constructor of {arity} fields>"
+        if arity <= WRITTEN:
+            from planc import _frozen_templates
+
+            code = getattr(_frozen_templates, f"new_{arity}").__code__.replace(
+                co_name="__new__", co_qualname="__new__", co_filename=where)
+        else:
+            namespace: dict = {}
+            exec(compile(template_source(arity), where, "exec", dont_inherit=True),
+                 namespace)
+            code = namespace["__new__"].__code__
+        _TEMPLATES[arity] = code
     return code
 
 
@@ -226,3 +261,11 @@ class Frozen(metaclass=_RecordClass):
 
     def __reduce__(self):
         return self.__class__, self._values(self)
+
+
+if __name__ == "__main__":  # `python -m planc.frozen`: write `planc._frozen_templates`
+    import os
+
+    with open(os.path.join(os.path.dirname(__file__), "_frozen_templates.py"), "w",
+              encoding="utf-8", newline="\n") as f:
+        f.write(templates_module())

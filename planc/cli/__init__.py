@@ -2,7 +2,7 @@
 per command.
 
 `main` is where the `planc` process starts (the console script, and `python -m planc`
-through `planc/__main__.py`). The two tricks that make the command start quickly and
+through `planc/__main__.py`). The tricks that make the command start quickly and
 quietly live here, in the entry point, because they are the process's business and not a
 library's: `import planc` installs no signal handler and changes nothing of argparse.
 
@@ -20,11 +20,17 @@ library's: `import planc` installs no signal handler and changes nothing of argp
    parser, hands those formatters a fixed width instead: help and usage are still
    formatted at the terminal's.
 
-Both are for the process alone: `main(argv)` called with its words, from a program or a
-test, sets no handler.
+3. The cyclic collector is paused while the command line's modules load: they build
+   thousands of objects that live to the end and hold no garbage, and the collector's
+   passes over them were ~2-4% of a `planc lint`. `planc.cli.dispatch` keeps it paused
+   for a one-shot command, and turns it back on for any other before the command runs.
+
+All three are for the process alone: `main(argv)` called with its words, from a program
+or a test, sets no handler and leaves the collector as it is.
 """
 
 import _signal
+import gc
 import os
 
 
@@ -54,11 +60,12 @@ def _interrupted_at_start(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line `argv` (default: this process's arguments); its exit code."""
-    if argv is None:  # the process's own command line: trick 1 above
+    if argv is None:  # the process's own command line: tricks 1 and 3 above
         try:
             _signal.signal(_signal.SIGINT, _interrupted_at_start)
         except ValueError:  # not the main thread, whose signals are not this call's to set
             pass
+        gc.disable()
     from planc.cli.dispatch import main as dispatch
 
     return dispatch(argv)

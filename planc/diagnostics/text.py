@@ -116,6 +116,8 @@ def has_hidden(text: str, allowed: str = "") -> bool:
         text = text.replace(ch, "")
     if not text.isprintable():
         return True
+    if text.isascii():  # every `_BLANK` character is past ASCII; and no regex compiled
+        return False
     if _BLANK_RE is None:
         import re
 

@@ -42,6 +42,7 @@ callable, and Keras models are read by duck typing.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from planc.collector import collector_paused
@@ -53,11 +54,21 @@ from planc.sources.headers import (
 from planc.sources.manifest import (
     MANIFEST_VERSION, manifest_text, read_manifest, variables_from_manifest, write_manifest,
 )
-from planc.sources.preset import is_preset, model_of_preset
-from planc.sources.objects import (
-    is_module_attr, model_of_module_attr, model_of_object, variables_of_module_attr,
-    variables_of_object,
-)
+
+# Read only for the sources that need them: a file's lint imports neither (~1.5 ms).
+_LAZY = {"is_preset": "preset", "model_of_preset": "preset",
+         **dict.fromkeys(("is_module_attr", "model_of_module_attr", "model_of_object",
+                          "variables_of_module_attr", "variables_of_object"), "objects")}
+
+
+def __getattr__(name: str):
+    # This package's names from `preset` and `objects`, as when they were imported here.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __import__(f"planc.sources.{module}")
+    value = globals()[name] = getattr(sys.modules[f"planc.sources.{module}"], name)
+    return value
 
 __all__ = [
     "SourceError", "Model", "load_model", "load_variables", "normalize_dtype",
@@ -82,6 +93,8 @@ def load_model(source: Any, *, weights_names: bool = False) -> Model:
         with collector_paused():  # a Variable and its shape per leaf, none in a cycle
             if isinstance(source, (str, os.PathLike)):
                 return _load_named(source, weights_names)
+            from planc.sources.objects import model_of_object
+
             return model_of_object(source, weights_names=weights_names)
     except SourceError:
         raise
@@ -100,10 +113,16 @@ def _name(source: Any) -> str:
 
 def _load_named(source: str | os.PathLike, weights_names: bool) -> Model:
     path = os.fspath(source)
-    if isinstance(source, str) and not os.path.exists(path) and is_module_attr(path):
-        return model_of_module_attr(path, weights_names=weights_names)
-    if is_preset(path):
-        return model_of_preset(path, weights_names=weights_names)
+    if isinstance(source, str) and not os.path.exists(path):
+        from planc.sources.objects import is_module_attr, model_of_module_attr
+
+        if is_module_attr(path):
+            return model_of_module_attr(path, weights_names=weights_names)
+    if os.path.isdir(path):  # a preset is a directory: a file's lint needs no reader of one
+        from planc.sources.preset import is_preset, model_of_preset
+
+        if is_preset(path):
+            return model_of_preset(path, weights_names=weights_names)
     return Model(_load_path(source, path))
 
 

@@ -79,14 +79,27 @@ def _read(path: str) -> str | None:
         return None
 
 
+def may_name_planc(text: str) -> bool:
+    """Whether the TOML `text` can hold a key `planc` at all: spelt out (bare, quoted, in
+    `[tool.planc]`, `[tool . "planc"]` or a dotted `planc.devices` under `[tool]`), or
+    in a quoted key with an escape (`"\\u0070lanc"`). A text that cannot is not parsed,
+    which spares a start-up `tomllib` and what it imports (~5 ms)."""
+    return "planc" in text or "\\u" in text or "\\U" in text
+
+
 def _has_table(path: str) -> bool:
+    """Whether `path` has a `tool.planc` key, or is TOML that cannot be read yet may."""
     text = _read(path)
-    return text is not None and "tool.planc" in text
+    if text is None or not may_name_planc(text):
+        return False
+    return _table(path) is not None
 
 
+@lru_cache(maxsize=64)
 def _table(path: str):
-    """The `[tool.planc]` table of `path`, or a P321 diagnostic saying why not."""
-    import tomllib  # only a pyproject.toml that names `tool.planc` is parsed
+    """The `[tool.planc]` table of `path`, None where it has no `tool.planc` key, or a
+    P321 diagnostic saying why it cannot be read."""
+    import tomllib  # only a pyproject.toml that may name `planc` is parsed
 
     text = _read(path)
     try:
@@ -97,7 +110,10 @@ def _table(path: str):
         return error("P321", f"pyproject.toml is not valid TOML: {exc}",
                      Span(path, line, col, line, col + 1), label="here",
                      help="fix the TOML; `[tool.planc]` is read from it")
-    table = doc.get("tool", {}).get("planc", {})
+    tool = doc.get("tool")
+    if not isinstance(tool, dict) or "planc" not in tool:
+        return None
+    table = tool["planc"]
     if not isinstance(table, dict):
         return _bad(path, text, "planc", "`tool.planc` must be a table")
     return table

@@ -25,7 +25,10 @@ that a text that parses needs no `import` of lark's runtime at all.
 from __future__ import annotations
 
 import re
+import sys
 from operator import itemgetter
+
+import _sre
 from typing import Any, Callable
 
 # What `parse` hands a leaf for one token: its text, start and end offsets.
@@ -54,7 +57,7 @@ class _Refused(Exception):
 
 
 # The shape of `tables_of`'s data; `Engine.of_tables` runs no other.
-TABLES_FORMAT = 2
+TABLES_FORMAT = 3
 
 
 def tables_of(lark) -> dict | None:
@@ -122,6 +125,7 @@ def tables_of(lark) -> dict | None:
         "gotos": gotos,
         "start": table.start_states[start],
         "end": table.end_states[start],
+        "scanner": scanner_code(str(scanner._mres[0].pattern)),
     }
 
 
@@ -210,8 +214,11 @@ class Engine:
         gotos = get("gotos")
         reductions = [(size, _shaped(name, expand1, include, transformer), gotos[origin])
                       for name, origin, size, expand1, include in get("rules")]
-        return cls(_scanner(get("pattern")), frozenset(get("ignore")), get("keywords"),
-                   get("table"), reductions, get("start"), get("end"), dict(leaves))
+        code = tables.get("scanner") if isinstance(tables, dict) else getattr(
+            tables, "SCANNER", None)
+        return cls(_scanner(get("pattern"), code), frozenset(get("ignore")),
+                   get("keywords"), get("table"), reductions, get("start"), get("end"),
+                   dict(leaves))
 
     @classmethod
     def _read(cls, lark, leaves) -> Engine | None:
@@ -330,10 +337,44 @@ class Engine:
 _NONE = 1 << 62
 
 
-def _scanner(pattern: str):
+def _scanner(pattern: str, code: tuple | None = None):
     """lark's alternation, then any one character: where lark would find no terminal,
-    the scan finds `_UNLEXABLE`, which no state takes, so it never skips text."""
-    return re.compile(f"{pattern}|(?P<{_UNLEXABLE}>(?s:.))")
+    the scan finds `_UNLEXABLE`, which no state takes, so it never skips text.
+
+    With `code` (`scanner_code` of `pattern`, from the generated tables) made by this
+    very Python, the regex is built from it as `re.compile` would build it from its own
+    compilation, without compiling it again: `re` compiles in Python, ~1.5 ms of every
+    start-up for this alternation. Anything else is compiled by `re`.
+    """
+    full = f"{pattern}|(?P<{_UNLEXABLE}>(?s:.))"
+    if code is not None and tuple(code[:3]) == _SRE_STAMP:
+        flags, program, groups, groupindex, indexgroup = code[3:]
+        try:
+            return _sre.compile(full, flags, list(program), groups, dict(groupindex),
+                                tuple(indexgroup))
+        except (TypeError, ValueError, RuntimeError):  # not what this `_sre` runs
+            pass
+    return re.compile(full)
+
+
+# What a compiled regex program is read by: this Python's version and its regex engine's.
+_SRE_STAMP = ((sys.version_info[0], sys.version_info[1]), _sre.MAGIC, _sre.CODESIZE)
+
+
+def scanner_code(pattern: str) -> tuple:
+    """What `re.compile` makes of `_scanner(pattern)`'s regex, as plain data for
+    `_scanner`: this Python's stamp, then the arguments `re` hands `_sre.compile` but the
+    pattern's text (its flags, program, group count and group names)."""
+    from re import _compiler, _parser
+
+    parsed = _parser.parse(f"{pattern}|(?P<{_UNLEXABLE}>(?s:.))", 0)
+    program = _compiler._code(parsed, 0)
+    groupindex = dict(parsed.state.groupdict)
+    indexgroup = [None] * parsed.state.groups
+    for name, i in groupindex.items():
+        indexgroup[i] = name
+    return (*_SRE_STAMP, int(parsed.state.flags), tuple(map(int, program)),  # opcodes
+            parsed.state.groups - 1, groupindex, tuple(indexgroup))  # as plain ints
 
 
 def _gotos_and_rows(states: dict) -> tuple[dict, list]:

@@ -11,7 +11,7 @@ import pickle
 import pytest
 
 import planc
-from planc.frozen import Frozen
+from planc.frozen import Frozen, _RecordClass
 from planc.diagnostics import Span
 from planc.ir import Dim, Mesh, MeshAxis, PlanIR, Rule
 from planc.syntax import ast
@@ -190,3 +190,37 @@ def test_each_class_builds_records_of_its_own_whichever_is_built_first():
     assert type(_Sub(1)) is _Sub and _Sub(1).b == 2
     assert type(_Base(1)) is _Base and _Base._fields == ("a",)
     assert _Sub(1) != _Base(1) and _Sub(1, 3) == _Sub(a=1, b=3)
+
+
+def test_written_templates_module_is_what_template_source_writes():
+    from pathlib import Path
+
+    import planc._frozen_templates
+    from planc.frozen import templates_module
+
+    assert Path(planc._frozen_templates.__file__).read_text(encoding="utf-8") == \
+        templates_module()
+
+
+@pytest.mark.parametrize("arity", [0, 1, 2, 5, 16])
+def test_written_template_is_the_code_the_template_source_compiles_to(arity):
+    import planc._frozen_templates
+    from planc.frozen import template_source
+
+    written = getattr(planc._frozen_templates, f"new_{arity}").__code__
+    namespace: dict = {}
+    exec(compile(template_source(arity), "<test>", "exec", dont_inherit=True), namespace)
+    compiled = namespace["__new__"].__code__
+    for attr in ("co_code", "co_consts", "co_names", "co_varnames", "co_argcount",
+                 "co_flags", "co_stacksize"):
+        assert getattr(written, attr) == getattr(compiled, attr), attr
+
+
+def test_records_past_the_written_templates_are_built_by_a_compiled_one():
+    from planc.frozen import WRITTEN
+
+    fields = [f"f{i}" for i in range(WRITTEN + 2)]
+    Wide = _RecordClass("Wide", (Frozen,), {"__annotations__": dict.fromkeys(fields, "int")})
+    record = Wide(*range(len(fields)))
+    assert record._values(record) == tuple(range(len(fields)))
+    assert Wide(*range(len(fields))) == record

@@ -709,3 +709,27 @@ def test_failed_manifest_write_keeps_the_old_manifest(tmp_path):
     with pytest.raises(SourceError, match="two variables have the path `w`"):
         write_manifest([V("w", (1,)), V("w", (2,))], path)
     assert path.read_bytes() == before
+
+
+def test_reading_a_manifest_imports_neither_the_preset_nor_the_object_reader(tmp_path):
+    import subprocess
+    import sys
+
+    m = tmp_path / "m.json"
+    m.write_text('{"planc_manifest": 1, "variables": '
+                 '[{"path": "a", "shape": [2], "dtype": "float32"}]}')
+    code = ("import sys; from planc.sources import load_variables; "
+            f"print(len(load_variables({str(m)!r}))); "
+            "print(sorted(n for n in ('planc.sources.preset', 'planc.sources.objects') "
+            "if n in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split("\n")[:2] == ["1", "[]"]
+
+
+def test_the_lazily_read_names_are_still_the_packages():
+    import planc.sources
+    from planc.sources import objects, preset
+
+    assert planc.sources.variables_of_object is objects.variables_of_object
+    assert planc.sources.is_preset is preset.is_preset

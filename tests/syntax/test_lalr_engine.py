@@ -198,3 +198,30 @@ def test_lines_count_as_lark_does():
             span = lines.span(start, end)
             assert (span.line, span.column) == line_col(text, start)
             assert (span.end_line, span.end_column) == line_col(text, end)
+
+
+def test_the_scanner_built_from_its_stored_program_is_the_one_re_compiles():
+    import re
+
+    from planc.syntax import _lalr_tables
+    from planc.syntax.lalr import _UNLEXABLE, _scanner, scanner_code
+
+    compiled = re.compile(f"{_lalr_tables.PATTERN}|(?P<{_UNLEXABLE}>(?s:.))")
+    assert _lalr_tables.SCANNER == scanner_code(_lalr_tables.PATTERN)
+    stored = _scanner(_lalr_tables.PATTERN, _lalr_tables.SCANNER)
+    assert stored is not compiled  # built from the program, not found in re's cache
+    assert stored == compiled  # the same text, flags and program
+    assert (stored.groupindex, stored.groups) == (compiled.groupindex, compiled.groups)
+
+
+def test_a_scanner_program_stamped_by_another_python_is_compiled_again():
+    import re
+
+    from planc.syntax import _lalr_tables
+    from planc.syntax.lalr import _UNLEXABLE, _scanner
+
+    code = _lalr_tables.SCANNER
+    for stale in (((2, 7), *code[1:]), (code[0], code[1] - 1, *code[2:]),
+                  (*code[:4], (999, 999), *code[5:])):
+        assert _scanner(_lalr_tables.PATTERN, stale) == re.compile(
+            f"{_lalr_tables.PATTERN}|(?P<{_UNLEXABLE}>(?s:.))")
