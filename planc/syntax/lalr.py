@@ -73,21 +73,10 @@ def tables_of(lark) -> dict | None:
                                          ExpandSingleChild)
     from lark.parsers.lalr_analysis import IntParseTable
 
-    if lark.options.postlex is not None or len(lark.options.start) != 1:
+    lexing = _lexing(lark)
+    if lexing is None:
         return None
-    lexer = lark.parser.lexer
-    scanner = lexer.scanner
-    if (len(scanner._mres) != 1 or lexer.g_regex_flags or lexer.user_callbacks
-            or lexer.re is not re):
-        return None
-    keywords = {}
-    for kind, callback in lexer.callback.items():
-        words = {}
-        for t in callback.scanner.terminals:
-            if t.pattern.type != "str" or t.pattern.flags:
-                return None
-            words[str(t.pattern.value)] = str(t.name)
-        keywords[str(kind)] = words
+    lexer, scanner, keywords = lexing
     rules, index = [], {}
     for rule, chain in lark._parse_tree_builder.rule_builders:
         expand1, include = False, None
@@ -127,6 +116,30 @@ def tables_of(lark) -> dict | None:
         "end": table.end_states[start],
         "scanner": scanner_code(str(scanner._mres[0].pattern)),
     }
+
+
+def _lexing(lark):
+    """(lexer, scanner, keywords) of `lark`'s basic lexer: what `Engine` reads of it, the
+    keywords by the terminal a name is matched as; None for lexing `Engine` cannot
+    reproduce (a postlexer, several start symbols, regex flags or callbacks of the
+    user's, the `regex` module, terminals past one regex's group limit)."""
+    if lark.options.postlex is not None or len(lark.options.start) != 1:
+        return None
+    lexer = lark.parser.lexer
+    scanner = lexer.scanner  # built on first use: builds `lexer.callback` too
+    if (len(scanner._mres) != 1 or lexer.g_regex_flags or lexer.user_callbacks
+            or lexer.re is not re):
+        return None
+    keywords = {}
+    for kind, callback in lexer.callback.items():
+        # Only lark's "unless" callbacks: a name that spells a keyword is that keyword.
+        words = {}
+        for t in callback.scanner.terminals:
+            if t.pattern.type != "str" or t.pattern.flags:
+                return None
+            words[str(t.pattern.value)] = str(t.name)
+        keywords[str(kind)] = words
+    return lexer, scanner, keywords
 
 
 def _shaped(name: str, expand1: bool, include, transformer) -> Callable:
@@ -222,22 +235,10 @@ class Engine:
 
     @classmethod
     def _read(cls, lark, leaves) -> Engine | None:
-        if lark.options.postlex is not None or len(lark.options.start) != 1:
+        lexing = _lexing(lark)
+        if lexing is None:
             return None
-        lexer = lark.parser.lexer
-        scanner = lexer.scanner  # built on first use: builds `lexer.callback` too
-        if (len(scanner._mres) != 1 or lexer.g_regex_flags or lexer.user_callbacks
-                or lexer.re is not re):
-            return None
-        keywords = {}
-        for kind, callback in lexer.callback.items():
-            # Only lark's "unless" callbacks: a name that spells a keyword is that keyword.
-            words = {}
-            for t in callback.scanner.terminals:
-                if t.pattern.type != "str" or t.pattern.flags:
-                    return None
-                words[t.pattern.value] = t.name
-            keywords[kind] = words
+        lexer, scanner, keywords = lexing
         parser = lark.parser.parser.parser
         callbacks = parser.callbacks
         if {k for k in callbacks if isinstance(k, str)} != set(leaves):
