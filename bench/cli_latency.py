@@ -24,18 +24,16 @@ parser, or lark when neither was generated) and which of lark, its standalone ru
 
 from __future__ import annotations
 
-import resource
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ENV, PYTHON, ROOT, Results, Timing, args, status  # noqa: E402
+from common import ENV, PYTHON, ROOT, Results, Timing, args, child_time, status  # noqa: E402
 
 TARGET = 2.0  # planc lint at most 2x a bare interpreter's start-up, CPU
 IMPORT_TARGET_S = 0.040
@@ -136,15 +134,7 @@ def wheel_install(tmp: Path) -> Install:
 
 def cpu_time(install: Install, cmd: list[str]) -> Timing:
     """CPU (user + system of the child) and wall seconds of one run of `cmd` in `install`."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    proc = install.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode not in (0, 1):  # 1: a lint that found problems still ran
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: "
-                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu, wall = child_time(cmd, install.cwd, install.env)
     return Timing([cpu], [wall])
 
 

@@ -74,26 +74,28 @@ def median_time(fn, runs: int = 5, warmup: int = 1) -> Timing:
     return Timing(cpu, wall)
 
 
-def command_time(cmd: list[str], runs: int = 5, warmup: int = 1, cwd=ROOT) -> Timing:
-    """Median wall and CPU (user + system) seconds of ``cmd`` run as a subprocess."""
+def child_time(cmd: list[str], cwd=ROOT, env=None) -> tuple[float, float]:
+    """(CPU seconds, user + system of the child, and wall seconds) of one run of `cmd`.
+    Exit 1 counts as a run (a lint that found problems still ran); any other fails."""
     import resource
 
-    def once():
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
-        dt = time.perf_counter() - t
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if proc.returncode not in (0, 1):  # 1: a lint that found problems still ran
-            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: "
-                               f"{proc.stderr.decode(errors='replace')[-2000:]}")
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        return cpu, dt
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=ENV if env is None else env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    dt = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: "
+                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), dt
 
+
+def command_time(cmd: list[str], runs: int = 5, warmup: int = 1, cwd=ROOT) -> Timing:
+    """Median wall and CPU (user + system) seconds of ``cmd`` run as a subprocess."""
     for _ in range(warmup):
-        once()
-    done = [once() for _ in range(runs)]
+        child_time(cmd, cwd)
+    done = [child_time(cmd, cwd) for _ in range(runs)]
     return Timing([c for c, _ in done], [w for _, w in done])
 
 

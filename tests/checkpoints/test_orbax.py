@@ -67,13 +67,20 @@ def saved(plans, tmp_path):
     return directory
 
 
-def restore_under(plan, directory):
+def bound(plan, directory):
+    """(checkpoint, sources, shardings) of the checkpoint in `directory`, opened and bound
+    under `plan`."""
     checkpoint = open_checkpoint(directory)
     sources, problems = bind_checkpoint(plan.ir, checkpoint.tensors)
     assert not problems
-    abstract = {s.variable.path: jax.ShapeDtypeStruct(s.variable.shape, s.variable.dtype)
-                for s in sources}
-    shardings = plan.shardings(abstract)
+    shardings = plan.shardings({s.variable.path: jax.ShapeDtypeStruct(s.variable.shape,
+                                                                      s.variable.dtype)
+                                for s in sources})
+    return checkpoint, sources, shardings
+
+
+def restore_under(plan, directory):
+    checkpoint, sources, shardings = bound(plan, directory)
     return orbax_save_restore.restore(plan.ir, checkpoint, sources, shardings), shardings
 
 
@@ -213,11 +220,7 @@ def spy_read_bound(checkpoint, seen):
 
 def test_restore_bounds_the_bytes_orbax_reads_at_once(plans, saved):
     _, b = plans
-    checkpoint = open_checkpoint(saved)
-    sources, _ = bind_checkpoint(b.ir, checkpoint.tensors)
-    shardings = b.shardings({s.variable.path: jax.ShapeDtypeStruct(s.variable.shape,
-                                                                   s.variable.dtype)
-                             for s in sources})
+    checkpoint, sources, shardings = bound(b, saved)
     seen = []
     spy_read_bound(checkpoint, seen)
     orbax_save_restore.restore(b.ir, checkpoint, sources, shardings)
@@ -239,11 +242,7 @@ def test_a_callers_own_read_bound_is_kept(plans, saved):
     import orbax.checkpoint.experimental.v1 as ocp
 
     _, b = plans
-    checkpoint = open_checkpoint(saved)
-    sources, _ = bind_checkpoint(b.ir, checkpoint.tensors)
-    shardings = b.shardings({s.variable.path: jax.ShapeDtypeStruct(s.variable.shape,
-                                                                   s.variable.dtype)
-                             for s in sources})
+    checkpoint, sources, shardings = bound(b, saved)
     seen = []
     spy_read_bound(checkpoint, seen)
     mine = ocp.Context()
