@@ -6,10 +6,12 @@ a later signal only asks to hurry, so cleanup itself is never cut short. Inside
 `held()` (a call that must not be cut in the middle, such as a library writing files
 from threads of its own) a signal is only recorded, and raised when the block ends.
 
-Python drops an exception raised inside a garbage-collection callback or a `__del__`
-with an "Exception ignored" traceback on stderr; `Stopped` is dropped silently there,
-stays recorded, and `check()` (called between steps) raises it, so a signal is never
-lost.
+Python drops an exception raised inside a garbage-collection callback, a `__del__` or a
+generator being closed, with an "Exception ignored" traceback on stderr; `Stopped` is
+dropped silently there, stays recorded, and `check()` (called between steps) raises it,
+so a signal is never lost. Before a `StopSignals` is installed, the command line's own
+Ctrl-C handler (`interrupt`) records the signal the same way, and `install` takes it
+over: a Ctrl-C swallowed while `planc launch` was still loading stops the launch.
 
     >>> import os, signal
     >>> with StopSignals((signal.SIGTERM,)) as stop:
@@ -22,12 +24,52 @@ lost.
 
 from __future__ import annotations
 
-import signal
+# `_signal`, the built-in half of `signal`, and `threading` imported when a handler is
+# installed: the command line imports this module on every start (`interrupt`), and
+# `signal`'s enums cost ~2 ms to build.
+import _signal
 import sys
-import threading
 from contextlib import contextmanager
 
-__all__ = ["Stopped", "StopSignals"]
+__all__ = ["Stopped", "StopSignals", "interrupt", "interrupted"]
+
+# The SIGINT that `interrupt` saw, until `forget` (see `interrupt`).
+_arrived: int | None = None
+
+
+def interrupt(signum, frame):
+    """A SIGINT handler: Python's own (KeyboardInterrupt where the main thread is), that
+    also records the signal, because Python drops an exception raised in a `__del__` or
+    in a generator being closed, and the Ctrl-C with it. `interrupted()` and
+    `StopSignals.install` find it there. `planc.cli.dispatch.main` installs it."""
+    global _arrived
+    _arrived = signum
+    raise KeyboardInterrupt
+
+
+def interrupted() -> int | None:
+    """The signal `interrupt` recorded since the last `forget()`, or None."""
+    return _arrived
+
+
+def forget() -> None:
+    """Clear `interrupt`'s record (a new command begins, or the KeyboardInterrupt was
+    caught where it was raised)."""
+    global _arrived
+    _arrived = None
+
+
+def _drop_interrupts(unraisable, previous) -> None:
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        return  # recorded (`interrupted()`, `StopSignals.signum`): raised again later
+    previous(unraisable)
+
+
+def quiet_interrupts() -> None:
+    """Drop, instead of printing as "Exception ignored", a KeyboardInterrupt Python
+    cannot raise (in a `__del__`, a closing generator): `interrupt` recorded it."""
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: _drop_interrupts(unraisable, previous)
 
 
 class Stopped(KeyboardInterrupt):
@@ -52,7 +94,7 @@ class StopSignals:
     installed only from the main thread, where Python runs them.
     """
 
-    def __init__(self, signals=(signal.SIGINT, signal.SIGTERM)):
+    def __init__(self, signals=(_signal.SIGINT, _signal.SIGTERM)):
         self.signals = tuple(signals)
         self.signum: int | None = None
         self.closing = False
@@ -94,15 +136,22 @@ class StopSignals:
         self._unraisable(unraisable)
 
     def install(self) -> None:
+        """Catch `signals` from here on; a Ctrl-C `interrupt` recorded before, and
+        Python swallowed, counts as received (`check()` raises it)."""
+        import threading
+
         if threading.current_thread() is not threading.main_thread():
             return
         for sig in self.signals:
-            self.previous[sig] = signal.signal(sig, self.handle)
+            self.previous[sig] = _signal.signal(sig, self.handle)
         self._unraisable, sys.unraisablehook = sys.unraisablehook, self._drop_stopped
+        if _arrived in self.signals and self.signum is None:
+            self.signum = _arrived
+            forget()
 
     def restore(self) -> None:
         for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
+            _signal.signal(sig, handler)
         self.previous.clear()
         if self._unraisable is not None:
             sys.unraisablehook, self._unraisable = self._unraisable, None

@@ -387,22 +387,33 @@ def main(argv: list[str] | None = None) -> int:
     # of every start-up), needed only to name a stop signal.
     import _signal
 
+    from planc import stopping
+
+    stopping.forget()
     try:
-        # From here on Ctrl-C is KeyboardInterrupt, caught below (see `planc.cli`).
-        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+        # From here on Ctrl-C is KeyboardInterrupt, caught below (see `planc.cli`), and
+        # recorded, for the one Python swallows in a `__del__` or a closing generator.
+        _signal.signal(_signal.SIGINT, stopping.interrupt)
     except ValueError:  # not the main thread, whose signals are not this call's to set
         pass
+    if argv is None:
+        stopping.quiet_interrupts()
     words = sys.argv[1:] if argv is None else argv
     try:
         parser = build_parser(words[0] if words and words[0] in COMMANDS else None,
                               documented=False)
         args = parser.parse_args(words)
         _refuse_dashed_operands(parser, words, args)
+        if stopping.interrupted() is not None:  # a Ctrl-C Python swallowed
+            raise KeyboardInterrupt
     except KeyboardInterrupt:  # while the parser is built: nothing has run yet
         print("planc: interrupted", file=sys.stderr)
         return 130
     try:
-        return _run(args, process_entry=argv is None)
+        code = _run(args, process_entry=argv is None)
+        if stopping.interrupted() is not None:  # a Ctrl-C Python swallowed: still honoured
+            raise KeyboardInterrupt
+        return code
     except UsageError as exc:
         say(str(exc))
         return EXIT_USAGE

@@ -277,6 +277,7 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
 
     try:
         signals.install()
+        signals.check()  # a Ctrl-C swallowed while the command line loaded
         environ = os.environ if environ is None else environ
         _check_command(cmd, environ)
         token = f"{os.getpid()}-{secrets.token_hex(8)}"
@@ -303,6 +304,7 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
             group.procs.append(p)
             output.follow(p.stdout, i, stdout)
             output.follow(p.stderr, i, stderr)
+            signals.check()
         code = _supervise(group, say, start, timeout)
     except Stopped as stopped:
         name = signal.Signals(stopped.signum).name
@@ -331,6 +333,9 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
 def _supervise(group: _Group, say, start: float, timeout: float | None) -> int:
     """Wait for every process; on the first failure or the timeout, stop the rest."""
     while True:
+        # A signal that Python swallowed (raised in a `__del__` or a closing generator)
+        # is recorded, not lost: without this the launch would wait for ever.
+        group.signals.check()
         for i, p in enumerate(group.procs):
             rc = p.poll()
             if rc is not None and rc != 0:

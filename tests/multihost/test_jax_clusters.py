@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from multihost.workers.procs import (ROOT, WORKER, alive, clean_env, launch_cmd, pids, results,
+from multihost.workers.procs import (ROOT, WORKER, alive, clean_env, launch_cmd, results,
                                      run, wait_for_files)
 
 pytestmark = pytest.mark.multihost
@@ -116,8 +116,7 @@ def test_a_process_killed_mid_run_ends_the_launch_and_leaves_no_process(tmp_path
                    "spin", str(tmp_path)),
         cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for_files(tmp_path, 2)
-        workers = pids(tmp_path)
+        workers = wait_for_files(tmp_path, 2)
         subprocess.run(["kill", "-KILL", str(workers["1"])], check=True)
         _, err = launcher.communicate(timeout=60)
     finally:

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from multihost.test_srun import AUTO_PLAN, SLURM_WORKER, by_task, srun, task_env
-from multihost.workers.procs import BOUND, ROOT, alive, pids, wait_for_files
+from multihost.workers.procs import BOUND, ROOT, alive, wait_for_files
 from multihost.workers.slurm import SlurmCluster
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slurm]
@@ -81,8 +81,7 @@ def test_ctrl_c_to_srun_ends_every_task_in_one_line(slurm, tmp_path):
                              str(tmp_path)], env=task_env(slurm), cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for_files(tmp_path, 2)
-        tasks = pids(tmp_path)
+        tasks = wait_for_files(tmp_path, 2)
         # srun's own Ctrl-C: the first asks for status, a second within a second
         # passes SIGINT on to every task.
         step.send_signal(signal.SIGINT)

@@ -38,13 +38,14 @@ def alive(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
 
 
-def wait_for_files(directory: Path, count: int, timeout: float = BOUND) -> list[Path]:
-    """The `*.pid` files in `directory` once there are `count` of them."""
+def wait_for_files(directory: Path, count: int, timeout: float = BOUND) -> dict[str, int]:
+    """`pids(directory)` once `count` pid files are written whole (a file can be seen
+    before its writer has put the pid in it)."""
     # A bounded poll, not a timing assertion: give up after `timeout` seconds of waiting.
     for _ in range(max(1, int(timeout / 0.05))):
-        files = sorted(directory.glob("*.pid"))
-        if len(files) >= count:
-            return files
+        found = pids(directory)
+        if len(found) >= count:
+            return found
         time.sleep(0.05)
     raise AssertionError(f"only {sorted(p.name for p in directory.glob('*.pid'))} appeared")
 
