@@ -10,6 +10,8 @@ the grammar text it was made from, that text's sha256, lark's version and the ed
 below; `planc.syntax.grammar` uses it only while the stamp's text is the grammar's, and
 this tool rewrites it (atomically) only when one of them changed.
 
+Both are byte-identical from one run to the next, whatever the hash seed (`_parser`).
+
 The tables module holds what `planc.syntax.lalr.Engine` runs (`lalr.tables_of`): the
 lexer's one alternation, keywords, ignored terminals, the LALR table and the shapes of
 the rules' callbacks, as literals. Every text that parses is parsed from it, without
@@ -120,13 +122,54 @@ def stamp(text: str, lark_version: str) -> str:
             f"PLANC_GRAMMAR = {text!r}\n")
 
 
+def _parser(text: str):
+    """lark's parser of grammar `text`, its LALR states numbered canonically.
+
+    lark numbers the states in the order of a set of its item sets, which hash by
+    address, so two builds in one process number them differently. Here they are
+    numbered in the order a breadth-first walk from the start states meets them, each
+    state's actions in the order of their symbols' names: the same grammar and lark give
+    the same tables, and so the same modules, byte for byte.
+    """
+    import lark
+    from lark.parsers.lalr_analysis import IntParseTable, Shift
+
+    parser = lark.Lark(text, **OPTIONS)
+    lalr = parser.parser.parser  # lark's LALR_Parser: its table, and its driver's
+    table = lalr._parse_table
+    order = {}
+    queue = [table.start_states[name] for name in sorted(table.start_states)]
+    for state in queue:  # grows as the walk meets new states
+        if state in order:
+            continue
+        order[state] = len(order)
+        for symbol in sorted(table.states[state]):
+            action, arg = table.states[state][symbol]
+            if action is Shift and arg not in order:
+                queue.append(arg)
+    if len(order) != len(table.states):
+        raise SystemExit("planc.syntax.generate_parser: lark's LALR table has states that "
+                         "no parse reaches")
+    states = {}
+    for state in order:
+        row = table.states[state]
+        states[order[state]] = {
+            symbol: (Shift, order[row[symbol][1]]) if row[symbol][0] is Shift else row[symbol]
+            for symbol in sorted(row)}
+    canonical = IntParseTable(
+        states, {name: order[s] for name, s in sorted(table.start_states.items())},
+        {name: order[s] for name, s in sorted(table.end_states.items())})
+    lalr._parse_table = lalr.parser.parse_table = canonical
+    return parser
+
+
 def source(text: str) -> str:
     """The generated module's text for grammar `text`, by the installed lark."""
     import lark
     from lark.tools.standalone import gen_standalone
 
     parts: list[str] = []
-    gen_standalone(lark.Lark(text, **OPTIONS),
+    gen_standalone(_parser(text),
                    output=lambda *args: parts.append(" ".join(map(str, args)) + "\n"))
     code = "".join(parts)
     for name, old, new in _EDITS:
@@ -144,7 +187,7 @@ def tables_source(text: str) -> str:
 
     from planc.syntax.lalr import TABLES_FORMAT, tables_of
 
-    data = tables_of(lark.Lark(text, **OPTIONS))
+    data = tables_of(_parser(text))
     if data is None:
         raise SystemExit("planc.syntax.generate_parser: lark's parser of the grammar is not "
                          "one planc.syntax.lalr can run from tables")
