@@ -3,11 +3,13 @@
 The model is the manifest of benchmark 5 (`bench/models.py`, written by
 `validate_405b.write_manifest`), the plan `bench/llama3_405b.kd`. Both commands run as
 fresh subprocesses with their output piped (the plain-text table), alternated run by run
-so load on the shared machine hits both alike; the ratio is of median wall times.
+so load on the shared machine hits both alike; the ratio is the median of the
+per-pair ratios of CPU time (wall time moves with the load of this shared machine).
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -39,18 +41,20 @@ def main():
             lint_runs.append(command_time(lint, runs=1, warmup=0))
     ex = Timing([t.cpu for t in explain_runs], [t.wall for t in explain_runs])
     li = Timing([t.cpu for t in lint_runs], [t.wall for t in lint_runs])
-    ratio = ex.wall / li.wall
+    per_pair = sorted(e.cpu / li_.cpu for e, li_ in zip(explain_runs, lint_runs))
+    ratio = statistics.median(per_pair)
     results.row("model", f"{count:,} variables", variables=count)
     results.row("`planc explain PLAN --model <manifest> --devices 512` (piped)",
-                f"{ex.wall * 1e3:.0f} ms wall, {ex.cpu * 1e3:.0f} ms CPU",
+                f"{ex.cpu * 1e3:.0f} ms CPU, {ex.wall * 1e3:.0f} ms wall",
                 wall_s=ex.wall, cpu_s=ex.cpu, runs=runs)
     results.row("baseline: `planc lint PLAN --model <manifest> --devices 512`",
-                f"{li.wall * 1e3:.0f} ms wall, {li.cpu * 1e3:.0f} ms CPU",
+                f"{li.cpu * 1e3:.0f} ms CPU, {li.wall * 1e3:.0f} ms wall",
                 wall_s=li.wall, cpu_s=li.cpu)
-    results.row("explain / lint (wall time)", f"{ratio:.2f}x", f"<= {TARGET}x",
-                status(ratio <= TARGET), ratio=ratio)
+    results.row("explain / lint (CPU time, median of per-pair ratios)",
+                f"{ratio:.2f}x (per-pair {per_pair[0]:.2f}-{per_pair[-1]:.2f})",
+                f"<= {TARGET}x", status(ratio <= TARGET), ratio=ratio)
     at_100k(head, a.size == "tiny", results)
-    results.ratio("explain_over_lint", ratio, "(planc explain wall time / planc lint wall time)",
+    results.ratio("explain_over_lint", ratio, "(planc explain CPU time / planc lint CPU time)",
                   a.json)
 
 
@@ -61,8 +65,6 @@ def at_100k(head: list[str], tiny: bool, results) -> None:
     """`planc explain` against `planc lint` of a 100k-variable model (keras_moe names,
     bench/models.py) at 8 devices, piped: CPU time and peak RSS, each pair of runs
     interleaved, medians of the per-pair ratios."""
-    import statistics
-
     from common import PYTHON as py
     from models import manifest_text, model_for, rule_set
 

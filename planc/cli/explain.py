@@ -24,7 +24,6 @@ def run(args) -> int:
     """Run `planc explain` for parsed `args`; returns the exit code."""
     from planc.reports.explain import (document, trace_text, variable_row,
                                        variables_pieces)
-    from planc.reports.html import MAX_PAGE_VARIABLES, explain_page, too_many_variables
     from planc.resolve import trace_in_report, validate
 
     defines = parse_defines(args.defines)
@@ -44,6 +43,8 @@ def run(args) -> int:
         return exit_code(found)
     variables = load_model(args.model)
     var = _find(variables, args.var) if args.var is not None else None
+    if html:  # the page's module (and what it imports) only for a page
+        from planc.reports.html import MAX_PAGE_VARIABLES, explain_page, too_many_variables
     if html and len(variables) > MAX_PAGE_VARIABLES:
         emit_diagnostics(list(found) + [too_many_variables(len(variables), args.model)],
                          sources, args, stream=sys.stderr, to_file=False)

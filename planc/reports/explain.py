@@ -173,33 +173,48 @@ def trace_text(plan, report: Report, info: dict | None, color: bool) -> str:
 
 class _Out:
     """A rich console that renders into a buffer, so `text` can give it with trailing
-    blanks removed: rich pads table cells, and piped output should not keep it."""
+    blanks removed: rich pads table cells, and piped output should not keep it.
+
+    Piped and colourless (`plain`), the explain table, its header and summary are laid
+    out here, as rich lays them out at this width, and rich is never imported: it was
+    most of what `planc explain` spent beyond `planc lint` (bench/explain_405b.py).
+    """
 
     def __init__(self, color: bool):
-        from io import StringIO
-
-        from rich.console import Console
-
-        self.buf = StringIO()
+        self.color = color
         self.parts: list[str] = []
-        if sys.stdout.isatty():
-            width = shutil.get_terminal_size((100, 24)).columns
-            # TERM=dumb under `--color always`: rich would find no colours to use.
-            system = None if not color else \
-                "standard" if os.environ.get("TERM") == "dumb" else "auto"
-            self.console = Console(file=self.buf, force_terminal=color, no_color=not color,
-                                   color_system=system, width=width, highlight=False)
-        else:
-            # Piped: as wide as the content, whatever the environment says.
-            self.console = Console(file=self.buf, force_terminal=color, no_color=not color,
-                                   color_system="standard" if color else None,
-                                   width=100_000, highlight=False, soft_wrap=True)
-        self.width = self.console.width
-        # Piped and colourless: the table is plain text, laid out here in one pass, as
-        # rich would lay it out at this width but in time and memory linear in the rows.
         self.plain = not color and not sys.stdout.isatty()
+        # Piped: as wide as the content, whatever the environment says.
+        self.width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() \
+            else _PIPED_WIDTH
+        self._console = None
+
+    @property
+    def console(self):
+        if self._console is None:
+            from io import StringIO
+
+            from rich.console import Console
+
+            self.buf = StringIO()
+            if sys.stdout.isatty():
+                # TERM=dumb under `--color always`: rich would find no colours to use.
+                system = None if not self.color else \
+                    "standard" if os.environ.get("TERM") == "dumb" else "auto"
+                self._console = Console(file=self.buf, force_terminal=self.color,
+                                        no_color=not self.color, color_system=system,
+                                        width=self.width, highlight=False)
+            else:
+                self._console = Console(file=self.buf, force_terminal=self.color,
+                                        no_color=not self.color,
+                                        color_system="standard" if self.color else None,
+                                        width=self.width, highlight=False, soft_wrap=True)
+        return self._console
 
     def print(self, *objects, **kw) -> None:
+        if self.plain and not objects and not kw:  # a blank line
+            self.write("\n")
+            return
         self.console.print(*objects, **kw)
 
     def write(self, *texts: str) -> None:
@@ -208,6 +223,8 @@ class _Out:
         self.parts.extend(texts)
 
     def _flush(self) -> None:
+        if self._console is None:
+            return
         rendered = self.buf.getvalue()
         if rendered:
             self.parts.append(_strip_trailing(rendered))
@@ -222,6 +239,8 @@ class _Out:
         return self.parts
 
 
+_PIPED_WIDTH = 100_000
+
 _TRAILING = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$", re.M)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -232,9 +251,15 @@ def _strip_trailing(text: str) -> str:
 
 
 def _print_header(console, plan, report: Report) -> None:
+    mesh = " x ".join(f"{k}={'auto' if v is None else v}" for k, v in report.mesh.items())
+    if console.plain:
+        devices = f" = {report.devices} devices" if report.devices else ""
+        console.write(f"{visible(f'plan {report.plan_name}')}{visible(f'  ({report.file})')}\n"
+                      f"mesh {mesh}{devices}   {plan.ir.distribution}   match "
+                      f"{plan.ir.match}, overlap {plan.ir.overlap}\n\n")
+        return
     from rich.text import Text
 
-    mesh = " x ".join(f"{k}={'auto' if v is None else v}" for k, v in report.mesh.items())
     head = Text()
     head.append(visible(f"plan {report.plan_name}"), style="bold")
     head.append(visible(f"  ({report.file})"), style="dim")
@@ -531,15 +556,24 @@ def _compact_shape(shape) -> str:
 
 
 def _print_summary(console, report: Report) -> None:
+    lines = report.summary_lines()
+    labels = max((len(label) for label, _ in lines), default=0)
+    # The values quote variable paths: each wraps at a `/`, not inside a name.
+    room = console.width - labels - 2
+    if console.plain:  # rich's grid below, two blanks between the columns
+        out = []
+        for label, value in lines:
+            first, *more = broken_at_slashes(visible(value), max(room, 1)).split("\n")
+            out.append(f"{label:<{labels}}  {first}".rstrip(" \t") + "\n")
+            out.extend(f"{'':<{labels}}  {line}".rstrip(" \t") + "\n" for line in more)
+        console.write("".join(out))
+        return
     from rich.table import Table
     from rich.text import Text
 
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
-    lines = report.summary_lines()
-    # The values quote variable paths: each wraps at a `/`, not inside a name.
-    room = console.width - max((len(label) for label, _ in lines), default=0) - 2
     for label, value in lines:
         # Text, never markup: a summary quotes variable paths, and `emb[/]` is a path.
         grid.add_row(Text(label), Text(broken_at_slashes(visible(value), max(room, 1))))

@@ -105,6 +105,18 @@ def test_color_always_colours_piped_output(capsys):
     assert ANSI.sub("", out) == plain
 
 
+def test_piped_plain_output_is_laid_out_without_importing_rich():
+    # rich, for a terminal or colour only, was most of what explain cost beyond lint.
+    probe = ("import sys\nfrom planc.cli import main\n"
+             f"code = main({DEMO!r})\n"
+             "print(code, sorted(m for m in sys.modules if m.split('.')[0] == 'rich'),"
+             " file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stderr.splitlines()[-1] == "0 []", done.stderr
+    assert done.stdout.startswith("plan gemma ")
+
+
 def test_a_terminal_of_100_columns_gets_a_table_that_fits(tmp_path):
     import pty
 
