@@ -15,11 +15,13 @@ alternating the commands run by run; the figure is the median of the per-run rat
 with their spread. (`import jax` is no reference: its own time moved 2x between runs.)
 
 `import planc` is timed the same way against `python -c pass` (its CPU time is the
-difference), and one `python -X importtime` run of the lint shows where its start-up
-goes: the heaviest top-level imports, each with the modules it pulled in. One more run
-per install says which parser engine the lint used (the generated tables, the standalone
-parser, or lark when neither was generated) and which of lark, its standalone runtime,
-`regex` or interegular it loaded.
+difference), and so is `python -c "import argparse"`, as a per-run ratio like the lint's:
+the floor under any command line argparse parses, shown against the same target. One
+`python -X importtime` run of the lint shows where its start-up goes: the heaviest
+top-level imports, each with the modules it pulled in. One more run per install says
+which parser engine the lint used (the generated tables, the standalone parser, or lark
+when neither was generated) and which of lark, its standalone runtime, `regex` or
+interegular it loaded.
 """
 
 from __future__ import annotations
@@ -141,21 +143,25 @@ def cpu_time(install: Install, cmd: list[str]) -> Timing:
 def measure(install: Install, runs: int, results: Results) -> tuple[float, float]:
     """The rows of one install; (median ratio, median `import planc` CPU seconds)."""
     bare_cmd, import_cmd = [install.python, "-c", "pass"], [install.python, "-c", "import planc"]
+    argparse_cmd = [install.python, "-c", "import argparse"]
     def timed(cmd):
         return cpu_time(install, cmd)
     # Alternated run by run, so a burst of load on the shared machine hits all alike.
-    for cmd in (install.lint, bare_cmd, import_cmd):
+    for cmd in (install.lint, bare_cmd, import_cmd, argparse_cmd):
         timed(cmd)  # warm-up, discarded
-    planc_runs, bare_runs, import_runs = [], [], []
+    planc_runs, bare_runs, import_runs, argparse_runs = [], [], [], []
     for _ in range(runs):
         planc_runs.append(timed(install.lint))
         bare_runs.append(timed(bare_cmd))
         import_runs.append(timed(import_cmd))
+        argparse_runs.append(timed(argparse_cmd))
     planc_t = Timing([t.cpu for t in planc_runs], [t.wall for t in planc_runs])
     bare_t = Timing([t.cpu for t in bare_runs], [t.wall for t in bare_runs])
     import_cpu = sorted(i.cpu - b.cpu for i, b in zip(import_runs, bare_runs))[runs // 2]
     per_run = sorted(p.cpu / b.cpu for p, b in zip(planc_runs, bare_runs))
     ratio = per_run[runs // 2]
+    floor_per_run = sorted(a.cpu / b.cpu for a, b in zip(argparse_runs, bare_runs))
+    floor = floor_per_run[runs // 2]
     where = f"({install.name})"
     # The lint as typed in the checkout (outside it, the same words with absolute paths).
     shown = " ".join(["planc", *LINT])
@@ -169,6 +175,11 @@ def measure(install: Install, runs: int, results: Results) -> tuple[float, float
     results.row(f"planc lint / python -c pass {where} (CPU time, median of per-run ratios)",
                 f"{ratio:.2f}x (per-run {per_run[0]:.2f}-{per_run[-1]:.2f})", f"<= {TARGET}x",
                 status(ratio <= TARGET), ratio=ratio, per_run=per_run, install=install.name)
+    results.row(f"floor: `python -c \"import argparse\"` / python -c pass {where} (CPU time, "
+                f"median of per-run ratios; the lint's command line is parsed by argparse)",
+                f"{floor:.2f}x (per-run {floor_per_run[0]:.2f}-{floor_per_run[-1]:.2f})",
+                f"<= {TARGET}x", status(floor <= TARGET), argparse_ratio=floor,
+                argparse_per_run=floor_per_run, install=install.name)
     results.row(f"`import planc` CPU time (over `python -c pass`) {where}",
                 f"{import_cpu * 1e3:.1f} ms", f"<= {IMPORT_TARGET_S * 1e3:.0f} ms",
                 status(import_cpu <= IMPORT_TARGET_S), import_cpu_s=import_cpu,

@@ -17,11 +17,13 @@ import io
 import os
 import stat
 from contextlib import contextmanager
-from typing import Iterator, Union
 
-# `os.PathLike[str]` itself, not a string: a forward reference is compiled when made
-# (~2 ms of every start-up).
-PathLike = Union[str, os.PathLike[str]]
+# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+PathLike = str | os.PathLike[str]  # a `types.UnionType`, made without typing
 
 __all__ = ["atomic_write", "open_counted", "os_error_text", "track_reads", "ReadLog"]
 
@@ -35,7 +37,7 @@ def _default_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write(path: PathLike, data: Union[bytes, bytearray, memoryview, str]) -> None:
+def atomic_write(path: PathLike, data: bytes | bytearray | memoryview | str) -> None:
     """Replace the file at `path` with `data` (str is written as UTF-8), atomically.
 
     The data goes to a temporary file in the same directory, is flushed to disk, and
@@ -85,7 +87,7 @@ def atomic_write(path: PathLike, data: Union[bytes, bytearray, memoryview, str])
     _fsync_dir(directory)
 
 
-def _kind_of(target: str) -> Union[int, str, None]:
+def _kind_of(target: str) -> int | str | None:
     """The permission bits of a regular file to replace, None for a new file or a link
     to replace, or "stream"; raises for what must not be written at all."""
     try:

@@ -43,10 +43,11 @@ record. So the code is written once for each number of fields, with placeholder 
 (`CodeType.replace`), with its twin, defaults and hook in the function's globals. The
 templates for up to `WRITTEN` fields are functions of `planc._frozen_templates`, a module
 written from `template_source` (`python -m planc.frozen` writes it again), which Python
-caches as bytecode like any module: a lint compiles none of the ten it needs, which
-took ~2-4 ms of its start-up. A record of more fields has its template compiled once per
-process. A class gets its constructor on its first construction, so importing a module
-of records makes none.
+caches as bytecode like any module: a lint compiles none of those it needs (the largest,
+`PlanIR`, has 28 fields), which took ~2-4 ms of its start-up. A record of more fields has
+its template compiled once per process, and a process's first `compile()` also builds
+Python's AST types (~10 M instructions, a quarter of `python -c pass`). A class gets
+its constructor on its first construction, so importing a module of records makes none.
 
 The base gives a record what a frozen dataclass had: equality and hashing over its
 compared fields, within its class; `repr`; pickling and copying; weak references; and
@@ -56,9 +57,14 @@ the IR's fingerprint and the language server read.
 
 from __future__ import annotations
 
+import sys
 from operator import attrgetter
 from types import CodeType, FunctionType
-from typing import ClassVar
+
+# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 
 class FrozenError(AttributeError):
@@ -117,7 +123,7 @@ def _constructor(cls: _RecordClass) -> FunctionType:
 # Constructor templates by number of fields, in this process.
 _TEMPLATES: dict[int, CodeType] = {}
 # The numbers of fields `planc._frozen_templates` has a template for: 0 to WRITTEN.
-WRITTEN = 16
+WRITTEN = 32
 
 
 def template_source(arity: int, name: str = "__new__") -> str:
@@ -169,7 +175,10 @@ def _template(arity: int) -> CodeType:
 def _is_class_var(annotation) -> bool:
     if isinstance(annotation, str):  # as `from __future__ import annotations` keeps them
         return annotation.startswith(("ClassVar", "typing.ClassVar"))
-    return annotation is ClassVar or getattr(annotation, "__origin__", None) is ClassVar
+    # Evaluated, a ClassVar is typing's own object, so typing is loaded where there is one.
+    typing = sys.modules.get("typing")
+    return typing is not None and (annotation is typing.ClassVar or
+                                   getattr(annotation, "__origin__", None) is typing.ClassVar)
 
 
 def _getter(names: tuple[str, ...]):

@@ -7,8 +7,8 @@ keras.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from operator import attrgetter
-from typing import NamedTuple
 
 # Bytes per element of the dtypes planc meets in checkpoints and pytrees. Sub-byte types
 # count as fractions so a 4-bit checkpoint's memory figures stay honest.
@@ -41,20 +41,22 @@ def itemsize(dtype: str) -> float:
     return _ITEMSIZE.get(dtype, 4)
 
 
-class Variable(NamedTuple):
-    """One model variable as planc sees it.
+class Variable(namedtuple("Variable", ("path", "shape", "dtype"), defaults=("float32",))):
+    """One model variable as planc sees it: its `path` (str), `shape` (a tuple of ints)
+    and `dtype` (a numpy-style name, "float32" unless given).
 
     A named tuple: every source builds one per variable, a hundred thousand for a large
     model, and a tuple is built in one step where a frozen dataclass writes each field
-    through `object.__setattr__`.
+    through `object.__setattr__`. Made by `collections.namedtuple`, as planc's other named
+    tuples: `typing.NamedTuple` imports typing (~16 M instructions of a lint's start-up,
+    which needs it nowhere else) and compiles each field's annotation, and the first
+    `compile()` of a process builds Python's AST types (~10 M more).
 
     >>> Variable("dense/kernel", (784, 128), "float32").nbytes
     401408
     """
 
-    path: str
-    shape: tuple[int, ...]
-    dtype: str = "float32"
+    __slots__ = ()
 
     @property
     def rank(self) -> int:

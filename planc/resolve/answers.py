@@ -8,12 +8,11 @@ does not fit (`Misfit`), and what `Resolver.resolve_all` returns (`Resolution`).
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from collections import namedtuple
 
 from planc.diagnostics import Diagnostic
 from planc.frozen import Frozen
 from planc.ir import AxisEntry, Dim, Rule, layout_text
-from planc.variables import Variable
 
 
 class ResolvedLayout(Frozen):
@@ -90,19 +89,19 @@ def replicated(rank: int) -> ResolvedLayout:
     return ResolvedLayout((None,) * rank, (1,) * rank)
 
 
-class Assignment(NamedTuple):
-    """What one variable gets: its layout, the rule that gave it (None: no rule), and
-    which alternative of that rule's layout was taken.
+class Assignment(namedtuple("Assignment", ("variable", "layout", "rule", "alternative"),
+                            defaults=(0,))):
+    """What one `variable` (a `Variable`) gets: its `layout` (a `ResolvedLayout`), the
+    `rule` that gave it (a `Rule`, None: no rule), and which `alternative` of that rule's
+    layout was taken (an int, 0 unless given).
 
     A named tuple, not a dataclass: a resolution builds one per variable, and a tuple is
     one allocation where a frozen dataclass is an object, its dict and four checked
-    attribute writes (half of resolve_all's time, at 100k variables, went there).
+    attribute writes (half of resolve_all's time, at 100k variables, went there). Made by
+    `collections.namedtuple`, not `typing.NamedTuple` (see `planc.variables.Variable`).
     """
 
-    variable: Variable
-    layout: ResolvedLayout
-    rule: Rule | None
-    alternative: int = 0
+    __slots__ = ()
 
     @property
     def rule_where(self) -> str:
@@ -170,15 +169,14 @@ class Reason(enum.Enum):
                 f"reported as {severity}")
 
 
-class Misfit(NamedTuple):
+class Misfit(namedtuple("Misfit", ("alternative", "dim", "product", "block"),
+                        defaults=(None, 1, 1))):
     """Why alternative `alternative` of a layout does not fit a variable: its rank, when
-    `dim` is None; else dimension `dim`, which `product` devices in blocks of `block` do
-    not divide."""
+    `dim` is None (the default); else dimension `dim`, which `product` devices (default 1)
+    in blocks of `block` (default 1) do not divide. All ints. A `collections.namedtuple`,
+    not a `typing.NamedTuple` (see `planc.variables.Variable`)."""
 
-    alternative: int
-    dim: int | None = None
-    product: int = 1
-    block: int = 1
+    __slots__ = ()
 
 
 

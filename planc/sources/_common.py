@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
+from collections import namedtuple
 
 from planc.diagnostics.input_error import InputError
 from planc.variables import _ITEMSIZE, Variable, any_line_break, path_of
 
+# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from planc.sources.keras_weights import WeightsNames
+    from collections.abc import Iterable
+    from typing import Any
 
 
 class SourceError(InputError):
@@ -21,13 +24,14 @@ class SourceError(InputError):
     """
 
 
-class Model(NamedTuple):
-    """What a model source gives: its variables and, for a Keras model read with
-    `weights_names=True`, the datasets its ``save_weights`` writes them under (None for
-    every other source)."""
+class Model(namedtuple("Model", ("variables", "weights_names"), defaults=(None,))):
+    """What a model source gives: its `variables` (a tuple of `Variable`s) and, for a
+    Keras model read with `weights_names=True`, the datasets its ``save_weights`` writes
+    them under (a `planc.sources.keras_weights.WeightsNames`; None for every other
+    source). A `collections.namedtuple`, not a `typing.NamedTuple` (see
+    `planc.variables.Variable`)."""
 
-    variables: tuple[Variable, ...]
-    weights_names: WeightsNames | None = None
+    __slots__ = ()
 
 
 # safetensors dtype codes (the "dtype" field of a header entry). F8_E4M3 is the "fn"

@@ -23,8 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
-from typing import Any
 
 from planc.fileio import open_counted, os_error_text
 from planc.frozen import Frozen
@@ -32,11 +30,16 @@ from planc.variables import Variable, itemsize
 from planc.sources._common import (MAX_ARRAY_BYTES, SAFETENSORS_DTYPES, SourceError,
                                    array_problem, make_variable, one_line)
 
+# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 # A header this large is not a checkpoint header: the largest real ones (tens of
 # thousands of tensors) are a few MB. Refusing early stops a garbage length from
 # turning into a huge allocation.
 MAX_HEADER_BYTES = 100_000_000
-_CODE_LIKE = re.compile(r"[A-Za-z0-9_]{1,16}")
+_CODE_LIKE = r"[A-Za-z0-9_]{1,16}"  # compiled by re on first use: an error's message only
 _NPY_MAGIC = b"\x93NUMPY"
 _MAX_NPY_HEADER = 1 << 16
 
@@ -165,7 +168,7 @@ def read_safetensors_header(path: str | os.PathLike,
             if size < 8:
                 raise SourceError(f"{origin}: not a safetensors file: {size} bytes is too "
                                   f"short to hold the 8-byte header length")
-            (n,) = struct.unpack("<Q", f.read(8))
+            n = int.from_bytes(f.read(8), "little")  # a u64: no `struct` at start-up
             if n > MAX_HEADER_BYTES:
                 raise SourceError(f"{origin}: not a safetensors file: header length {n} "
                                   f"is over the {MAX_HEADER_BYTES // 1_000_000} MB limit")
@@ -216,7 +219,7 @@ def _safetensors_entry(name: str, entry: Any, data_bytes: int, data_start: int,
     code = entry["dtype"]
     if not isinstance(code, str) or code not in SAFETENSORS_DTYPES:
         # Only a short code-like name is quoted: a header's free text is not echoed.
-        what = (f" '{code}'" if isinstance(code, str) and _CODE_LIKE.fullmatch(code)
+        what = (f" '{code}'" if isinstance(code, str) and re.fullmatch(_CODE_LIKE, code)
                 else "")
         raise SourceError(f"{origin}: {who} has an unknown dtype{what}; safetensors "
                           f"dtypes are " + ", ".join(SAFETENSORS_DTYPES))
@@ -423,7 +426,8 @@ def _stored_data_offset(raw, info, where: str) -> int:
         raise SourceError(f"{where}: damaged zip entry (no local file header)")
     if info.flag_bits & 0x1:
         raise SourceError(f"{where}: encrypted zip members cannot be read")
-    name_len, extra_len = struct.unpack("<HH", local[26:30])
+    name_len = int.from_bytes(local[26:28], "little")  # little-endian u16s
+    extra_len = int.from_bytes(local[28:30], "little")
     return info.header_offset + 30 + name_len + extra_len
 
 
@@ -440,9 +444,9 @@ def _npy_header(f, where: str) -> tuple[Any, Any, bool, int]:
         raise SourceError(f"{where}: not a .npy array (bad magic)")
     major = magic[6]
     if major == 1:
-        (hlen,) = struct.unpack("<H", _read_exact(f, 2, where))
+        hlen = int.from_bytes(_read_exact(f, 2, where), "little")
     elif major in (2, 3):
-        (hlen,) = struct.unpack("<I", _read_exact(f, 4, where))
+        hlen = int.from_bytes(_read_exact(f, 4, where), "little")
     else:
         raise SourceError(f"{where}: unknown .npy format version {major}.{magic[7]}")
     if hlen > _MAX_NPY_HEADER:

@@ -45,7 +45,8 @@ class ProjectEntry(Frozen):
 
 
 _NONE = ProjectEntry(None, (), None, ())
-_MODULE_ATTR = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+# Compiled by re on first use: only for a model that names no file.
+_MODULE_ATTR = r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*"
 
 
 def project_for(plan: str) -> ProjectEntry:
@@ -152,7 +153,7 @@ def _entry(table: dict, pyproject: str, plan: str) -> ProjectEntry:
         devices = _devices(e.get("devices"), pyproject, text, problems) if "devices" in e \
             else default
         if model is not None and not (not os.path.exists(os.path.join(root, model))
-                                      and _MODULE_ATTR.fullmatch(model)):
+                                      and re.fullmatch(_MODULE_ATTR, model)):
             model = os.path.normpath(os.path.join(root, model))
         span = _span_of(pyproject, text, e.get("model") or globs[0])
         return ProjectEntry(model, devices, span, tuple(problems))

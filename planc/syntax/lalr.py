@@ -29,10 +29,15 @@ import sys
 from operator import itemgetter
 
 import _sre
-from typing import Any, Callable
 
-# What `parse` hands a leaf for one token: its text, start and end offsets.
-Leaf = Callable[[str, int, int], Any]
+# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    # What `parse` hands a leaf for one token: its text, start and end offsets.
+    Leaf = Callable[[str, int, int], Any]
 # The group of a character no terminal matches; lark's terminal names are upper case.
 _UNLEXABLE = "unlexable"
 

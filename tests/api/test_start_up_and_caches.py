@@ -1,11 +1,14 @@
 """What start-up loads, and the caches that keep a second check of a plan cheap: `import
-planc` loads no stage until a public name is used, the overlap check settles disjoint
-pairs with one shared set of automata without changing what it reports, and the pattern
-cache holds every pattern of the largest legal plan."""
+planc` loads no stage until a public name is used, a lint compiles no code and imports no
+typing, the overlap check settles disjoint pairs with one shared set of automata without
+changing what it reports, and the pattern cache holds every pattern of the largest legal
+plan."""
 
+import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from helpers import MP, problems
 from planc import limits
@@ -78,6 +81,45 @@ def test_building_the_command_line_parser_never_measures_the_terminal():
     assert _python("import sys; from planc.cli.dispatch import build_parser; "
                    "build_parser(documented=False); build_parser('lint', documented=False); "
                    "print('shutil' in sys.modules)") == "False"
+
+
+# `planc lint` of a plan against a manifest, in a fresh interpreter: whether it loaded
+# typing, and the text of each `compile()` call made by code, not by the import system
+# for a module with no bytecode cached (a process's first builds Python's AST types;
+# typing's NamedTuple compiles its fields' annotations, `planc.frozen` a record's
+# constructor past its written templates). Run where no pyproject.toml has a
+# `[tool.planc]` table, whose TOML reader (tomllib) loads typing itself.
+_LINT_START_UP = """import builtins, sys
+compiled = []
+def counted(source, *args, _real=builtins.compile, **kwargs):
+    if not sys._getframe(1).f_code.co_filename.startswith("<frozen importlib"):
+        compiled.append(source)
+    return _real(source, *args, **kwargs)
+builtins.compile = counted
+from planc.cli import main
+code = main(["lint", "gemma.kd", "--model", "gemma_2b.json", "--devices", "8,64"])
+print(code, "typing" in sys.modules, compiled)
+"""
+
+
+def _lint_start_up(tmp_path) -> str:
+    plans = Path(__file__).resolve().parents[2] / "plans"
+    shutil.copy(plans / "gemma.kd", tmp_path)
+    shutil.copy(plans / "models" / "gemma_2b.json", tmp_path)
+    proc = subprocess.run([sys.executable, "-c", _LINT_START_UP], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_a_lint_against_a_manifest_compiles_no_code(tmp_path):
+    code, _, compiled = _lint_start_up(tmp_path).split(" ", 2)
+    assert (code, compiled) == ("0", "[]")
+
+
+def test_a_lint_against_a_manifest_imports_no_typing(tmp_path):
+    code, typing, _ = _lint_start_up(tmp_path).split(" ", 2)
+    assert (code, typing) == ("0", "False")
 
 
 def test_an_unknown_name_is_still_an_attribute_error():
