@@ -115,3 +115,12 @@ def test_rerunning_one_benchmark_keeps_the_other_sections_as_they_were():
     assert sections["1"] == run._sections(earlier)["1"]
     assert sections["7"] == run._sections(earlier)["7"]
     assert "new 5" in sections["5"]
+
+
+def test_every_benchmark_has_a_numbered_title_and_its_own_limit_text():
+    import run
+
+    numbers = sorted(int(run.TITLES[name].split(".", 1)[0]) for name, _ in run.BENCHMARKS)
+    assert numbers == list(range(1, len(run.BENCHMARKS) + 1))
+    assert set(run.LIMITS) == {name for name, _ in run.BENCHMARKS}
+    assert len(set(run.LIMITS.values())) == len(run.LIMITS)
