@@ -203,8 +203,9 @@ def aligned_empty(shape, dtype) -> "np.ndarray":
     if nbytes >= _MAPPED_FROM:
         import mmap
 
-        mapped = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        return np.frombuffer(mapped, dtype, count=n).reshape(tuple(shape))
+        if hasattr(mmap, "MAP_PRIVATE"):  # POSIX; elsewhere numpy's memory, as below
+            mapped = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            return np.frombuffer(mapped, dtype, count=n).reshape(tuple(shape))
     raw = np.empty(nbytes + ALIGN, np.uint8)
     start = -raw.ctypes.data % ALIGN
     return raw[start:start + nbytes].view(dtype).reshape(tuple(shape))
