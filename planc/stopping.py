@@ -31,7 +31,8 @@ import _signal
 import sys
 from contextlib import contextmanager
 
-__all__ = ["Stopped", "StopSignals", "interrupt", "interrupted"]
+__all__ = ["Stopped", "StopSignals", "check_interrupted", "forget", "interrupt", "interrupted",
+           "quiet_interrupts"]
 
 # The SIGINT that `interrupt` saw, until `forget` (see `interrupt`).
 _arrived: int | None = None
@@ -59,17 +60,25 @@ def forget() -> None:
     _arrived = None
 
 
-def _drop_interrupts(unraisable, previous) -> None:
-    if isinstance(unraisable.exc_value, KeyboardInterrupt):
-        return  # recorded (`interrupted()`, `StopSignals.signum`): raised again later
-    previous(unraisable)
+def check_interrupted() -> None:
+    """Raise KeyboardInterrupt if `interrupt` recorded a Ctrl-C (one Python swallowed)."""
+    if _arrived is not None:
+        raise KeyboardInterrupt
+
+
+def _dropping(kind: type, previous):
+    """An unraisable hook that drops `kind` silently (it was recorded where it was
+    raised, and a check raises it again) and hands anything else to `previous`."""
+    def hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, kind):
+            previous(unraisable)
+    return hook
 
 
 def quiet_interrupts() -> None:
     """Drop, instead of printing as "Exception ignored", a KeyboardInterrupt Python
     cannot raise (in a `__del__`, a closing generator): `interrupt` recorded it."""
-    previous = sys.unraisablehook
-    sys.unraisablehook = lambda unraisable: _drop_interrupts(unraisable, previous)
+    sys.unraisablehook = _dropping(KeyboardInterrupt, sys.unraisablehook)
 
 
 class Stopped(KeyboardInterrupt):
@@ -130,11 +139,6 @@ class StopSignals:
         if not self._held:
             self.check()
 
-    def _drop_stopped(self, unraisable) -> None:
-        if isinstance(unraisable.exc_value, Stopped):
-            return  # recorded in `signum`: `check()` raises it
-        self._unraisable(unraisable)
-
     def install(self) -> None:
         """Catch `signals` from here on; a Ctrl-C `interrupt` recorded before, and
         Python swallowed, counts as received (`check()` raises it)."""
@@ -144,7 +148,9 @@ class StopSignals:
             return
         for sig in self.signals:
             self.previous[sig] = _signal.signal(sig, self.handle)
-        self._unraisable, sys.unraisablehook = sys.unraisablehook, self._drop_stopped
+        # A `Stopped` dropped there is recorded in `signum`: `check()` raises it.
+        self._unraisable = sys.unraisablehook
+        sys.unraisablehook = _dropping(Stopped, self._unraisable)
         if _arrived in self.signals and self.signum is None:
             self.signum = _arrived
             forget()

@@ -404,15 +404,13 @@ def main(argv: list[str] | None = None) -> int:
                               documented=False)
         args = parser.parse_args(words)
         _refuse_dashed_operands(parser, words, args)
-        if stopping.interrupted() is not None:  # a Ctrl-C Python swallowed
-            raise KeyboardInterrupt
+        stopping.check_interrupted()  # a Ctrl-C Python swallowed
     except KeyboardInterrupt:  # while the parser is built: nothing has run yet
         print("planc: interrupted", file=sys.stderr)
         return 130
     try:
         code = _run(args, process_entry=argv is None)
-        if stopping.interrupted() is not None:  # a Ctrl-C Python swallowed: still honoured
-            raise KeyboardInterrupt
+        stopping.check_interrupted()  # a Ctrl-C Python swallowed: still honoured
         return code
     except UsageError as exc:
         say(str(exc))

@@ -183,10 +183,10 @@ class _Out:
     def __init__(self, color: bool):
         self.color = color
         self.parts: list[str] = []
-        self.plain = not color and not sys.stdout.isatty()
+        self.tty = sys.stdout.isatty()
+        self.plain = not color and not self.tty
         # Piped: as wide as the content, whatever the environment says.
-        self.width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() \
-            else _PIPED_WIDTH
+        self.width = shutil.get_terminal_size((100, 24)).columns if self.tty else _PIPED_WIDTH
         self._console = None
 
     @property
@@ -197,7 +197,7 @@ class _Out:
             from rich.console import Console
 
             self.buf = StringIO()
-            if sys.stdout.isatty():
+            if self.tty:
                 # TERM=dumb under `--color always`: rich would find no colours to use.
                 system = None if not self.color else \
                     "standard" if os.environ.get("TERM") == "dumb" else "auto"
