@@ -102,10 +102,10 @@ test: venv lint-plans lint-imports $(VSCODE)/node_modules/.installed $(MPIRUN) $
 OLDEST_VENV := .venv-oldest
 OLDEST_PY   := $(OLDEST_VENV)/bin/python
 OLDEST      := jax==0.7.1 jaxlib==0.7.1 keras==3.11.0
-OLDEST_TESTS := tests/targets/test_jax_versions.py tests/check/test_axis_types.py \
-	tests/targets/test_constrain.py tests/targets/test_train_explicit.py \
-	tests/targets/test_jax_target.py tests/targets/test_compile.py \
-	tests/targets/test_train_zero1.py tests/targets/test_aot_state.py
+OLDEST_TESTS := tests/targets/jax/test_jax_versions.py tests/check/test_axis_types.py \
+	tests/targets/jax/test_constrain.py tests/targets/jax/test_train_explicit.py \
+	tests/targets/jax/test_jax_target.py tests/targets/emit/test_compile.py \
+	tests/targets/jax/test_train_zero1.py tests/targets/aot/test_aot_state.py
 
 $(OLDEST_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(OLDEST_VENV)

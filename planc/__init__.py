@@ -19,7 +19,7 @@ _LAZY = {
     "__version__": "planc._version",
     "CODES": "planc.diagnostics", "Diagnostic": "planc.diagnostics",
     "PlanError": "planc.diagnostics", "InputError": "planc.diagnostics",
-    "SourceError": "planc.sources._common", "CheckpointError": "planc.checkpoints.tensors",
+    "SourceError": "planc.sources.model", "CheckpointError": "planc.checkpoints.tensors",
     "ClusterError": "planc.multihost.spec", "Severity": "planc.diagnostics",
     "Span": "planc.diagnostics", "Plan": "planc.plan", "load_plan": "planc.plan",
     "loads": "planc.plan", "Variable": "planc.variables",
@@ -34,17 +34,11 @@ __all__ = [
 
 
 def __getattr__(name):
-    if name in _LAZY:
-        import importlib
+    from planc.lazy import import_module, lazy_face  # here: this file reads no other
 
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # later lookups skip this function
-        return value
-    if name in _KERAS_API:
-        from planc import keras_api
-
-        return getattr(keras_api, name)
-    raise AttributeError(f"module 'planc' has no attribute {name!r}")
+    if name in _KERAS_API:  # looked up in keras_api on every call
+        return getattr(import_module("planc.keras_api"), name)
+    return lazy_face(__name__, _LAZY)(name)
 
 
 def __dir__():

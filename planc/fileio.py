@@ -18,7 +18,7 @@ import os
 import stat
 from contextlib import contextmanager
 
-# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+# No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -61,7 +61,7 @@ import sys
 from operator import attrgetter
 from types import CodeType, FunctionType
 
-# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+# No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import ClassVar

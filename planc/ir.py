@@ -14,7 +14,7 @@ from __future__ import annotations
 from planc.diagnostics import Diagnostic, Span
 from planc.frozen import Frozen
 
-# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+# No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -323,6 +323,12 @@ class PlanIR(Frozen):
     @property
     def source_dict(self) -> dict[str, str]:
         return dict(self.sources)
+
+    @property
+    def anchor(self) -> Span:
+        """Where a finding about the plan as a whole points: its `mesh` statement, or its
+        file's first line when no mesh was written (`data_parallel`'s default mesh)."""
+        return self.mesh.span or Span(self.file, 1, 1, 1, 2)
 
     @property
     def mesh_axis_types(self) -> tuple[str, ...]:

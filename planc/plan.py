@@ -76,7 +76,7 @@ class Plan:
         """The plan's identity: SHA-256 (hex) of its meaning as written, `auto`
         unresolved; the same for `plan.with_devices(n)` and wherever the file lives, and
         what `planc compile` and `plan.save` write (`planc.targets.emit.compiled_json`)."""
-        from planc.targets.emit.compiled_json import fingerprint
+        from planc.fingerprint import fingerprint
 
         return fingerprint(self._ir)
 
@@ -159,7 +159,17 @@ class Plan:
         return validate(self._ir, model, devices, progress=progress)
 
     def resolve(self, model, devices: int | None = None):
-        """`{path: Layout}` for every variable of `model`; raises `PlanError` on errors."""
+        """`{path: ResolvedLayout}` for every variable of `model`, in the model's order: each
+        a `planc.resolve.ResolvedLayout` (its `axes`, one entry per dimension: None, an
+        axis name or a tuple of them; `host` for a layout `on host`). Raises `PlanError`
+        with every diagnostic when the plan has errors against `model`.
+
+        >>> import planc
+        >>> plan = planc.loads('mesh(data = 2, model = 4)  model_parallel(batch = data)'
+        ...                    '  layout { "w" -> (_, model)  default -> replicated }')
+        >>> plan.resolve([planc.Variable("w", (16, 32), "float32")])["w"].axes
+        (None, 'model')
+        """
         from planc.resolve import resolved
 
         assignments = resolved(self._ir, model, devices)
@@ -256,7 +266,7 @@ class Plan:
         training step. The plan's problems, the topology's and the step's raise one
         `PlanError` before anything is compiled where they can be found first.
         """
-        from planc.targets.aot.step import aot
+        from planc.targets.aot.jax_step import aot
 
         return aot(self._ir, step, params, opt_state, batch, topology=topology,
                    donate=donate, optimizer=optimizer, loss=loss)

@@ -142,7 +142,7 @@ def check_checkpoint(path: str) -> list[str]:
     """What is wrong with how planc opens and reads the checkpoint at `path`."""
     from planc.checkpoints.tensors import CheckpointError
     from planc.reports.lint import checkpoint_tensors
-    from planc.sources._common import array_problem
+    from planc.sources.model import array_problem
 
     try:
         tensors = checkpoint_tensors(path)

@@ -9,15 +9,12 @@ layout, verified to mean what the input meant.
 
 from planc.check.binding import bind, bind_devices
 from planc.check.checker import check, check_file, check_statements
+from planc.lazy import lazy_face
 
 
-def __getattr__(name: str):
-    # The formatter (with the printer) is `planc fmt`'s: a lint does not import it.
-    if name in ("FormatterBug", "format_text"):
-        from planc.check import formatting
-
-        return getattr(formatting, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The formatter (with the printer) is `planc fmt`'s: a lint does not import it.
+__getattr__ = lazy_face(__name__, dict.fromkeys(("FormatterBug", "format_text"),
+                                                "planc.check.formatting"))
 
 
 __all__ = ["FormatterBug", "bind", "bind_devices", "check", "check_file", "check_statements",

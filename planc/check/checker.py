@@ -14,7 +14,6 @@ them and assembles the IR.
 from __future__ import annotations
 
 import os
-import re
 
 from planc import limits
 from planc.check.declarations import Declarations
@@ -23,6 +22,7 @@ from planc.check.rules import Rules
 from planc.check.settings import Settings
 from planc.diagnostics import Diagnostic, PlanError, Span, warning
 from planc.ir import PlanIR
+from planc.sources.module_attr import is_module_attr
 from planc.syntax.files import path_stem, read_plan_text
 from planc.syntax.includes import Collected, Statements, collect
 
@@ -56,7 +56,6 @@ def check_statements(collected: Collected, overrides: dict | None = None) -> Pla
 
 # `package.module:attr`, as `planc.sources` reads a model source that imports a module;
 # compiled by `re` when first used (few plans need it), not on every import.
-_MODULE_ATTR = r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*"
 
 
 class _Checker(Declarations, Rules, Settings):
@@ -145,7 +144,7 @@ class _Checker(Declarations, Rules, Settings):
                      help='write the model source, relative to this file: '
                      '`model "models/gemma_2b.json"`')
             return None, None
-        if re.fullmatch(_MODULE_ATTR, path):
+        if is_module_attr(path):
             # Linting a plan must not run code the plan names; a project's own
             # configuration (pyproject.toml) or the command line may.
             self.err("P134", f"a plan cannot name the module `{path}` as its model",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from planc.checkpoints.tensors import (
     Checkpoint, CheckpointError, Tensor, aligned_empty, checked_index,
 )
-from planc.sources._common import array_problem, normalize_dtype, one_line
+from planc.sources.model import array_problem, normalize_dtype, one_line
 from planc.sources.headers import shown
 
 if TYPE_CHECKING:

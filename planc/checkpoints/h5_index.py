@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from planc.checkpoints.h5_file import H5Checkpoint
 from planc.checkpoints.tensors import Checkpoint, CheckpointError, from_source_error
-from planc.sources._common import SourceError
+from planc.sources.model import SourceError
 from planc.sources.headers import read_json_file, shard_inside, shown
 
 if TYPE_CHECKING:

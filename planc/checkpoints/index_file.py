@@ -16,7 +16,7 @@ from planc.checkpoints.safetensors_file import TensorMap, read_entry
 from planc.checkpoints.tensors import (
     Checkpoint, CheckpointError, Tensor, checked_index, from_source_error,
 )
-from planc.sources._common import SourceError
+from planc.sources.model import SourceError
 from planc.sources.headers import index_entries, read_json_file
 
 if TYPE_CHECKING:

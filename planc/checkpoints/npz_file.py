@@ -17,7 +17,7 @@ import zipfile
 from planc.checkpoints.tensors import (
     Checkpoint, CheckpointError, Tensor, aligned_empty, checked_index, from_source_error,
 )
-from planc.sources._common import SourceError, one_line
+from planc.sources.model import SourceError, one_line
 from planc.sources.headers import NpzMember, read_npz_members
 
 if TYPE_CHECKING:

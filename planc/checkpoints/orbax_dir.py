@@ -22,7 +22,7 @@ import os
 from contextlib import contextmanager
 
 from planc.checkpoints.tensors import Checkpoint, CheckpointError, Tensor
-from planc.sources._common import array_problem
+from planc.sources.model import array_problem
 from planc.sources.headers import shown
 
 __all__ = ["OrbaxCheckpoint", "is_orbax_dir", "saved_plan", "PLAN_KEY"]

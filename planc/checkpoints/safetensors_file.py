@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from planc.checkpoints.tensors import (
     Checkpoint, CheckpointError, Tensor, aligned_empty, checked_index, from_source_error,
 )
-from planc.sources._common import SourceError, one_line
+from planc.sources.model import SourceError, one_line
 from planc.sources.headers import SafetensorsEntry, read_safetensors_header
 
 if TYPE_CHECKING:

@@ -16,9 +16,9 @@ library's: `import planc` installs no signal handler and changes nothing of argp
    KeyboardInterrupt the same way.
 2. argparse makes a help formatter in each `add_argument` only to check the argument's
    metavar, and the default formatter measures the terminal for it, which imports
-   `shutil` (~2 ms of every start-up). `QuickFormatting`, mixed into the command line's
-   parser, hands those formatters a fixed width instead: help and usage are still
-   formatted at the terminal's.
+   `shutil` (~2 ms of every start-up). `planc.cli.quick_formatting.QuickFormatting`,
+   mixed into the command line's parser, hands those formatters a fixed width instead:
+   help and usage are still formatted at the terminal's.
 
 3. The cyclic collector is paused while the command line's modules load: they build
    thousands of objects that live to the end and hold no garbage, and the collector's
@@ -34,25 +34,6 @@ import gc
 import os
 
 
-class QuickFormatting:
-    """Mixed into an `argparse.ArgumentParser`: no terminal measured while arguments are
-    added (trick 2 above)."""
-
-    _adding = False
-
-    def add_argument(self, *args, **kwargs):
-        self._adding = True
-        try:
-            return super().add_argument(*args, **kwargs)
-        finally:
-            self._adding = False
-
-    def _get_formatter(self):
-        if self._adding:
-            return self.formatter_class(prog=self.prog, width=80)
-        return super()._get_formatter()
-
-
 def _interrupted_at_start(signum, frame):
     os.write(2, b"planc: interrupted\n")
     os._exit(128 + signum)
@@ -62,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line `argv` (default: this process's arguments); its exit code."""
     if argv is None:  # the process's own command line: tricks 1 and 3 above
         try:
-            _signal.signal(_signal.SIGINT, _interrupted_at_start)
+            if _signal.getsignal(_signal.SIGINT) is not _signal.SIG_IGN:  # ignored stays so
+                _signal.signal(_signal.SIGINT, _interrupted_at_start)
         except ValueError:  # not the main thread, whose signals are not this call's to set
             pass
         gc.disable()
@@ -71,4 +53,4 @@ def main(argv: list[str] | None = None) -> int:
     return dispatch(argv)
 
 
-__all__ = ["QuickFormatting", "main"]
+__all__ = ["main"]

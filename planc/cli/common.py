@@ -131,7 +131,7 @@ def exit_code(diags, strict: bool = False) -> int:
     return EXIT_OK
 
 
-def load_model(source: str):
+def load_variables(source: str):
     """The variables of the model source `source`; UsageError when it cannot be read."""
     return read_model(source).variables
 
@@ -147,6 +147,27 @@ def read_model(source: str, *, weights_names: bool = False):
         return load(source, weights_names=weights_names)
     except SourceError as exc:
         raise UsageError(str(exc)) from None
+
+
+def prepare_jax(topology: str) -> None:
+    """Before jax loads, for a command that compiles for `topology`: the CPU platform
+    unless one is chosen (the step is compiled, never run, and an attached accelerator is
+    left alone), and `cpu:N`'s N devices simulated."""
+    import re
+
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("KERAS_BACKEND", "jax")  # a step module may import Keras
+    m = re.fullmatch(r"\s*cpu:(\d{1,7})\s*", topology)
+    if m is None or "jax" in sys.modules:
+        return
+    want = int(m.group(1))
+    flags = os.environ.get("XLA_FLAGS", "")
+    have = re.search(r"--xla_force_host_platform_device_count=(\d+)", flags)
+    if have is None:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={want}".strip()
+    elif int(have.group(1)) < want:
+        os.environ["XLA_FLAGS"] = flags.replace(
+            have.group(0), f"--xla_force_host_platform_device_count={want}")
 
 
 def say(message: str, stream=None) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import sys
 
 from planc.cli.common import (EXIT_OK, EXIT_PLAN, UsageError, emit_diagnostics, load,
-                              load_model, parse_defines, parse_devices, write_output)
+                              load_variables, parse_defines, parse_devices, write_output)
 from planc.diagnostics import Diagnostic, PlanError, Severity, error
 from planc.ir import PlanIR
 
@@ -60,7 +60,7 @@ def run(args) -> int:
         if args.model:
             from planc.resolve import Resolver
 
-            resolution = Resolver(ir).resolve_all(load_model(args.model))
+            resolution = Resolver(ir).resolve_all(load_variables(args.model))
             found = list(resolution.diagnostics)
             diags = diags + found
             errors = sum(1 for d in found if d.is_error)

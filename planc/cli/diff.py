@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from planc.cli.common import (EXIT_USAGE, UsageError, emit_diagnostics, load, load_model,
+from planc.cli.common import (EXIT_USAGE, UsageError, emit_diagnostics, load, load_variables,
                               parse_defines, parse_devices, write_output)
 
 
@@ -104,7 +104,7 @@ def _document(path: str, args, defines: dict, devices: int | None):
                          "`model \"PATH\"` to the plan)")
     if devices is None and len(entry.devices) == 1:
         devices = entry.devices[0]
-    report = validate(plan.ir, load_model(source), devices)
+    report = validate(plan.ir, load_variables(source), devices)
     diags = list(found) + list(report.diagnostics)
     if any(d.is_error for d in diags):
         return None, (diags, {**sources, **report.sources})

@@ -12,11 +12,12 @@ import os
 import sys
 
 from planc._version import __version__
-from planc.cli import QuickFormatting
 from planc.cli.common import (
     EXIT_BROKEN_PIPE, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics, say,
 )
+from planc.cli.quick_formatting import QuickFormatting
 from planc.diagnostics import PlanError
+from planc.lazy import import_module
 
 
 _MODULE_WARNING = ("SRC may be `module:attr`, which imports and runs that module's code: "
@@ -69,16 +70,17 @@ def build_parser(only: str | None = None, documented: bool = True) -> argparse.A
     shows what `planc.cli.help_texts` adds: `documented=False` leaves it to the first
     `format_help`.
     """
+    only = ALIASES.get(only, only)
     parser = _Parser(prog="planc", description="A compiler for sharding plans.")
     parser.add_argument("-V", "--version", action="version", version=f"planc {__version__}")
     # The usage line names every command, as when all are built (a command line with
-    # words its command does not take is refused with it).
+    # words its command does not take is refused with it), and no alias.
     # `prog` given: argparse would format it with a help formatter (see
-    # `planc.cli.QuickFormatting`) from a usage line that holds no positional yet, which
+    # `planc.cli.quick_formatting.QuickFormatting`) from a usage line that holds no positional yet, which
     # reads the parser's own prog.
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
                                 prog=parser.prog,
-                                metavar=None if only is None else "{" + ",".join(COMMANDS) + "}")
+                                metavar="{" + ",".join(COMMANDS) + "}")
 
     for name, add in _PARSERS.items():
         if only in (None, name):
@@ -277,8 +279,10 @@ def _aot_parser(sub) -> None:
     _common(p, formats=("text", "json", "html"))
 
 
-def _rule_parser(sub) -> None:
-    p = sub.add_parser("rule", help="what a diagnostic code means: why, an example, the fix")
+def _code_parser(sub) -> None:
+    # `rule` is its name of the earlier rounds, kept for the fingers and scripts that type it.
+    p = sub.add_parser("code", aliases=["rule"],
+                       help="what a diagnostic code means: why, an example, the fix")
     p.add_argument("code", metavar="CODE", nargs="?")
 
 
@@ -297,9 +301,10 @@ _PARSERS = {
     "launch": _launch_parser,
     "lsp": _lsp_parser,
     "reshard": _reshard_parser,
-    "rule": _rule_parser,
+    "code": _code_parser,
 }
 COMMANDS = tuple(_PARSERS)
+ALIASES = {"rule": "code"}  # the earlier name of a command -> its name
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -309,17 +314,15 @@ COMMANDS = tuple(_PARSERS)
 # the subparsers of `build_parser`.
 
 
-_MODULES = {"import": "import_plan"}  # `import` is a Python keyword
+_MODULES = {"import": "import_plan", **ALIASES}  # `import` is a Python keyword
 
 
 def _command(name: str):
-    module = f"planc.cli.{_MODULES.get(name, name)}"
-    __import__(module)  # not `importlib.import_module`: the `importlib` package is ~0.4 ms
-    return sys.modules[module].run
+    return import_module(f"planc.cli.{_MODULES.get(name, name)}").run
 
 
 # Commands that read their inputs, report and end within a second or so.
-_ONE_SHOT = frozenset({"lint", "fmt", "explain", "diff", "rule"})
+_ONE_SHOT = frozenset({"lint", "fmt", "explain", "diff", "code", "rule"})
 
 
 def _run(args, process_entry: bool) -> int:
@@ -340,7 +343,7 @@ def _run(args, process_entry: bool) -> int:
             gc.enable()
         return _command(args.command)(args)
 
-    from planc.collector import collector_paused
+    from planc.gc_pause import collector_paused
 
     try:
         with collector_paused():
@@ -382,7 +385,22 @@ def _refuse_dashed_operands(parser: argparse.ArgumentParser, words: list[str], a
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line `argv` (default: this process's arguments), run its command,
-    and return the exit code; `planc.cli.main`, the process's entry point, calls it."""
+    and return the exit code; `planc.cli.main`, the process's entry point, calls it.
+
+    Called with its words from a program, it leaves the program's Ctrl-C as it found it:
+    a handler of planc's is installed for the call only where the program had Python's
+    own, and the previous one is back when it returns."""
+    import _signal
+
+    previous = _signal.getsignal(_signal.SIGINT)
+    try:
+        return _main(argv, previous)
+    finally:
+        if argv is not None and _signal.getsignal(_signal.SIGINT) is not previous:
+            _signal.signal(_signal.SIGINT, previous)
+
+
+def _main(argv, previous) -> int:
     # `_signal`, the built-in half of `signal`: importing `signal` builds its enums (~1 ms
     # of every start-up), needed only to name a stop signal.
     import _signal
@@ -390,17 +408,23 @@ def main(argv: list[str] | None = None) -> int:
     from planc import stopping
 
     stopping.forget()
+    # A Ctrl-C the process ignores (started with SIGINT ignored, as `nohup` and a shell's
+    # background jobs are) stays ignored, as it does for any program.
+    ours = previous is not _signal.SIG_IGN and (
+        argv is None or previous is _signal.default_int_handler)
     try:
-        # From here on Ctrl-C is KeyboardInterrupt, caught below (see `planc.cli`), and
-        # recorded, for the one Python swallows in a `__del__` or a closing generator.
-        _signal.signal(_signal.SIGINT, stopping.interrupt)
+        if ours:
+            # From here on Ctrl-C is KeyboardInterrupt, caught below (see `planc.cli`), and
+            # recorded, for the one Python swallows in a `__del__` or a closing generator.
+            _signal.signal(_signal.SIGINT, stopping.interrupt)
     except ValueError:  # not the main thread, whose signals are not this call's to set
         pass
     if argv is None:
         stopping.quiet_interrupts()
     words = sys.argv[1:] if argv is None else argv
     try:
-        parser = build_parser(words[0] if words and words[0] in COMMANDS else None,
+        parser = build_parser(words[0] if words and (words[0] in COMMANDS or words[0] in ALIASES)
+                              else None,
                               documented=False)
         args = parser.parse_args(words)
         _refuse_dashed_operands(parser, words, args)

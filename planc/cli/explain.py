@@ -13,7 +13,7 @@ import json
 import sys
 
 from planc.cli.common import (EXIT_USAGE, UsageError, emit_diagnostics, exit_code, load,
-                              load_model, parse_defines, parse_devices, use_color,
+                              load_variables, parse_defines, parse_devices, use_color,
                               write_output)
 from planc.diagnostics import Diagnostic
 from planc.diagnostics.did_you_mean import similar
@@ -41,7 +41,7 @@ def run(args) -> int:
     if plan is None:  # on stdout: -o names the document, which a broken plan has none of
         emit_diagnostics(found, sources, args, to_file=False)
         return exit_code(found)
-    variables = load_model(args.model)
+    variables = load_variables(args.model)
     var = _find(variables, args.var) if args.var is not None else None
     if html:  # the page's module (and what it imports) only for a page
         from planc.reports.html import MAX_PAGE_VARIABLES, explain_page, too_many_variables

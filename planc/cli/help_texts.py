@@ -57,7 +57,7 @@ EPILOGS: dict[str, str] = {
     "cluster": "exit codes: 0 no preflight problem, 1 a preflight problem (or a plan with "
                "errors), 2 a bad command line or an unreadable plan\n\nexample:\n  planc "
                "cluster plans/gemma.kd -D tp=2",
-    "rule": "exit codes: 0 printed, 2 an unknown code\n\nexample:\n  planc rule P301",
+    "code": "exit codes: 0 printed, 2 an unknown code\n\nexample:\n  planc code P301",
     "aot": "exit codes: 0 compiled (and within budget(peak)), 1 the plan, the step or the "
            "budget has an error, 2 a bad command line or input (an unknown topology, libtpu "
            "missing, a --step that cannot be imported)\n\nexample:\n  planc aot "
@@ -86,7 +86,7 @@ OPTION_HELP: dict[tuple[str, str] | str, str] = {
     ("launch", "devices_per_process"): "simulated CPU devices in each process (default 1)",
     ("launch", "timeout"): "stop every process after SECONDS (default: no limit)",
     ("launch", "cmd"): "the command each process runs, after `--`",
-    ("rule", "code"): "a diagnostic code such as P301 (without one: every code and its title)",
+    ("code", "code"): "a diagnostic code such as P301 (without one: every code and its title)",
 }
 
 
@@ -98,7 +98,7 @@ TOP = ("exit codes: 0 clean, 1 the plan has errors (or warnings with --strict), 
        "command line or an input that cannot be read, 141 the reader of standard output "
        "went away; `planc COMMAND --help` for each command's\n\n"
        "example:\n  planc lint plans/gemma.kd --model plans/models/gemma_2b.json -D tp=2 "
-       "--devices 8\n  planc rule P301")
+       "--devices 8\n  planc code P301")
 
 
 def document(parser: argparse.ArgumentParser) -> None:

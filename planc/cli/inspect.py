@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from planc.cli.common import EXIT_OK, UsageError, load_model
+from planc.cli.common import EXIT_OK, UsageError, load_variables
 
 
 def run(args) -> int:
     from planc.sources import SourceError, write_manifest
 
-    variables = load_model(args.source)
+    variables = load_variables(args.source)
     try:
         write_manifest(variables, args.output or sys.stdout, source=args.source)
     except SourceError as exc:  # the output cannot be written

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from planc.cli.common import EXIT_OK, UsageError, load_model, write_output
+from planc.cli.common import EXIT_OK, UsageError, load_variables, write_output
 from planc.syntax.keywords import RESERVED
 
 
@@ -24,7 +24,7 @@ def run(args) -> int:
             budget = parse_size(args.budget)
         except ValueError as exc:
             raise UsageError(f"--budget: {exc}") from None
-    variables = load_model(args.model)
+    variables = load_variables(args.model)
     name = _plan_name(args.output)
     suggestion = suggest(variables, devices, budget=budget, strategy=args.strategy, tp=tp,
                          state=state, name=name, source=args.model,

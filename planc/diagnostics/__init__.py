@@ -11,17 +11,12 @@ from planc.diagnostics.diagnostic import (Diagnostic, Label, Severity, error, no
 from planc.diagnostics.input_error import InputError
 from planc.diagnostics.plan_error import PlanError
 from planc.diagnostics.span import Span
+from planc.lazy import lazy_face
 
 __all__ = ["CODES", "Diagnostic", "InputError", "Label", "PlanError", "Severity", "Span",
            "error", "note", "severity_counts", "unique", "warning"]
 
 
-def __getattr__(name):
-    # The catalogue (every code's documentation) loads on first use: a `planc lint` that
-    # prints its diagnostics never reads it.
-    if name == "CODES":
-        from planc.diagnostics.codes import CODES
-
-        globals()["CODES"] = CODES  # later lookups skip this function
-        return CODES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The catalogue (every code's documentation) loads on first use: a `planc lint` that
+# prints its diagnostics never reads it.
+__getattr__ = lazy_face(__name__, {"CODES": "planc.diagnostics.codes"})

@@ -1,4 +1,4 @@
-"""The catalogue's documentation, rendered: `planc rule CODE` prints an entry (`describe`);
+"""The catalogue's documentation, rendered: `planc code CODE` prints an entry (`describe`);
 the code table of docs/diagnostics.md is generated from it (`code_table`), and
 tests/diagnostics/test_rule.py fails when the two differ. The entries themselves live in
 `planc.diagnostics.codes`, one module per family of codes.
@@ -31,7 +31,7 @@ def code_table() -> str:
 
 
 def describe(code: str) -> str:
-    """The registry entry for `code` as `planc rule CODE` prints it (KeyError if unknown)."""
+    """The registry entry for `code` as `planc code CODE` prints it (KeyError if unknown)."""
     import textwrap
 
     code = code.upper()

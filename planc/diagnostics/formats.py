@@ -148,16 +148,16 @@ def _rule(code: str, level: dict) -> dict:
             "helpUri": CODES_URL}
     if doc is not None:
         rule["fullDescription"] = {"text": f"{doc.what}. {doc.why}"}
-        rule["help"] = {"text": f"{doc.fix} Example: {doc.example}. `planc rule {code}` "
+        rule["help"] = {"text": f"{doc.fix} Example: {doc.example}. `planc code {code}` "
                                 "says more.",
                         "markdown": f"{doc.fix}\n\nExample: {doc.example}\n\n"
-                                    f"`planc rule {code}` says more."}
+                                    f"`planc code {code}` says more."}
         severity = doc.severity.split("/")[0].strip()
         if severity in ("error", "warning", "note"):
             rule["defaultConfiguration"] = {"level": severity}
     else:
         rule["fullDescription"] = {"text": title}
-        rule["help"] = {"text": f"`planc rule {code}` explains it."}
+        rule["help"] = {"text": f"`planc code {code}` explains it."}
     return rule
 
 

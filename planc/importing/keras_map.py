@@ -25,10 +25,10 @@ from planc.importing.draft import Draft, DraftRule, axes_text, axis_problem, pla
 from planc.importing.patterns import pattern_problems
 from planc.importing.problems import SourceProblem
 from planc.matching.scan import has_top_level_bar
+from planc.sources.module_attr import split_module_attr
 from planc.sources.objects import cwd_on_path
 from planc.variables import Variable
 
-_MODULE_ATTR = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_][\w.]*)\Z")
 _OUTPUT = "/output"
 
 
@@ -56,10 +56,10 @@ def installed_version() -> str:
 
 def resolve(spec: str):
     """Import `module:attr` and return the attribute; `SourceProblem` if that fails."""
-    m = _MODULE_ATTR.match(spec)
-    if m is None:
+    parts = split_module_attr(spec)
+    if parts is None:
         raise SourceProblem(f"{spec}: no such file, and not of the form module:attr")
-    module_name, attr = m.groups()
+    module_name, attr = parts
     os.environ.setdefault("KERAS_BACKEND", "jax")
     with cwd_on_path():
         try:

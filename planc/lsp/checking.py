@@ -23,7 +23,7 @@ from lsprotocol import types as t
 
 from planc.diagnostics import Diagnostic, Span, warning
 from planc.lsp.analysis import Analysis, analyse
-from planc.lsp.models import ModelError
+from planc.lsp.model_cache import ModelError
 from planc.lsp.protocol import lsp_diagnostic, path_of, uri_of
 
 log = logging.getLogger("planc.lsp")

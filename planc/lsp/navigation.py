@@ -113,7 +113,7 @@ def name_hover(word: str, kind: str, span: Span, ir: PlanIR | None) -> str:
 
 def code_hover(code: str) -> str | None:
     """The documentation of a diagnostic code: its registry entry
-    (`planc.diagnostics.docs`, as `planc rule CODE` prints it), else its title.
+    (`planc.diagnostics.docs`, as `planc code CODE` prints it), else its title.
 
     >>> code_hover("P111").splitlines()[0]
     '**P111** (error): duplicate rule'

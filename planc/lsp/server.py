@@ -31,7 +31,7 @@ from planc._version import __version__
 from planc.lsp import navigation as nav
 from planc.lsp import protocol
 from planc.lsp.checking import Doc, check, one_line
-from planc.lsp.models import ModelCache
+from planc.lsp.model_cache import ModelCache
 from planc.lsp.protocol import path_of, uri_of
 from planc.lsp.stream import Input, refused_reason
 

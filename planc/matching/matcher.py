@@ -15,7 +15,7 @@ import re2
 from planc.matching.re2_text import _NOTHING
 from planc.matching.translate import _options, _translate, check_pattern
 
-# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+# No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence

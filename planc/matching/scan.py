@@ -14,10 +14,8 @@ from planc.matching.python_re import sre, sre_parse
 
 __all__ = ["has_end_anchor", "has_top_level_bar", "nesting_too_deep", "without_named_groups"]
 
-# Compiled on first use (re caches them), by a pattern that has a brace or a backslash
-# and a digit: most plans have none, and each compile is ~0.5 M instructions of start-up.
-_QUANTIFIER_BRACE = r"\{\d*(?:,\d*)?\}"
-_OCTAL_ESCAPE = r"\\[0-7]{3}"
+_QUANTIFIER_BRACE = re.compile(r"\{\d*(?:,\d*)?\}")
+_OCTAL_ESCAPE = re.compile(r"\\[0-7]{3}")
 
 
 def _class_end(pattern: str, i: int) -> int:
@@ -72,7 +70,7 @@ def _locate(pattern: str, feature: str) -> int:
         char = pattern[i]
         if char == "\\":
             if (feature == "backreference" and pattern[i + 1:i + 2] in set("123456789")
-                    and not re.compile(_OCTAL_ESCAPE).match(pattern, i)):
+                    and not _OCTAL_ESCAPE.match(pattern, i)):
                 return i
             i += 2
             continue
@@ -89,7 +87,7 @@ def _locate(pattern: str, feature: str) -> int:
                 return i
         quantifier_end = i
         if char == "{":
-            brace = re.compile(_QUANTIFIER_BRACE).match(pattern, i)
+            brace = _QUANTIFIER_BRACE.match(pattern, i)
             quantifier_end = brace.end() - 1 if brace else -1
         elif char not in "*+?":
             quantifier_end = -1

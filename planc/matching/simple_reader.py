@@ -43,8 +43,7 @@ _SPECIAL = frozenset(".\\[{()*+?^$|")  # Python's SPECIAL_CHARS
 # special nor \x80-\U0010ffff", the class took re ~2 ms to compile at every import.
 _ASCII_RUN = re.compile("[" + "".join(re.escape(chr(c)) for c in range(128)
                                       if chr(c) not in _SPECIAL) + "]+")
-# As _parse ends a set; compiled on first use (re caches it): many plans have no set.
-_SET_EXTENT = r"\[\^?\]?(?:[^\]\\]|\\.)*\]"
+_SET_EXTENT = re.compile(r"\[\^?\]?(?:[^\]\\]|\\.)*\]", re.DOTALL)  # as _parse ends a set
 _LITERAL = sre.LITERAL
 _AT = sre.AT
 _IN = sre.IN
@@ -170,7 +169,7 @@ class _SimpleReader:
                     code = (_LITERAL, ord(escape[1]))
                 append(code)
             elif char == "[":
-                extent = re.compile(_SET_EXTENT, re.DOTALL).match(pattern, pos - 1)
+                extent = _SET_EXTENT.match(pattern, pos - 1)
                 if extent is None:
                     raise _NotSimple  # not closed
                 append(_simple_set(extent.group()))

@@ -1,5 +1,6 @@
-"""`planc aot`'s text output: the report of a step compiled ahead of time as a short
-table (the JSON form is `AotReport.to_dict`, schema `planc.aot/1`).
+"""`planc aot`'s outputs: the report of a step compiled ahead of time as a short table
+(`render_text`), as the `planc.aot/1` document (`document`, `AotReport.to_dict` with every
+diagnostic of the run) and as the HTML page (`page`).
 
 The text shows, per device: XLA's memory figures (host rows only when the step places
 anything in host memory), the peak against `budget(peak)`, the collectives by kind and
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from planc.resolve.memory import human_bytes
 
-__all__ = ["render_text"]
+__all__ = ["render_text", "document", "page"]
 
 _MEMORY_ROWS = (("argument", "arguments"), ("output", "outputs"),
                 ("alias", "aliased (donated)"), ("temp", "temporaries"),
@@ -70,3 +71,28 @@ def render_text(report) -> str:
         lines += ["", "by the rule that laid them out"]
         lines += [f"  {human_bytes(b):>10}  {r}" for r, b in report.largest_rules]
     return "\n".join(lines) + "\n"
+
+
+def document(report, diagnostics) -> dict:
+    """The `planc.aot/1` document of `report`, carrying `diagnostics`: every diagnostic
+    of the run (the plan's own warnings as well as the compile's), sorted."""
+    from planc.diagnostics import Diagnostic, severity_counts
+    from planc.diagnostics.formats import diagnostic_dict
+
+    doc = report.to_dict()
+    doc["diagnostics"] = [diagnostic_dict(d) for d in sorted(diagnostics, key=Diagnostic.sort_key)]
+    doc["summary"] = severity_counts(diagnostics)
+    return doc
+
+
+def page(plan, report, diagnostics, parameters) -> str:
+    """The HTML page of `report`, with the table of `parameters` (the step's parameters
+    as `planc.Variable`s) as `planc explain` has it."""
+    from planc.reports.explain import document as explain_document
+    from planc.reports.html import aot_page
+    from planc.resolve import validate
+
+    layouts = validate(plan.ir, parameters, report.devices)
+    explain = explain_document(plan, layouts, list(layouts.diagnostics), layouts.variable_dicts())
+    return aot_page(document(report, diagnostics), explain=explain,
+                    slices={a.name: a.slices for a in plan.ir.mesh.axes})

@@ -19,7 +19,7 @@ from planc.diagnostics import Diagnostic, PlanError, error, note, unique
 from planc.fileio import os_error_text
 from planc.sources.project import project_for
 
-# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+# No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from planc.checkpoints.tensors import Tensor

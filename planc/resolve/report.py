@@ -60,7 +60,7 @@ from planc.diagnostics import Diagnostic, PlanError, severity_counts
 from planc.frozen import Frozen
 from planc.ir import PlanIR
 from planc.resolve.memory import ItemisedBytes, MemorySummary, human_bytes
-from planc.resolve.answers import Assignment, ResolvedLayout
+from planc.resolve.resolution import Assignment, ResolvedLayout
 
 # `sources` left out: each report its own new dict, as a dataclass's default_factory made.
 _NO_SOURCES = object()

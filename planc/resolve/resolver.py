@@ -20,13 +20,13 @@ from __future__ import annotations
 import re
 
 from planc import limits
-from planc.collector import collector_paused
+from planc.gc_pause import collector_paused
 from planc.diagnostics import Diagnostic, Label, error, note, warning
 from planc.ir import UNSPLIT, Alternative, PlanIR, Rule, layout_text
 from planc.matching import Matcher
-from planc.resolve.answers import (Assignment, Misfit, Reason, Resolution, ResolvedLayout,
+from planc.resolve.resolution import (Assignment, Misfit, Reason, Resolution, ResolvedLayout,
                                    replicated, unmatched_is_error)
-from planc.resolve.causes import Budget, NearMiss, corrected, near_miss
+from planc.resolve.near_miss import Budget, NearMiss, corrected, near_miss
 from planc.resolve.grouping import grouped
 from planc.variables import Variable, any_line_break, path_of
 

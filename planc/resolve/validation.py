@@ -3,19 +3,19 @@
 The plan is bound to the device count, every variable resolved (`Resolver.resolve_all`),
 its optimizer slots too when the plan has `state` rules, the memory each device holds
 worked out (`planc.resolve.memory`), and the findings only the whole model shows added
-(`planc.resolve.findings`).
+(`planc.resolve.whole_model`).
 """
 
 from __future__ import annotations
 
 
 from planc.check.binding import bind
-from planc.collector import collector_paused
+from planc.gc_pause import collector_paused
 from planc.diagnostics import Diagnostic, unique
 from planc.ir import PlanIR
 from planc.progress import with_progress
-from planc.resolve.findings import budget_findings, large_replicated_findings, skipped_findings
-from planc.resolve.answers import slot_assignments
+from planc.resolve.whole_model import budget_findings, large_replicated_findings, skipped_findings
+from planc.resolve.resolution import slot_assignments
 from planc.resolve.memory import itemised_bytes, memory_summary, shard_bytes
 from planc.resolve.report import Report
 from planc.resolve.resolver import Resolver

@@ -42,11 +42,11 @@ callable, and Keras models are read by duck typing.
 from __future__ import annotations
 
 import os
-import sys
 
-from planc.collector import collector_paused
+from planc.gc_pause import collector_paused
+from planc.lazy import lazy_face
 from planc.variables import Variable
-from planc.sources._common import Model, SourceError, finish, normalize_dtype, one_line
+from planc.sources.model import Model, SourceError, finish, normalize_dtype, one_line
 from planc.sources.headers import (
     read_json_file, read_npz, read_safetensors, variables_from_index,
 )
@@ -54,25 +54,17 @@ from planc.sources.manifest import (
     MANIFEST_VERSION, manifest_text, read_manifest, variables_from_manifest, write_manifest,
 )
 
-# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+# No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 # Read only for the sources that need them: a file's lint imports neither (~1.5 ms).
-_LAZY = {"is_preset": "preset", "model_of_preset": "preset",
-         **dict.fromkeys(("is_module_attr", "model_of_module_attr", "model_of_object",
-                          "variables_of_module_attr", "variables_of_object"), "objects")}
-
-
-def __getattr__(name: str):
-    # This package's names from `preset` and `objects`, as when they were imported here.
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    __import__(f"planc.sources.{module}")
-    value = globals()[name] = getattr(sys.modules[f"planc.sources.{module}"], name)
-    return value
+__getattr__ = lazy_face(__name__, {
+    "is_preset": "planc.sources.preset", "model_of_preset": "planc.sources.preset",
+    "is_module_attr": "planc.sources.module_attr",
+    **dict.fromkeys(("model_of_module_attr", "model_of_object", "variables_of_module_attr",
+                     "variables_of_object"), "planc.sources.objects")})
 
 __all__ = [
     "SourceError", "Model", "load_model", "load_variables", "normalize_dtype",
@@ -118,7 +110,8 @@ def _name(source: Any) -> str:
 def _load_named(source: str | os.PathLike, weights_names: bool) -> Model:
     path = os.fspath(source)
     if isinstance(source, str) and not os.path.exists(path):
-        from planc.sources.objects import is_module_attr, model_of_module_attr
+        from planc.sources.module_attr import is_module_attr
+        from planc.sources.objects import model_of_module_attr
 
         if is_module_attr(path):
             return model_of_module_attr(path, weights_names=weights_names)

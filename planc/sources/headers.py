@@ -27,10 +27,10 @@ import re
 from planc.fileio import open_counted, os_error_text
 from planc.frozen import Frozen
 from planc.variables import Variable, itemsize
-from planc.sources._common import (MAX_ARRAY_BYTES, SAFETENSORS_DTYPES, SourceError,
+from planc.sources.model import (MAX_ARRAY_BYTES, SAFETENSORS_DTYPES, SourceError,
                                    array_problem, make_variable, one_line)
 
-# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+# No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 # thousands of tensors) are a few MB. Refusing early stops a garbage length from
 # turning into a huge allocation.
 MAX_HEADER_BYTES = 100_000_000
-_CODE_LIKE = r"[A-Za-z0-9_]{1,16}"  # compiled by re on first use: an error's message only
+_CODE_LIKE = re.compile(r"[A-Za-z0-9_]{1,16}")
 _NPY_MAGIC = b"\x93NUMPY"
 _MAX_NPY_HEADER = 1 << 16
 
@@ -219,7 +219,7 @@ def _safetensors_entry(name: str, entry: Any, data_bytes: int, data_start: int,
     code = entry["dtype"]
     if not isinstance(code, str) or code not in SAFETENSORS_DTYPES:
         # Only a short code-like name is quoted: a header's free text is not echoed.
-        what = (f" '{code}'" if isinstance(code, str) and re.fullmatch(_CODE_LIKE, code)
+        what = (f" '{code}'" if isinstance(code, str) and _CODE_LIKE.fullmatch(code)
                 else "")
         raise SourceError(f"{origin}: {who} has an unknown dtype{what}; safetensors "
                           f"dtypes are " + ", ".join(SAFETENSORS_DTYPES))

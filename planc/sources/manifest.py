@@ -34,10 +34,10 @@ import os
 
 from planc.fileio import atomic_write
 from planc.variables import Variable
-from planc.sources._common import SourceError, finish, make_variable
+from planc.sources.model import SourceError, finish, make_variable
 from planc.sources.headers import parse_json, read_json_file
 
-# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+# No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -34,16 +34,15 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-import re
 import sys
 from collections.abc import Mapping
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from planc.sources.module_attr import split_module_attr
 from planc.variables import Variable
-from planc.sources._common import _NAMED, Model, SourceError, finish, make_variable, one_line
+from planc.sources.model import DTYPE_NAMES, Model, SourceError, finish, make_variable, one_line
 
-MODULE_ATTR = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$")
 
 
 def _is_function(obj: Any) -> bool:
@@ -237,7 +236,7 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
                 # `make_variable` checks first, inlined. A line break in a path is
                 # refused by `finish`, in one scan of every path.
                 try:
-                    name = _NAMED.get(child.dtype)
+                    name = DTYPE_NAMES.get(child.dtype)
                 except TypeError:
                     name = None
                 if name is not None and child_path and child_path.isascii():
@@ -319,11 +318,6 @@ def key_text(key: Any) -> str:
 # ---------------------------------------------------------------------------------------
 # module:attr
 
-def is_module_attr(text: str) -> bool:
-    """True if `text` has the form ``package.module:attr[.attr]``."""
-    return MODULE_ATTR.match(text) is not None
-
-
 @contextmanager
 def cwd_on_path() -> Iterator[None]:
     # A user runs `planc lint plan.kd --model mymodel:build` from the directory that
@@ -369,10 +363,10 @@ def import_attr(spec: str) -> Any:
     """The object ``module:attr`` names: the module imported (the current directory on
     the path, as for `python -m`), then the attribute read; `SourceError` when either
     fails. Importing a module runs its code."""
-    m = MODULE_ATTR.match(spec)
-    if m is None:
+    parts = split_module_attr(spec)
+    if parts is None:
         raise SourceError(f"{spec}: not of the form module:attr")
-    module_name, attr_path = m.groups()
+    module_name, attr_path = parts
     with cwd_on_path():
         obj = _import(module_name, spec)
         for part in attr_path.split("."):

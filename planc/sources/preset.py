@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from planc.sources._common import Model, SourceError
+from planc.sources.model import Model, SourceError
 from planc.sources.headers import read_json_file, shown
 
 __all__ = ["PresetError", "CONFIG_FILE", "is_preset", "preset_config", "preset_weights",

@@ -32,6 +32,7 @@ from functools import lru_cache
 
 from planc.diagnostics import Diagnostic, Span, error
 from planc.frozen import Frozen
+from planc.sources.module_attr import is_module_attr
 
 class ProjectEntry(Frozen):
     """What the project says about one plan: `model` (a path made absolute, or a
@@ -46,7 +47,6 @@ class ProjectEntry(Frozen):
 
 _NONE = ProjectEntry(None, (), None, ())
 # Compiled by re on first use: only for a model that names no file.
-_MODULE_ATTR = r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*"
 
 
 def project_for(plan: str) -> ProjectEntry:
@@ -153,7 +153,7 @@ def _entry(table: dict, pyproject: str, plan: str) -> ProjectEntry:
         devices = _devices(e.get("devices"), pyproject, text, problems) if "devices" in e \
             else default
         if model is not None and not (not os.path.exists(os.path.join(root, model))
-                                      and re.fullmatch(_MODULE_ATTR, model)):
+                                      and is_module_attr(model)):
             model = os.path.normpath(os.path.join(root, model))
         span = _span_of(pyproject, text, e.get("model") or globs[0])
         return ProjectEntry(model, devices, span, tuple(problems))

@@ -26,14 +26,8 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 
-
-def import_module(name: str):
-    """`importlib.import_module` of an absolute `name`, without importing the `importlib`
-    package (~0.4 ms of a start-up that needs nothing else of it)."""
-    __import__(name)
-    return sys.modules[name]
+from planc.lazy import import_module
 
 
 # The options of every parser; `planc.syntax.generate_parser` writes the standalone

@@ -9,7 +9,7 @@ from operator import add
 
 from planc.diagnostics import Span
 
-# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+# No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # lark's runtime is imported only where a text fails to parse
     from planc.syntax.grammar import Token

@@ -11,8 +11,8 @@ the objects or files a framework runs out. No target calls back into `planc.Plan
   Face's tensor-parallel styles (`hf_styles`);
 - `emit/`: what `planc compile` writes: the emitters `jax_module`, `keras_module` and
   `torch_module` (`module_text`), which share `codegen` and `resolver_data` and copy
-  their runtime from `runtime_binding`, `runtime_resolve`, `runtime_jax`,
-  `runtime_keras`, `runtime_torch`, `devices` and the torch wing; `keras_keys`, the
+  their runtime from `runtime.binding`, `runtime.resolve`, `runtime.for_jax`,
+  `runtime.for_keras`, `runtime.for_torch`, `devices` and the torch wing; `keras_keys`, the
   LayoutMap keys the Keras module holds; `hf_plan`, the hf target; `compiled_json`, the
   json target and the plan's `fingerprint`;
 - `aot/`: the training step compiled ahead of time for a named topology (`plan.aot`,

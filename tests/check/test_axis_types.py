@@ -10,7 +10,8 @@ from jax.sharding import AxisType
 import planc
 from planc.check import format_text
 from planc.cli import main
-from planc.targets.emit.compiled_json import compiled_json, fingerprint
+from planc.fingerprint import fingerprint
+from planc.targets.emit.compiled_json import compiled_json
 
 MESH = "mesh(data = 2, model = 4)\nmodel_parallel(batch = data)\n"
 

@@ -11,7 +11,8 @@ from planc.check.formatting import without_spans
 from planc.diagnostics import PlanError
 from planc.ir import Rename
 from planc.syntax import ast, parse
-from planc.targets.emit.compiled_json import compiled_json, fingerprint
+from planc.fingerprint import fingerprint
+from planc.targets.emit.compiled_json import compiled_json
 
 DP = "mesh(batch = auto)\ndata_parallel\n"
 
@@ -246,7 +247,7 @@ def test_fingerprint_changes_with_a_rename_rule_its_template_and_its_transpose()
 
 def test_fingerprint_of_a_plan_without_rename_leaves_renames_out():
     # So every fingerprint published before `rename` existed still holds.
-    from planc.targets.emit.compiled_json import _canonical
+    from planc.fingerprint import _canonical
 
     assert "renames" not in _canonical(check(DP))
     assert "renames" in _canonical(check(plan('rename { "a" -> "x" }')))

@@ -7,7 +7,7 @@ import planc
 from helpers import MP, codes, only, problems
 from planc.check.formatting import format_text
 from planc.syntax import ast, parse
-from planc.targets.emit.compiled_json import fingerprint
+from planc.fingerprint import fingerprint
 
 ZERO1 = MP + """layout {
     "mlp/w.*" -> (_, model)

@@ -17,7 +17,7 @@ from planc.checkpoints.binding import bind_checkpoint
 from planc.checkpoints.orbax_dir import OrbaxCheckpoint, saved_plan
 from planc.checkpoints.tensors import CheckpointError, open_checkpoint
 from planc.checkpoints.sharded import orbax_save_restore
-from planc.targets.emit.compiled_json import fingerprint
+from planc.fingerprint import fingerprint
 from planc.checkpoints.sharded.load import CheckpointWarning
 
 PLAN_A = """\

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from planc.cli.dispatch import COMMANDS, build_parser
+from planc.cli.dispatch import ALIASES, COMMANDS, build_parser
 
 LINES = [
     ["lint", "a.kd", "--model", "m.json", "-D", "tp=2", "--devices", "8,64", "--format", "json"],
@@ -15,7 +15,7 @@ LINES = [
     ["lint", "--format", "xml", "a.kd"], ["lint", "--bogus", "a.kd"], ["lint", "a.kd", "--model"],
     ["lint", "a.kd", "-D"], ["explain", "a.kd"], ["explain", "a.kd", "--model", "m", "--var", "x"],
     ["launch", "-n", "two"], ["launch", "-n", "2", "--", "python", "-c", "pass"],
-    ["fmt", "a.kd", "--check", "--zz"], ["import", "x", "--bogus"], ["rule", "P301"],
+    ["fmt", "a.kd", "--check", "--zz"], ["import", "x", "--bogus"], ["rule", "P301"], ["code", "P301"],
     ["compile", "a.kd", "--target", "tpu"], ["lsp", "extra"], ["cluster"], ["diff", "a"],
 ] + [[c, "--help"] for c in COMMANDS] + [[c] for c in COMMANDS]
 
@@ -47,4 +47,9 @@ def test_an_undocumented_parser_is_documented_when_help_is_first_shown():
 
 def test_commands_lists_every_command_in_order():
     choices = build_parser()._subparsers._group_actions[0].choices
-    assert tuple(choices) == COMMANDS
+    assert tuple(c for c in choices if c not in ALIASES) == COMMANDS
+
+
+def test_an_alias_runs_the_command_it_names():
+    assert set(ALIASES) <= set(build_parser()._subparsers._group_actions[0].choices)
+    assert build_parser("rule").parse_args(["rule", "P301"]).code == "P301"

@@ -67,7 +67,7 @@ def mesh():
 
 
 def keras_layout_map(plan, mesh, cls=keras.distribution.LayoutMap):
-    """A LayoutMap with one key per planc rule, in file order (Keras has no `default`)."""
+    """A LayoutMap with one key per planc code, in file order (Keras has no `default`)."""
     layout_map = cls(mesh)
     for rule in plan.ir.rules:
         (alt,) = rule.layout.alternatives

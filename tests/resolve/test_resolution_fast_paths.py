@@ -20,7 +20,7 @@ import re2
 import planc
 from planc.resolve import Resolver
 from planc.sources import variables_of_object
-from planc.sources._common import make_variable
+from planc.sources.model import make_variable
 from planc.targets.emit.jax_module import module_text
 from planc.variables import Variable
 

@@ -1,2 +1,3 @@
-"""The targets: the JAX and Keras objects, the emitted modules, training end to end; the
-torch and hf targets in pytorch/."""
+"""The targets, one folder per wing of `planc/targets/`: `jax/` (the JAX objects and
+training end to end), `keras/`, `torch/` (with the hf target), `emit/` (the emitted
+modules and `planc compile`) and `aot/` (the step compiled ahead of time)."""

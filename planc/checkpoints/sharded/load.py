@@ -40,7 +40,7 @@ from planc.checkpoints.tensors import ALIGN, CheckpointError, aligned_empty, ope
 from planc.diagnostics import PlanError, Span, error
 from planc.diagnostics.text import render_text
 from planc.ir import PlanIR
-from planc.sources._common import normalize_dtype
+from planc.sources.model import normalize_dtype
 from planc.sources.objects import describe
 from planc.targets.jax import sharding as jax_target
 from planc.variables import Variable

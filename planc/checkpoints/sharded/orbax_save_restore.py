@@ -26,7 +26,7 @@ from planc.check.binding import bind_devices
 from planc.checkpoints.orbax_dir import PLAN_KEY, saved_plan
 from planc.diagnostics import Diagnostic, PlanError, Span, note
 from planc.ir import PlanIR
-from planc.targets.emit.compiled_json import bound_fingerprint, fingerprint
+from planc.fingerprint import bound_fingerprint, fingerprint
 
 __all__ = ["restore", "save", "save_parts", "plan_record", "reshard_note", "nest"]
 

@@ -3,16 +3,16 @@
 A code never changes meaning; retired codes are not reused. The entries live in one module
 per family, the hundreds of the code: `syntax` (P0xx), `declarations` (P1xx), `devices`
 (P2xx), `model` (P3xx), `checkpoints` (P4xx), `writing` (P5xx: `planc suggest` and
-`planc import`), `multihost` (P6xx), `editor` (P7xx: `planc lsp`), `compiled` (P8xx:
-`planc aot`). `CODES` (code -> title, what `planc rule` lists and SARIF's short description) and `DOCS` (code -> `Doc`,
-the form of ruff's rule pages: `planc rule CODE`, docs/diagnostics.md's code table, LSP hovers,
+`planc import`), `multihost` (P6xx), `editor` (P7xx: `planc lsp`), `aot` (P8xx:
+`planc aot`). `CODES` (code -> title, what `planc code` lists and SARIF's short
+description) and `DOCS` (code -> `Doc`, the form of ruff's rule pages: `planc code CODE`, docs/diagnostics.md's code table, LSP hovers,
 SARIF's rule help; see `planc.diagnostics.docs`) are both read from them.
 
 To add a code: an entry in its family's module, in code order:
 
     "P999": dict(
         severity="error",            # the table's severity cell ("warning / error", ...)
-        title="a one-line title",    # `planc rule` lists it
+        title="a one-line title",    # `planc code` lists it
         what="what the diagnostic reports",   # the table's "problem" cell (markdown)
         why="why that is a problem, one or two sentences",
         example="a plan line that triggers it",  # the table's "example" cell
@@ -29,11 +29,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planc.diagnostics.codes import (checkpoints, compiled, declarations, devices, editor,
-                                     model, multihost, syntax, writing)
+from planc.diagnostics.codes import (aot, checkpoints, declarations, devices, editor, model,
+                                     multihost, syntax, writing)
 
-FAMILIES = (syntax, declarations, devices, model, checkpoints, writing, multihost, editor,
-            compiled)
+FAMILIES = (syntax, declarations, devices, model, checkpoints, writing, multihost, editor, aot)
 
 
 @dataclass(frozen=True)

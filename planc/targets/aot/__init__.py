@@ -12,8 +12,8 @@ accelerator (`planc aot`, `plan.aot`, `planc lint --topology`).
   inputs);
 - `compiler`: trace, lower and compile one step; XLA's memory figures and HLO (P805,
   P806, P809);
-- `pipeline`: the stages every step goes through (the placement, the compile, the
-  report); `step`: `plan.aot` for a JAX step; `keras_step`: Keras's own stateless
+- `compile_sequence`: what every step goes through (the placement, the compile, the
+  report); `jax_step`: `plan.aot` for a JAX step; `keras_step`: Keras's own stateless
   training step (P810);
 - `collectives`: the collectives of the compiled HLO, by kind and mesh axes;
 - `report`: `AotReport`, what `plan.aot` returns and `planc aot` renders; `budget`: the

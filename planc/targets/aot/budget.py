@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from planc.diagnostics import Diagnostic, Span, error
+from planc.diagnostics import Diagnostic, error
 from planc.ir import PlanIR
 from planc.resolve import human_bytes
 
@@ -40,7 +40,7 @@ def no_topology(ir: PlanIR) -> Diagnostic:
     """P808: `budget(peak)` and nothing to compile the step for."""
     span = ir.budget.span if ir.budget is not None else None
     return error("P808", "`budget(peak)` is the compiled step's peak on a topology, and no "
-                 "topology was given", span or ir.mesh.span or Span(ir.file, 1, 1, 1, 2),
+                 "topology was given", span or ir.anchor,
                  label="needs a topology",
                  help="pass `--topology NAME` (`topology=` in Python): a TPU topology such "
                       "as `v5e:2x4`, or `cpu:N` for an estimate")
@@ -69,7 +69,7 @@ def peak_findings(ir: PlanIR, topology_label: str, memory: dict, estimate: bool,
     elif len(helps) == 2 or not contributors:
         helps.append("shard the largest arguments over more mesh axes, use more devices, or "
                      "raise the budget")
-    span = budget.span or ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+    span = budget.span or ir.anchor
     return [error("P807", f"the step needs {human_bytes(peak)} per device at its peak on "
                   f"{topology_label}{kind}, over the budget of {human_bytes(budget.peak)}",
                   span, label=f"{human_bytes(budget.peak)} peak", help=tuple(helps))]

@@ -178,7 +178,7 @@ def _compile_failed(ir: PlanIR, exc: BaseException) -> Diagnostic:
             "exceeded hbm" in lower or "out of memory" in lower:
         budget = ir.budget
         span = (budget.span if budget is not None and budget.span is not None
-                else ir.mesh.span or Span(ir.file, 1, 1, 1, 2))
+                else ir.anchor)
         return error("P809", f"the step does not fit in the device's memory: {text}", span,
                      label="this budget" if budget is not None and budget.span else "this mesh",
                      help="shard the largest variables over more axes, use more devices or "

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from planc.check.binding import bind
-from planc.diagnostics import Diagnostic, Label, PlanError, Span, error
+from planc.diagnostics import Diagnostic, Label, PlanError, error
 from planc.ir import PlanIR
 from planc.targets.aot.topology import Topology
 
@@ -117,7 +117,7 @@ def _sentences(text: str, n: int) -> str:
 
 
 def _spans(ir: PlanIR, topology: Topology):
-    span = ir.mesh.span or Span(ir.file, 1, 1, 1, 2)
+    span = ir.anchor
     secondary = ()
     if ir.mesh.slices_span is not None:
         secondary = (Label(ir.mesh.slices_span, f"{topology.slices} slices of "

@@ -56,7 +56,7 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
     import keras
 
     from planc.targets.aot import arguments as args_lib
-    from planc.targets.aot.pipeline import (compile_arguments, contributors, placement,
+    from planc.targets.aot.compile_sequence import (compile_arguments, contributors, placement,
                                             raise_for)
 
     from planc.targets.expressible import keras_memory_and_state

@@ -8,7 +8,7 @@ quotes, backslashes, `\"\"\"` and line separators stay inside their literal.
 
 An emitted module's runtime is planc's own code, copied: functions of the package
 (`inspect.getsource`), and sections of the modules written to be copied (`devices`,
-`runtime_jax`, `runtime_keras`), which import jax or Keras and so are read without
+`runtime.for_jax`, `runtime.for_keras`), which import jax or Keras and so are read without
 being run. Pieces are joined two blank lines apart, as top-level code is laid out.
 """
 

@@ -13,7 +13,7 @@ divisibility). Its API mirrors `planc.Plan`:
     shard(tree, mesh=None) -> tree placed on the mesh
     (with `state` rules or `on host` layouts: shardings(tree, mesh=None, params=None) and
     shard(tree, mesh=None, params=None), `params=` laying out optimizer state, and
-    `memory_kind="pinned_host"` where a rule says `on host`; `runtime_state`)
+    `memory_kind="pinned_host"` where a rule says `on host`; `runtime.state`)
     data_sharding(rank=2, mesh=None) -> NamedSharding
     output_sharding(path, rank, mesh=None) -> NamedSharding or None
     use(mesh=None) -> jax.set_mesh over the plan's mesh (a setter and a context manager)
@@ -21,9 +21,9 @@ divisibility). Its API mirrors `planc.Plan`:
 
 Its runtime is planc's own code, copied (see `planc.targets.emit.codegen`): the device order
 of `planc.targets.devices`, so the module and `plan.mesh()` place devices identically;
-the binding of `planc.targets.emit.runtime_binding` with planc's `check` evaluator; the
-resolver of `planc.targets.emit.runtime_resolve` (its data written by `resolver_data`);
-and `planc.targets.emit.runtime_jax`.
+the binding of `planc.targets.emit.runtime.binding` with planc's `check` evaluator; the
+resolver of `planc.targets.emit.runtime.resolve` (its data written by `resolver_data`);
+and `planc.targets.emit.runtime.for_jax`.
 
 Where `re2` is importable the module matches with planc's own engine: planc's RE2
 translation of every pattern is carried as data (`RE2_RULES`) and matched in one pass,
@@ -44,9 +44,9 @@ from planc.ir import PlanIR
 from planc.targets.emit.codegen import (check_constants, docstring_name, literal,
                                         mesh_constants, refuse_backtracking, refuse_errors,
                                         runtime_source, section_source)
-from planc.targets.emit.compiled_json import fingerprint
+from planc.fingerprint import fingerprint
 from planc.targets.emit.resolver_data import match_constants, rule_constants, state_constants
-from planc.targets.emit.runtime_binding import _bind, _run_checks
+from planc.targets.emit.runtime.binding import _bind, _run_checks
 
 __all__ = ["module_text"]
 
@@ -83,8 +83,8 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -
 
 def _runtime(ir: PlanIR) -> str:
     devices = "planc.targets.devices"
-    resolve, runtime = "planc.targets.emit.runtime_resolve", "planc.targets.emit.runtime_jax"
-    state = "planc.targets.emit.runtime_state"
+    resolve, runtime = "planc.targets.emit.runtime.resolve", "planc.targets.emit.runtime.for_jax"
+    state, tree = "planc.targets.emit.runtime.state", "planc.targets.emit.runtime.tree"
     if needs_state_runtime(ir):
         shardings = (section_source(state, "state: shardings"),)
         tail = (section_source(state, "state: activations"),)
@@ -94,13 +94,14 @@ def _runtime(ir: PlanIR) -> str:
                           section_source(devices, "device list"),
                           section_source(resolve, "re2"), section_source(runtime, "mesh"),
                           section_source(resolve, "resolver"),
-                          section_source(runtime, "runtime"), *shardings,
+                          section_source(runtime, "runtime"), section_source(tree, "tree"),
+                          *shardings,
                           section_source(runtime, "runtime: data and activations"), *tail)
 
 
 def needs_state_runtime(ir: PlanIR) -> bool:
     """Whether the module lays out optimizer slots or places layouts in host memory, and
-    so carries `runtime_state` (a module that does neither stays as it always was)."""
+    so carries `runtime.state` (a module that does neither stays as it always was)."""
     return ir.has_state_rules or bool(ir.host_rules())
 
 

@@ -24,7 +24,7 @@ import re
 
 from planc.ir import PlanIR, Rule
 from planc.matching.scan import without_named_groups
-from planc.targets.keras.classes import OUTPUT_SUFFIX
+from planc.targets.emit.runtime.keras_support import OUTPUT_SUFFIX
 
 __all__ = ["anchored_key", "SectionKeys"]
 

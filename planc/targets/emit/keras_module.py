@@ -34,12 +34,12 @@ under Keras <= 3.13 (`re.search`) and >= 3.14 (`re.fullmatch`) alike:
   `keras_memory_and_state`).
 
 Its runtime is planc's own code, copied (see `planc.targets.emit.codegen`): the binding of
-`planc.targets.emit.runtime_binding` with planc's `check` evaluator; the device order of
+`planc.targets.emit.runtime.binding` with planc's `check` evaluator; the device order of
 `planc.targets.devices`, so that on the JAX backend `device_mesh()` arranges
 `jax.devices()` as `plan.mesh()` and the JAX module do (on other backends it reshapes
-`list_devices()` row-major); the check of `planc.targets.keras.env` that Keras's
+`list_devices()` row-major); the check of `planc.targets.emit.runtime.keras_support` that Keras's
 distribution API runs on the backend (Keras releases without it on torch take a
-LayoutMap and ignore it); and `planc.targets.emit.runtime_keras`.
+LayoutMap and ignore it); and `planc.targets.emit.runtime.for_keras`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from planc.targets.expressible import (WITH_THE_MODEL, batch_over_several_axes,
                                        shape_dependent_output, shape_dependent_rule,
                                        shape_free_axes, splits_over_several_axes)
 from planc.targets.emit.keras_keys import SectionKeys, anchored_key
-from planc.targets.emit.runtime_binding import _bind, _run_checks
+from planc.targets.emit.runtime.binding import _bind, _run_checks
 
 __all__ = ["module_text"]
 
@@ -103,8 +103,8 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_keras") -> s
 def _runtime() -> str:
     return runtime_source(_bind, _eval, _run_checks,
                           section_source("planc.targets.devices", "device order"),
-                          section_source("planc.targets.keras.env", "distribution support"),
-                          section_source("planc.targets.emit.runtime_keras", "runtime"))
+                          section_source("planc.targets.emit.runtime.keras_support", "distribution support"),
+                          section_source("planc.targets.emit.runtime.for_keras", "runtime"))
 
 
 # -- what each rule becomes ----------------------------------------------------------------

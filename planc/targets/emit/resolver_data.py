@@ -1,11 +1,11 @@
-"""The plan's rules as the data the copied resolver (`runtime_resolve`) reads.
+"""The plan's rules as the data the copied resolver (`runtime.resolve`) reads.
 
 The modules `--target jax` and `--target torch` write carry the same resolver, so they
 carry the same constants: `MATCH`, `OVERLAP` and `MAX_PATH_LENGTH` (`match_constants`),
 then the rules, planc's RE2 translation of each pattern and, with `--model`, the
 resolved table (`rule_constants`). The JAX module of a plan with `state` rules or `on
 host` layouts adds which rules are on host and the state rules (`state_constants`),
-which its `runtime_state` reads. Every string goes through `codegen.literal`.
+which its `runtime.state` reads. Every string goes through `codegen.literal`.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def _hosts(rules) -> str:
 
 
 def state_constants(ir: PlanIR) -> str:
-    """The constants `runtime_state` reads: which rules are `on host`, and the state rules."""
+    """The constants `runtime.state` reads: which rules are `on host`, and the state rules."""
     on_host = lambda rule: rule is not None and rule.layout.host  # noqa: E731
     return ("# The rules (their indices) and defaults whose layouts are `on host`: in pinned "
             "host memory.\n"

@@ -14,10 +14,10 @@ same mesh coordinate (ranks are numbered row-major over the mesh, as
 `init_device_mesh` does); what has no placement list is refused here, at its rule
 (P311, `planc.targets.torch.placements`), with the plan's other errors against the
 model. Its runtime is planc's own code, copied (see `planc.targets.emit.codegen`): the
-binding of `planc.targets.emit.runtime_binding` with planc's `check` evaluator, the
-resolver of `planc.targets.emit.runtime_resolve`, `_mesh_dims` of
+binding of `planc.targets.emit.runtime.binding` with planc's `check` evaluator, the
+resolver of `planc.targets.emit.runtime.resolve`, `_mesh_dims` of
 `planc.targets.torch.placements`, the DTensor helpers of `planc.targets.torch.dtensor`,
-and `planc.targets.emit.runtime_torch`.
+and `planc.targets.emit.runtime.for_torch`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from planc.ir import PlanIR
 from planc.targets.emit.codegen import (check_constants, docstring_name, literal,
                                         mesh_constants, refuse_backtracking, refuse_errors,
                                         runtime_source, section_source)
-from planc.targets.emit.compiled_json import fingerprint
+from planc.fingerprint import fingerprint
 from planc.targets.emit.resolver_data import match_constants, rule_constants
-from planc.targets.emit.runtime_binding import _bind, _run_checks
+from planc.targets.emit.runtime.binding import _bind, _run_checks
 from planc.targets.torch.placements import refuse_inexpressible
 
 __all__ = ["module_text"]
@@ -68,12 +68,12 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_torch") -> s
 
 
 def _runtime() -> str:
-    resolve = "planc.targets.emit.runtime_resolve"
+    resolve = "planc.targets.emit.runtime.resolve"
     return runtime_source(_bind, _eval, _run_checks, section_source(resolve, "re2"),
                           section_source(resolve, "resolver"),
                           section_source("planc.targets.torch.placements", "placements"),
                           section_source("planc.targets.torch.dtensor", "dtensor"),
-                          section_source("planc.targets.emit.runtime_torch", "runtime"))
+                          section_source("planc.targets.emit.runtime.for_torch", "runtime"))
 
 
 _HEADER = '''\

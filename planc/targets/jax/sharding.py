@@ -56,6 +56,7 @@ from planc.check.binding import bind_devices
 from planc.ir import PlanIR
 from planc.resolve import Assignment, ResolvedLayout, Resolver, replicated, slot_assignments
 from planc.targets.devices import _device_grid, _device_list
+from planc.targets.emit.runtime.tree import _leaf_shape, _mirrored
 from planc.targets.expressible import indivisible_batch, scalar_batch
 from planc.targets.jax.compat import (axis_type, require, require_host_memory,
                                      require_host_outputs)
@@ -243,13 +244,6 @@ def tree_paths(tree) -> tuple[list[tuple[str, object]], object]:
     return leaves_with_paths(tree)
 
 
-def _leaf_shape(leaf) -> tuple[int, ...]:
-    shape = getattr(leaf, "shape", None)
-    if shape is None:
-        return tuple(np.shape(leaf))  # a Python number: a scalar
-    return tuple(int(d) for d in shape)
-
-
 def _resolve_leaves(ir: PlanIR, leaves, section: str = "layout") -> tuple[tuple, list]:
     """The assignments of `[(path, leaf)]` by the plan's `section` rules, and the errors
     found."""
@@ -281,19 +275,8 @@ def mirrored_parameters(leaves, param_leaves) -> list[int | None]:
     """For each `(path, leaf)` of `leaves`, the index in `param_leaves` of the parameter it
     mirrors: the one whose path is its longest "/"-suffix and whose shape is its shape;
     None when there is none (a step count)."""
-    table = {path: (i, _leaf_shape(leaf)) for i, (path, leaf) in enumerate(param_leaves)}
-    out = []
-    for path, leaf in leaves:
-        shape = _leaf_shape(leaf)
-        parts = path.split("/")
-        found = None
-        for i in range(len(parts)):
-            hit = table.get("/".join(parts[i:]))
-            if hit is not None and hit[1] == shape:
-                found = hit[0]
-                break
-        out.append(found)
-    return out
+    table = {path: (_leaf_shape(leaf), i) for i, (path, leaf) in enumerate(param_leaves)}
+    return [_mirrored(table, path, _leaf_shape(leaf)) for path, leaf in leaves]
 
 
 def _mirror(leaves, param_leaves, slots) -> list[Assignment]:
@@ -392,7 +375,7 @@ def place(x, sharding: NamedSharding):
     `jax.sharding.reshard` over the spec's explicit axes, then
     `jax.lax.with_sharding_constraint` over its auto axes (JAX accepts each primitive only
     on its own kind of axis). A dimension split over axes of both kinds ends up with its
-    explicit axes major. The emitted module's `_place` (`runtime_jax`) does the same."""
+    explicit axes major. The emitted module's `_place` (`runtime.for_jax`) does the same."""
     if not isinstance(x, jax.core.Tracer):
         return jax.device_put(x, sharding)
     x = _place_traced(x, sharding)

@@ -20,13 +20,11 @@ from planc.resolve import Resolver
 from planc.targets.expressible import (WITH_THE_SHAPE, indivisible_batch, is_multi_axis,
                                        shape_dependent_output, shape_dependent_rule,
                                        shape_free_axes)
+from planc.targets.emit.runtime.keras_support import OUTPUT_SUFFIX
 from planc.targets.keras.env import keras_module
 from planc.variables import Variable
 
 __all__ = ["OUTPUT_SUFFIX", "classes", "tensor_layout"]
-
-# Keras looks the layout of a layer's output up as "<layer path>/output".
-OUTPUT_SUFFIX = "/output"
 
 _CLASSES = None
 

@@ -21,8 +21,8 @@ import models_jax as models  # noqa: E402
 import planc  # noqa: E402
 from planc.targets.jax.compat import _host_outputs_failure, require_host_memory  # noqa: E402
 from planc.targets.jax.sharding import tree_paths  # noqa: E402
-from targets.test_compile import compile_cli, load_module  # noqa: E402
-from targets.test_train_e2e import MLP_DATA_MODEL  # noqa: E402
+from targets.emit.test_compile import compile_cli, load_module  # noqa: E402
+from targets.jax.test_train_e2e import MLP_DATA_MODEL  # noqa: E402
 
 STEPS = 3
 # The 2-D plan the end-to-end tests train under; the state rules are added to it.

@@ -6,7 +6,7 @@ import json
 
 import planc
 from planc.cli import main
-from planc.targets.emit.compiled_json import bound_fingerprint, fingerprint
+from planc.fingerprint import bound_fingerprint, fingerprint
 from planc.checkpoints.sharded.orbax_save_restore import plan_record
 
 from conftest import ROOT

@@ -74,4 +74,11 @@ ENTRIES = {
         why="planc compiles Keras's own stateless step (`stateless_call`, the optimizer's `stateless_apply`), which needs each of these.",
         example='`plan.aot(model, batch=x, topology="v5e:2x4")` with no `optimizer=`',
         fix='Pass `optimizer=` and `loss=` (or compile the model with both), on `KERAS_BACKEND=jax`.'),
+    'P811': dict(
+        severity='error',
+        title='the step builder cannot be imported or called',
+        what='`planc aot --step MODULE:ATTR`: the module cannot be imported, has no such attribute, or calling the builder raised (its exception, first line)',
+        why='Without the step and its arguments there is nothing to compile.',
+        example='`--step nosuch:build`',
+        fix='Name a module on the Python path (the working directory is on it) and a zero-argument function in it that returns `(step, params, opt_state, batch)`.'),
 }

@@ -13,7 +13,7 @@ import pytest
 import planc
 from planc.targets.emit.jax_module import module_text
 from planc.targets.jax.sharding import tree_paths
-from targets.test_tree_paths import TREES  # every kind of node planc's own walk is tested on
+from targets.jax.test_tree_paths import TREES  # every kind of node planc's own walk is tested on
 
 Opt = collections.namedtuple("Opt", "count mu nu")
 

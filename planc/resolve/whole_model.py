@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from planc.diagnostics import Diagnostic, error, note, warning
 from planc.ir import PlanIR
-from planc.resolve.answers import Assignment
+from planc.resolve.resolution import Assignment
 from planc.resolve.memory import MemorySummary, human_bytes
 from planc.resolve.resolver import escape_string
 from planc.variables import Variable

@@ -23,7 +23,7 @@ from planc.ir import PlanIR
 from planc.targets.aot import arguments as args_lib
 from planc.targets.aot.arguments import StepProblem
 from planc.targets.aot.keras_step import is_keras_model, keras_aot
-from planc.targets.aot.pipeline import compile_arguments, contributors, placement, raise_for
+from planc.targets.aot.compile_sequence import compile_arguments, contributors, placement, raise_for
 from planc.targets.aot.report import AotReport
 
 __all__ = ["aot"]
@@ -32,9 +32,10 @@ _JAX_OUTPUTS = "`(params, opt_state, ...)`"
 
 
 def aot(ir: PlanIR, step, params=None, opt_state=None, batch=None, *, topology=None,
-        donate: bool = True, optimizer=None, loss=None) -> AotReport:
+        donate: bool = True, optimizer=None, loss=None, where=None) -> AotReport:
     """Compile `step(params, opt_state, batch)` (or a Keras model's training step) for
-    `topology`; see the module docstring."""
+    `topology`; see the module docstring. `where` is the plan's `placement` on
+    `topology` when the caller has it already."""
     if is_keras_model(step):
         if params is not None or opt_state is not None:
             raise TypeError("plan.aot(model, ...) takes the batch as batch=; the model holds "
@@ -47,7 +48,8 @@ def aot(ir: PlanIR, step, params=None, opt_state=None, batch=None, *, topology=N
     if not callable(step):
         raise TypeError(f"step must be a function step(params, opt_state, batch), not "
                         f"{type(step).__name__}")
-    where = placement(ir, topology)
+    if where is None:
+        where = placement(ir, topology)
     bound, mesh = where.ir, where.mesh
     try:
         trees = [args_lib.abstract(bound, name, tree) for name, tree in

@@ -1,4 +1,5 @@
-"""Pieces every source reader shares: the error type, dtype names, variable checks."""
+"""The model record (`Model`) and what every model source and checkpoint reader shares: the
+error type, dtype names, the checks of a variable's path, shape and dtype."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections import namedtuple
 from planc.diagnostics.input_error import InputError
 from planc.variables import _ITEMSIZE, Variable, any_line_break, path_of
 
-# typing.TYPE_CHECKING without importing typing (~16 M instructions of a lint's start-up).
+# No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -105,7 +106,7 @@ def _numpy_name(value: Any, original: Any) -> str:
 
 # Dtype objects already named: a model has a handful of dtypes and many variables, and
 # numpy's own `dtype.name` costs microseconds each time.
-_NAMED: dict = {}
+DTYPE_NAMES: dict = {}
 
 # Dimensions are exact integers of any size, but every memory figure (bytes, a device's
 # share, a ratio) is also shown as a float, which ends near 1.8e308: a variable of more
@@ -121,7 +122,7 @@ def make_variable(path: Any, shape: Any, dtype: Any) -> Variable:
     if (type(path) is str and path and path.isascii() and "\n" not in path
             and "\r" not in path and type(shape) is tuple):
         try:
-            name = _NAMED.get(dtype)
+            name = DTYPE_NAMES.get(dtype)
         except TypeError:  # an unhashable dtype-like object
             name = None
         if name is not None:
@@ -185,8 +186,8 @@ def _checked_variable(path: Any, shape: Any, dtype: Any) -> Variable:
         name = normalize_dtype(dtype)
     except ValueError as e:
         raise ValueError(f"`{path}` has an {e}") from None
-    if _hashable(dtype) and len(_NAMED) < 1024:
-        _NAMED[dtype] = name
+    if _hashable(dtype) and len(DTYPE_NAMES) < 1024:
+        DTYPE_NAMES[dtype] = name
     return Variable(path, tuple(checked), name)
 
 

@@ -1,9 +1,9 @@
 """The runtime of the module `planc compile --target keras` writes: its public functions.
 
 The emitted module carries a verbatim copy of the section below its marker line (after
-the binding of `planc.targets.emit.runtime_binding`, the device order of
-`planc.targets.devices` and the distribution check of `planc.targets.keras.env`), and runs where planc is not installed. So the code there uses
-only Keras (and jax, on the JAX backend, for the device order), the names imported
+the binding of `planc.targets.emit.runtime.binding`, the device order of
+`planc.targets.devices` and the distribution check of `planc.targets.emit.runtime.keras_support`), and runs where
+planc is not installed. So the code there uses only Keras (and jax, on the JAX backend, for the device order), the names imported
 here (which the emitted module imports or carries too) and the emitted module's
 constants, which stand here for a plan of one `auto` axis and no rules.
 
@@ -17,8 +17,8 @@ import keras
 from keras import distribution as kd
 
 from planc.targets.devices import _device_grid
-from planc.targets.emit.runtime_binding import _bind
-from planc.targets.keras.env import _require_distribution
+from planc.targets.emit.runtime.binding import _bind
+from planc.targets.emit.runtime.keras_support import _require_distribution
 
 MESH_AXES: tuple = ("batch",)
 SLICES: tuple = (1,)

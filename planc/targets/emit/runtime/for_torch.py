@@ -1,7 +1,7 @@
 """The runtime of the module `planc compile --target torch` writes: its public functions.
 
 The emitted module carries a verbatim copy of the section below, after the binding of
-`planc.targets.emit.runtime_binding`, the resolver of `planc.targets.emit.runtime_resolve`,
+`planc.targets.emit.runtime.binding`, the resolver of `planc.targets.emit.runtime.resolve`,
 `_mesh_dims` of `planc.targets.torch.placements` and the DTensor helpers of
 `planc.targets.torch.dtensor`, and runs where planc is not installed. So the code there
 uses only torch, `os`, `re`, the names imported here (which the emitted module carries
@@ -12,8 +12,8 @@ this file without running it (`planc.targets.emit.codegen`).
 
 from __future__ import annotations
 
-from planc.targets.emit.runtime_binding import _bind
-from planc.targets.emit.runtime_resolve import _resolve
+from planc.targets.emit.runtime.binding import _bind
+from planc.targets.emit.runtime.resolve import _resolve
 from planc.targets.torch.dtensor import (_distribute, _init_mesh, _mesh_sizes, _parameters,
                                          _placements, _world_size)
 

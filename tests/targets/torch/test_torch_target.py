@@ -209,8 +209,9 @@ def test_the_module_is_deterministic_and_carries_the_model_table(tmp_path):
 
 def test_the_runtime_is_the_packages_source_and_reads_only_constants_it_defines(tmp_path):
     from planc.check.expression import _eval
-    from planc.targets.emit import (jax_module, runtime_binding, runtime_resolve,
-                                    runtime_torch, torch_module)
+    from planc.targets.emit import jax_module, torch_module
+    from planc.targets.emit.runtime import binding as runtime_binding, resolve as runtime_resolve
+    from planc.targets.emit.runtime import for_torch as runtime_torch
     from planc.targets.torch import dtensor, placements
 
     text = torch_module.module_text(planc.load_plan(PLANS / "gemma.kd").ir)
@@ -254,7 +255,7 @@ def test_keras_on_torch_says_what_the_installed_keras_can_do(tmp_path):
         import os, sys
         os.environ["KERAS_BACKEND"] = "torch"
         import keras, planc
-        from planc.targets.keras.env import _has_distribution_support
+        from planc.targets.emit.runtime.keras_support import _has_distribution_support
         sys.path.insert(0, {str(tmp_path)!r})
         import plan_keras
         plan = planc.load_plan({str(source)!r})

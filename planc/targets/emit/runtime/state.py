@@ -2,18 +2,18 @@
 `planc compile --target jax` writes: optimizer slots laid out by their parameter's
 `state` rule, and shardings in pinned host memory.
 
-Like `planc.targets.emit.runtime_jax`, its sections are copied into the emitted module,
-read without being run, and call the resolver of `planc.targets.emit.runtime_resolve`.
+Like `planc.targets.emit.runtime.for_jax`, its sections are copied into the emitted module,
+read without being run, and call the resolver of `planc.targets.emit.runtime.resolve`.
 `state: shardings` takes the place of that module's section `runtime: shardings`;
 `state: activations` comes after its last section and wraps the functions defined there.
 A module without state rules or host layouts carries neither, and stays byte for byte
 what it always was. The constants below stand for a plan with no state rules and nothing
 on host; the emitted module defines its own.
 
-Slots follow planc's rule (`planc.targets.jax.sharding`): an optimizer leaf belongs to the
-parameter whose path is its longest "/"-suffix and whose shape is its shape, and takes
-that parameter's `state` rule's layout, or the parameter's own where no state rule
-matches; any other leaf is replicated in device memory.
+Slots follow planc's one rule (`planc.targets.emit.runtime.tree._mirrored`, which planc's
+JAX target calls too): an optimizer leaf takes the layout of its parameter's `state` rule,
+or the parameter's own where no state rule matches; any other leaf is replicated in
+device memory.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from __future__ import annotations
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from planc.targets.emit.runtime_jax import (PLAN_NAME, _paths, _shape_of, _shape_once,
-                                            _sizes, constrain, make_mesh, output_sharding)
-from planc.targets.emit.runtime_resolve import (DEFAULT, OUTPUT_DEFAULT, OUTPUT_RULES, OVERLAP,
+from planc.targets.emit.runtime.for_jax import (PLAN_NAME, _shape_of, _sizes, constrain,
+                                                make_mesh, output_sharding)
+from planc.targets.emit.runtime.resolve import (DEFAULT, OUTPUT_DEFAULT, OUTPUT_RULES, OVERLAP,
                                                 RULES, _fit, _hits, _matcher, _resolve)
+from planc.targets.emit.runtime.tree import _mirrored, _paths, _shape_once
 
 HOST_RULES: tuple = ()
 DEFAULT_ON_HOST = False
@@ -136,13 +137,7 @@ def shardings(tree, mesh=None, params=None):
         answers = []
         for path, leaf in leaves:
             shape = _shape_once(leaf, shapes)
-            parts = path.split("/")
-            found = None
-            for i in range(len(parts)):
-                hit = table.get("/".join(parts[i:]))
-                if hit is not None and hit[0] == shape:
-                    found = hit[1]
-                    break
+            found = _mirrored(table, path, shape)
             answers.append(found or (tuple(None for _ in shape), False))
     if errors:
         raise ValueError(f"plan {PLAN_NAME!r}: {len(errors)} variable(s) have no valid "

@@ -24,7 +24,7 @@ from planc.targets.devices import _device_grid  # noqa: E402
 
 import models_jax  # noqa: E402
 
-PLANS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "plans"))
+from conftest import PLANS  # noqa: E402
 
 TP = """
 mesh(data = auto, model = 2)

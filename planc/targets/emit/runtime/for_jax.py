@@ -2,11 +2,11 @@
 
 The emitted module carries a verbatim copy of the sections below (`mesh`, then
 `runtime`, `runtime: shardings` and `runtime: data and activations`), after the device
-order of `planc.targets.devices`, the binding of `planc.targets.emit.runtime_binding` and
-the resolver of `planc.targets.emit.runtime_resolve` (its `re2` section before `mesh`,
+order of `planc.targets.devices`, the binding of `planc.targets.emit.runtime.binding` and
+the resolver of `planc.targets.emit.runtime.resolve` (its `re2` section before `mesh`,
 its `resolver` section between `mesh` and `runtime`), and runs where planc is not
 installed. A plan with `state` rules or `on host` layouts gets
-`planc.targets.emit.runtime_state`'s shardings in place of the section `runtime:
+`planc.targets.emit.runtime.state`'s shardings in place of the section `runtime:
 shardings`, and its activation wrappers after the last. So the code there uses only
 `re`, jax and numpy, the names imported here (which the emitted module
 imports or carries too) and the emitted module's constants, which stand here for a
@@ -23,8 +23,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from planc.targets.devices import _device_grid, _device_list
-from planc.targets.emit.runtime_binding import _bind
-from planc.targets.emit.runtime_resolve import _resolve
+from planc.targets.emit.runtime.binding import _bind
+from planc.targets.emit.runtime.resolve import _resolve
+from planc.targets.emit.runtime.tree import _paths, _shape_once
 
 PLAN_NAME = "runtime"
 MESH_AXES: tuple = ("batch",)
@@ -123,101 +124,6 @@ def partition_spec(path, shape, mesh=None):
     if why is not None:
         raise ValueError(why)
     return PartitionSpec(*entries)
-
-
-def _key_text(key):
-    for attr in ("key", "idx", "name"):
-        if hasattr(key, attr):
-            return str(getattr(key, attr))
-    return str(key)
-
-
-def _leaf_shape(leaf):
-    shape = getattr(leaf, "shape", None)
-    return tuple(np.shape(leaf)) if shape is None else tuple(int(d) for d in shape)
-
-
-def _shape_once(leaf, seen):
-    """`_leaf_shape(leaf)`, converted once per distinct `.shape` tuple (`seen` is kept
-    across the leaves of one call): a model has a handful of distinct shapes."""
-    raw = getattr(leaf, "shape", None)
-    if type(raw) is not tuple:
-        return _leaf_shape(leaf)
-    try:
-        shape = seen.get(raw)
-    except TypeError:  # something unhashable in it: `_leaf_shape` says what
-        return _leaf_shape(leaf)
-    if shape is None:
-        shape = seen[raw] = _leaf_shape(leaf)
-    return shape
-
-
-# Types JAX always takes as leaves; `_walk` emits them without asking JAX.
-_LEAF_TYPES = frozenset({np.ndarray, jax.ShapeDtypeStruct, int, float, bool, complex, str})
-
-
-def _paths(tree):
-    """([(path, leaf), ...], treedef) in jax.tree_util's order, each path the leaf's keys
-    joined by "/".
-
-    jax.tree_util.tree_flatten_with_path builds a tuple of key objects per leaf, and
-    joining their texts was half the cost of `shardings` on a nested tree. So dicts,
-    lists, tuples and None are walked here, each path built once from its parent's, and
-    every other node (a namedtuple, a registered class) is opened by JAX one level at a
-    time, so it gets JAX's own keys and order. Whenever the walk's leaves are not
-    tree_flatten's (same objects, same order), JAX's own walk answers."""
-    leaves, treedef = jax.tree_util.tree_flatten(tree)
-    out = []
-    try:
-        _walk(tree, "", out.append)
-    except (TypeError, RecursionError):  # keys that do not sort, a very deep tree
-        out = None
-    if out is None or len(out) != len(leaves) or any(
-            a is not b for (_, a), b in zip(out, leaves)):
-        flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
-        return [("/".join(_key_text(k) for k in keys), leaf) for keys, leaf in flat], treedef
-    return out, treedef
-
-
-def _walk(node, path, emit):
-    kind = type(node)
-    if kind is dict:
-        prefix = path + "/" if path else ""
-        for key in sorted(node):  # JAX's order for a dict
-            child = node[key]
-            text = prefix + (key if type(key) is str else str(key))
-            if type(child) in _LEAF_TYPES:
-                emit((text, child))
-            else:
-                _walk(child, text, emit)
-    elif kind is list or kind is tuple:
-        prefix = path + "/" if path else ""
-        for i, child in enumerate(node):
-            if type(child) in _LEAF_TYPES:
-                emit((prefix + str(i), child))
-            else:
-                _walk(child, prefix + str(i), emit)
-    elif node is None:
-        return
-    elif kind in _LEAF_TYPES or isinstance(node, jax.Array):
-        emit((path, node))
-    else:
-        children = _children(node)
-        if children is None:
-            emit((path, node))
-            return
-        prefix = path + "/" if path else ""
-        for text, child in children:
-            _walk(child, prefix + text, emit)
-
-
-def _children(node):
-    """[(key text, child), ...] of a node JAX opens, from JAX one level deep; None when
-    JAX takes `node` as a leaf."""
-    flat, _ = jax.tree_util.tree_flatten_with_path(node, is_leaf=lambda n: n is not node)
-    if len(flat) == 1 and flat[0][0] == () and flat[0][1] is node:
-        return None
-    return [(_key_text(keys[0]), child) for keys, child in flat]
 
 
 # -- copied into emitted modules: runtime: shardings --

@@ -11,7 +11,7 @@ import pytest
 import planc
 from conftest import PLANS, ROOT
 from planc.cli import main
-from planc.targets.emit.compiled_json import fingerprint
+from planc.fingerprint import fingerprint
 from planc.sources import write_manifest
 from planc.variables import Variable
 
@@ -400,8 +400,9 @@ def _runtime_constants(module) -> set[str]:
 
 
 def test_the_runtime_modules_read_only_constants_the_emitted_modules_define():
-    from planc.targets.emit import jax_module, keras_module, runtime_binding, runtime_jax
-    from planc.targets.emit import runtime_keras
+    from planc.targets.emit import jax_module, keras_module
+    from planc.targets.emit.runtime import binding as runtime_binding, for_jax as runtime_jax
+    from planc.targets.emit.runtime import for_keras as runtime_keras
 
     for emitted, runtimes in ((jax_module, (runtime_binding, runtime_jax)),
                               (keras_module, (runtime_binding, runtime_keras))):
@@ -418,7 +419,8 @@ def test_the_emitted_runtime_is_the_packages_source():
 
     from planc.check.expression import _eval
     from planc.targets import devices
-    from planc.targets.emit import jax_module, runtime_binding, runtime_jax
+    from planc.targets.emit import jax_module
+    from planc.targets.emit.runtime import binding as runtime_binding, for_jax as runtime_jax
 
     text = jax_module.module_text(planc.load_plan(GEMMA).ir)
     for function in (devices._device_grid, devices._ordered_devices, devices._device_list,
@@ -431,7 +433,7 @@ def test_the_runtime_runs_in_the_package_for_its_stand_in_plan():
     import jax
     from jax.sharding import PartitionSpec as P
 
-    from planc.targets.emit import runtime_jax
+    from planc.targets.emit.runtime import for_jax as runtime_jax
 
     mesh = runtime_jax.make_mesh()
     assert dict(mesh.shape) == {"batch": len(jax.devices())}

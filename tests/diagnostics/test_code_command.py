@@ -1,4 +1,4 @@
-"""One registry documents every diagnostic code; `planc rule` prints it and the code table
+"""One registry documents every diagnostic code; `planc code` prints it and the code table
 of docs/diagnostics.md is generated from it."""
 
 import re

@@ -5,7 +5,7 @@ import numpy as np
 
 import planc
 from helpers import MP, codes, problems
-from planc.targets.emit.compiled_json import _canonical, fingerprint
+from planc.fingerprint import _canonical, fingerprint
 
 
 def test_peak_alone_or_beside_per_device():

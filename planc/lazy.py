@@ -1,0 +1,34 @@
+"""Names loaded on first use: the one way planc imports by name and the one shape of a
+package face whose names load their modules lazily (docs/architecture.md, "Lint's path",
+says why each is lazy).
+
+    >>> face = lazy_face("planc", {"load_plan": "planc.plan"})
+    >>> face("load_plan").__name__
+    'load_plan'
+"""
+
+import sys
+
+__all__ = ["import_module", "lazy_face"]
+
+
+def import_module(name: str):
+    """The module of absolute name `name`, imported: `importlib.import_module` without
+    importing the `importlib` package (~0.4 ms of a start-up that needs nothing else of
+    it)."""
+    __import__(name)
+    return sys.modules[name]
+
+
+def lazy_face(package: str, names: dict):
+    """A module `__getattr__` for `package`: each name of `names` (name -> the module that
+    defines it) is imported on first use, then stored in the package, so later lookups
+    never reach this function."""
+    def __getattr__(name: str):
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+    return __getattr__

@@ -1,0 +1,1 @@
+"""planc/targets/aot/: see tests/targets/__init__.py."""

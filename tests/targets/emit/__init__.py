@@ -1,0 +1,1 @@
+"""planc/targets/emit/: see tests/targets/__init__.py."""

@@ -1,0 +1,1 @@
+"""planc/targets/jax/: see tests/targets/__init__.py."""

@@ -1,0 +1,1 @@
+"""planc/targets/keras/: see tests/targets/__init__.py."""
