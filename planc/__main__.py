@@ -6,8 +6,9 @@ import _signal
 # Until `main` sets its own handler, a Ctrl-C ends the process as the signal does (the
 # shell reports 130), instead of raising KeyboardInterrupt in the middle of importing
 # `planc.cli`; `_signal`, not `signal`, whose enums take long enough to build for the
-# signal to land in them.
-_signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+# signal to land in them. A Ctrl-C the process ignores stays ignored.
+if _signal.getsignal(_signal.SIGINT) is not _signal.SIG_IGN:
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
 
 import sys  # noqa: E402
 

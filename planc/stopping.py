@@ -147,6 +147,8 @@ class StopSignals:
         if threading.current_thread() is not threading.main_thread():
             return
         for sig in self.signals:
+            if _signal.getsignal(sig) is _signal.SIG_IGN:
+                continue  # ignored by the process (`nohup`, a background job): stays so
             self.previous[sig] = _signal.signal(sig, self.handle)
         # A `Stopped` dropped there is recorded in `signum`: `check()` raises it.
         self._unraisable = sys.unraisablehook

@@ -1,8 +1,16 @@
 """Every test runs on 8 simulated CPU devices with Keras on JAX, set before jax loads."""
 
 import os
+import signal
 import sys
 from pathlib import Path
+
+# A suite started with SIGINT ignored (`nohup`, `make test &` in a script) hands that to
+# every child it starts, and the tests that stop a child with Ctrl-C need it delivered as
+# at a terminal. How planc treats an ignored SIGINT is tested with it ignored on purpose
+# (tests/multihost/test_ignored_sigint.py).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=8").strip()

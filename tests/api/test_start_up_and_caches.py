@@ -51,6 +51,7 @@ def test_importing_planc_sets_no_signal_handler_even_as_the_planc_script():
 # A Ctrl-C that lands while the command line's modules load: the import of the dispatcher
 # sends it.
 _CTRL_C_AT_START = """import builtins, os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a program that takes Ctrl-C
 import planc.cli
 sys.argv = ["planc", "--version"]
 real = builtins.__import__
