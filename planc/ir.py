@@ -207,10 +207,11 @@ class Rename(Frozen):
 
 
 class Budget(Frozen):
-    """`budget(per_device = SIZE, host = SIZE, state = K, peak = SIZE)`, sizes in bytes,
-    None where not given (at least one is). `per_device` bounds the variables' device bytes
-    (times `state`), `host` their pinned-host bytes, `peak` the compiled step's per-device
-    peak (`planc aot`). `host_span` is where `host = SIZE` stands."""
+    """`budget(per_device = SIZE, host = SIZE, state = K, peak = SIZE, step = DURATION)`,
+    sizes in bytes, None where not given (at least one is). `per_device` bounds the
+    variables' device bytes (times `state`), `host` their pinned-host bytes, `peak` the
+    compiled step's per-device peak (`planc aot`), `step` the predicted step time in
+    seconds (`planc cost`). `host_span` is where `host = SIZE` stands."""
 
     per_device: int | None
     state: int = 1
@@ -218,6 +219,7 @@ class Budget(Frozen):
     peak: int | None = None
     host: int | None = None
     host_span: Span | None = None
+    step: float | None = None
     _not_compared = ("span", "host_span")
 
 

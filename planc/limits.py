@@ -12,3 +12,8 @@ MAX_NESTING = 200
 # to RE2 recurse about three frames per group.
 MAX_PATTERN_NESTING = 100
 MAX_PATH_LENGTH = 65_536  # variable paths longer than this are refused by the resolver
+# Compile-only devices a topology may describe (`--topology`, times the plan's slices): a
+# TPU description costs libtpu ~0.6 ms and ~30 KB a device (100,000 took 61 s and 3 GB,
+# and 1,000,000 crashed it), and XLA:CPU's simulated devices each own a thread pool.
+MAX_TOPOLOGY_DEVICES = 32_768
+MAX_CPU_DEVICES = 4_096

@@ -271,6 +271,33 @@ class Plan:
         return aot(self._ir, step, params, opt_state, batch, topology=topology,
                    donate=donate, optimizer=optimizer, loss=loss)
 
+    def cost(self, step, params=None, opt_state=None, batch=None, *, topology=None,
+             calibration: str | None = None, chip: str | None = None, donate: bool = True):
+        """The training step's predicted time on `topology`, from the same compile as
+        `plan.aot`: a `planc.targets.cost.report.CostReport` (`time` bounds and estimate,
+        FLOPs and HBM bytes with loops' trip counts multiplied in, collectives per mesh
+        axis, the bottleneck by plan rule, P813 when the estimate exceeds
+        `budget(step)`). `calibration` is a `planc.calibration/1` file fitted on the chip;
+        `chip` prices a `cpu:N` compile as that chip (default `v5e`).
+
+        >>> import jax, jax.numpy as jnp, planc
+        >>> plan = planc.loads('mesh(data = 8)  data_parallel')
+        >>> def step(params, opt_state, batch):
+        ...     grad = jax.grad(lambda w: jnp.mean((batch @ w) ** 2))(params["w"])
+        ...     return {"w": params["w"] - 0.1 * grad}, opt_state, None
+        >>> params = {"w": jax.ShapeDtypeStruct((64, 64), jnp.float32)}
+        >>> batch = jax.ShapeDtypeStruct((32, 64), jnp.float32)
+        >>> report = plan.cost(step, params, {}, batch, topology="cpu:8")
+        >>> report.lower_s <= report.estimate_s <= report.upper_s
+        True
+        """
+        from planc.targets.aot.jax_step import aot
+        from planc.targets.cost.estimate import cost_of
+
+        compiled = aot(self._ir, step, params, opt_state, batch, topology=topology,
+                       donate=donate)
+        return cost_of(self._ir, compiled, calibration=calibration, chip=chip)
+
     # -- Keras (planc.targets.keras.distribution) ---------------------------------------------
 
     def _keras_backend(self):

@@ -73,8 +73,8 @@ def without_spans(obj):
     stands (its spans). `16GiB` and `16 GiB` are one size."""
     if isinstance(obj, Span):
         return None
-    if isinstance(obj, ast.SizeLit):
-        return ("SizeLit", obj.value, re.sub(r"[ \t]", "", obj.text))
+    if isinstance(obj, (ast.SizeLit, ast.DurationLit)):
+        return (type(obj).__name__, obj.value, re.sub(r"[ \t]", "", obj.text))
     if hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
         import dataclasses  # the records' own `fields` view; loaded on first use
 

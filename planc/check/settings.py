@@ -10,7 +10,7 @@ from planc.ir import Budget, Check, Cluster, Mesh, Setting
 from planc.syntax import ast
 
 _CLUSTER_KEYS = ("coordinator", "processes", "process_id", "detect")
-_BUDGET_KEYS = ("per_device", "host", "state", "peak")
+_BUDGET_KEYS = ("per_device", "host", "state", "peak", "step")
 
 
 class Settings(CheckerBase):
@@ -21,7 +21,7 @@ class Settings(CheckerBase):
         if not statements.budget:
             return None
         stmt = statements.budget[0]
-        per_device, state, host, host_span, peak = None, 1, None, None, None
+        per_device, state, host, host_span, peak, step = None, 1, None, None, None, None
         for kw in stmt.args:
             key = kw.name.text
             if key == "per_device":
@@ -32,23 +32,36 @@ class Settings(CheckerBase):
                 state = self._int_value(kw.value, params, "`state`") or 1
             elif key == "peak":
                 peak = self._int_value(kw.value, params, "`peak`")
+            elif key == "step":
+                step = self._duration_value(kw.value)
             else:
                 self.err("P119", f"unknown budget setting `{key}`", kw.name.span,
                          label="unknown", help=self._hint(key, _BUDGET_KEYS) or
-                         "budget takes `per_device = SIZE`, `host = SIZE`, `peak = SIZE` "
-                         "and `state = K`")
+                         "budget takes `per_device = SIZE`, `host = SIZE`, `peak = SIZE`, "
+                         "`step = DURATION` and `state = K`")
         given = {kw.name.text for kw in stmt.args}
-        if per_device is None and host is None and peak is None:
-            if not given & {"per_device", "host", "peak"}:
-                self.err("P119", "`budget` needs `per_device = SIZE`, `host = SIZE` or "
-                         "`peak = SIZE`", stmt.span, label="no size",
-                         help="e.g. `budget(per_device = 80 GB)`, or `budget(peak = 16 GiB)` "
-                         "for the compiled step's peak (`planc aot`)")
+        if per_device is None and host is None and peak is None and step is None:
+            if not given & {"per_device", "host", "peak", "step"}:
+                self.err("P119", "`budget` needs `per_device = SIZE`, `host = SIZE`, "
+                         "`peak = SIZE` or `step = DURATION`", stmt.span, label="no size",
+                         help="e.g. `budget(per_device = 80 GB)`, `budget(peak = 16 GiB)` "
+                         "for the compiled step's peak (`planc aot`), or `budget(step = "
+                         "120 ms)` for its predicted time (`planc cost`)")
             return None
         if any(k in given and v is None
-               for k, v in (("per_device", per_device), ("host", host), ("peak", peak))):
+               for k, v in (("per_device", per_device), ("host", host), ("peak", peak),
+                            ("step", step))):
             return None  # the bad size is reported; no budget is checked half-read
-        return Budget(per_device, state, stmt.span, peak, host, host_span)
+        return Budget(per_device, state, stmt.span, peak, host, host_span, step)
+
+    def _duration_value(self, node) -> float | None:
+        """A positive time in seconds from a duration literal, or None after a diagnostic."""
+        if isinstance(node, ast.DurationLit) and node.value > 0:
+            return node.value
+        what = "zero" if isinstance(node, ast.DurationLit) else "not a time"
+        self.err("P112", "`step` must be a positive time such as `120 ms`", node.span,
+                 label=what, help="durations are written with `us`, `ms` or `s`")
+        return None
 
     def _checks(self, statements, params, mesh: Mesh) -> tuple[Check, ...]:
         out = []

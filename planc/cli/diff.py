@@ -1,10 +1,14 @@
-"""`planc diff OLD NEW [--model SRC] [--devices N] [--format text|json]`: what changed.
+"""`planc diff OLD NEW [--model SRC] [--devices N] [--format text|json] [--cost --step
+MODULE:ATTR --topology NAME]`: what changed.
 
 OLD and NEW are plan files (resolved against `--model`, else each plan's own model) or
 `planc explain --format json` documents. Lists each variable whose layout, shard shape
 or bytes per device changed, those newly replicated, axes renamed with every shard in
 place, and the per-device totals (`planc.reports.diff`). `-D NAME=VALUE` overrides the
 parameter in each plan that declares it (a name neither declares is P109, as in lint).
+With `--cost`, the step is compiled under each plan for the topology and costed: the
+change of the peak, of the bytes sent per mesh axes and of the step time
+(`planc.reports.cost.cost_diff`, `cost` in the JSON).
 Exit codes as diff(1): 0 identical, 1 different, 2 trouble (a bad command line, an
 unreadable input, a plan with errors).
 """
@@ -40,6 +44,16 @@ def run(args) -> int:
     declared = {path: _declared(path, args.allow_include_outside)
                 for path in (args.old, args.new) if not _is_document(path)}
     anywhere = set().union(*declared.values()) if declared else set()
+    if args.cost and args.model is None:
+        # The step is the model: its parameters are what both plans lay out.
+        costed = _cost(args, defines, declared, anywhere)
+        if not isinstance(costed, dict):
+            return costed
+        from planc.reports.cost import cost_diff_text
+
+        write_output(json.dumps({"cost": costed}, indent=2, ensure_ascii=False) + "\n"
+                     if args.format == "json" else cost_diff_text(costed), args.output)
+        return 1 if _cost_changed(costed) else 0
     docs = []
     for path in (args.old, args.new):
         # An override applies where its parameter exists: a plan that gained or lost a
@@ -53,10 +67,60 @@ def run(args) -> int:
             return EXIT_USAGE
         docs.append(doc)
     doc = diff_document(*docs)
+    costed = _cost(args, defines, declared, anywhere) if args.cost else None
+    if costed is not None and not isinstance(costed, dict):
+        return costed  # an exit code: the compile's problems are printed
+    if costed is not None:
+        doc["cost"] = costed
     text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n" if args.format == "json" \
         else diff_text(doc)
+    if costed is not None and args.format != "json":
+        from planc.reports.cost import cost_diff_text
+
+        text += "\n" + cost_diff_text(costed)
     write_output(text, args.output)
-    return 0 if doc["identical"] else 1
+    changed = not doc["identical"] or (costed is not None and _cost_changed(costed))
+    return 1 if changed else 0
+
+
+def _cost_changed(costed: dict) -> bool:
+    return bool(costed["peak"]["delta"] or costed["time"]["estimate_s"]["delta"]
+                or any(row["delta"] for row in costed["bytes_per_axes"]))
+
+
+def _cost(args, defines, declared, anywhere):
+    """`--cost`: both plans' steps compiled for `--topology` and costed, and what changed
+    (`planc.reports.cost.cost_diff`); an exit code when a plan or the step has errors."""
+    if not args.step or not args.topology:
+        raise UsageError("--cost needs --step MODULE:ATTR and --topology NAME")
+    if any(_is_document(p) for p in (args.old, args.new)):
+        raise UsageError("--cost compares two plan files, not explain documents")
+    import sys
+
+    from planc.cli.common import EXIT_PLAN, prepare_jax
+    from planc.diagnostics import PlanError
+
+    prepare_jax(args.topology)
+    from planc.reports.cost import cost_diff
+    from planc.targets.aot.step_builder import compile_named_step
+    from planc.targets.cost.estimate import cost_of
+
+    reports = []
+    for path in (args.old, args.new):
+        mine = {k: v for k, v in defines.items()
+                if k in declared.get(path, ()) or k not in anywhere}
+        plan, found, sources = load(path, mine, args.allow_include_outside)
+        if plan is None:
+            emit_diagnostics(found, sources, args, stream=sys.stderr, to_file=False)
+            return EXIT_USAGE
+        try:
+            compiled, _ = compile_named_step(plan.ir, args.step, args.topology)
+            reports.append(cost_of(plan.ir, compiled))
+        except PlanError as exc:
+            emit_diagnostics(list(exc.diagnostics), {**sources, **exc.sources}, args,
+                             stream=sys.stderr, to_file=False)
+            return EXIT_PLAN
+    return cost_diff(*reports)
 
 
 def _is_document(path: str) -> bool:

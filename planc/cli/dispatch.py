@@ -143,6 +143,10 @@ def _diff_parser(sub) -> None:
     p.add_argument("--model", metavar="SRC", help="the model plan files are resolved "
                    "against (default: each plan's own model)")
     p.add_argument("--devices", metavar="N", help="the device count to resolve plans at")
+    p.add_argument("--cost", action="store_true", help="also compile --step under each plan "
+                   "for --topology: the change of the peak, the bytes per axis and the time")
+    p.add_argument("--step", metavar="MODULE:ATTR", help="the training step, with --cost")
+    p.add_argument("--topology", metavar="NAME", help="the topology, with --cost")
     p.add_argument("-o", "--output", metavar="FILE", help="write the diff to FILE")
     _common(p, defines="override a `param` in each plan that declares it (a name neither "
             "plan declares is P109)")
@@ -279,6 +283,32 @@ def _aot_parser(sub) -> None:
     _common(p, formats=("text", "json", "html"))
 
 
+def _cost_parser(sub) -> None:
+    p = sub.add_parser("cost", help="predict the training step's time on a topology, from "
+                       "the same compile as `aot`: FLOPs, HBM bytes, collectives per axis, "
+                       "bounds, the bottleneck by plan rule, budget(step)",
+                       epilog="--step names MODULE:ATTR, which imports and runs that module's "
+                       "code: only name modules you trust.")
+    p.add_argument("plan", metavar="PLAN")
+    p.add_argument("--step", metavar="MODULE:ATTR", required=True,
+                   help="a function of no arguments returning (step, params, opt_state, "
+                   "batch); step(params, opt_state, batch) returns (params, opt_state, ...)")
+    p.add_argument("--topology", metavar="NAME", required=True,
+                   help="a TPU topology (v5e:2x4, v5e:1x1, v6e:16x16; needs planc[tpu]) or "
+                   "cpu:N (N simulated CPU devices, priced as --chip)")
+    p.add_argument("--calibration", metavar="FILE",
+                   help="a planc.calibration/1 file fitted on the chip (default: none, the "
+                   "chip's peak rates)")
+    p.add_argument("--chip", metavar="NAME",
+                   help="price the step as this chip (v5e, v6e, v5p, v4); cpu:N's default "
+                   "is v5e")
+    p.add_argument("--no-donate", action="store_true",
+                   help="do not donate params and opt_state")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE "
+                   "(atomically)")
+    _common(p, formats=("text", "json"))
+
+
 def _code_parser(sub) -> None:
     # `rule` is its name of the earlier rounds, kept for the fingers and scripts that type it.
     p = sub.add_parser("code", aliases=["rule"],
@@ -294,6 +324,7 @@ _PARSERS = {
     "explain": _explain_parser,
     "compile": _compile_parser,
     "aot": _aot_parser,
+    "cost": _cost_parser,
     "inspect": _inspect_parser,
     "suggest": _suggest_parser,
     "import": _import_plan_parser,

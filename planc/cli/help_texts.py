@@ -58,6 +58,10 @@ EPILOGS: dict[str, str] = {
                "errors), 2 a bad command line or an unreadable plan\n\nexample:\n  planc "
                "cluster plans/gemma.kd -D tp=2",
     "code": "exit codes: 0 printed, 2 an unknown code\n\nexample:\n  planc code P301",
+    "cost": "exit codes: 0 costed (and within budget(step)), 1 the plan, the step or a "
+            "budget has an error, 2 a bad command line or input (an unknown topology, a "
+            "--step that cannot be imported, a bad calibration file)\n\nexample:\n  planc cost "
+            "examples/aot.kd --step examples.aot_step:build --topology cpu:8",
     "aot": "exit codes: 0 compiled (and within budget(peak)), 1 the plan, the step or the "
            "budget has an error, 2 a bad command line or input (an unknown topology, libtpu "
            "missing, a --step that cannot be imported)\n\nexample:\n  planc aot "

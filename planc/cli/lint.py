@@ -40,7 +40,8 @@ def run(args) -> int:
             failures.append(failure(str(exc), args.model))
     elif names:
         model, found = _preset_model(args.checkpoint, failures)
-    topology = _topology_check(args.topology, failures) if args.topology else None
+    topology = (_topology_check(args.topology, failures) if args.topology is not None
+                else None)
     if failures:
         result = LintResult()
     else:
@@ -94,9 +95,10 @@ def _topology_check(name: str, failures: list):
     found without compiling (`planc.targets.aot.feasibility`). jax loads only here, on
     the CPU platform unless one is chosen: the topology is described, never run on. A
     topology that cannot be loaded is an input that cannot be read (exit 2)."""
+    from planc.cli.common import prepare_jax
     from planc.reports.lint import failure
 
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    prepare_jax(name)
     from planc.targets.aot.feasibility import lint_topology
     from planc.targets.aot.topology import TopologyError
 
@@ -105,9 +107,10 @@ def _topology_check(name: str, failures: list):
             return lint_topology(ir, name)
         except TopologyError as exc:
             d = exc.diagnostic
-            message = f"--topology {name}: {d.message}" + "".join(f"; {h}" for h in d.help)
+            shown = name if len(name) <= 64 else name[:30] + "..." + name[-30:]
+            message = f"--topology {shown}: {d.message}" + "".join(f"; {h}" for h in d.help)
             if not any(f.message == message for f in failures):
-                failures.append(failure(message, name))
+                failures.append(failure(message, shown))
             return None, []
 
     return check

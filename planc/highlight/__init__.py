@@ -34,6 +34,7 @@ def _tokens() -> dict:
         (r'"(?:[^"\\\n\r]|\\[^\n\r])*"', String.Double),
         (r"[0-9]+(?:_[0-9]+)*[ \t]*(?:" + "|".join(SIZE_UNITS) + r")(?![A-Za-z0-9_])",
          Number),
+        (r"[0-9]+(?:_[0-9]+)*(?:\.[0-9]+)?[ \t]*(?:us|ms|s)(?![A-Za-z0-9_])", Number),
         (r"[0-9]+(?:_[0-9]+)*(?![A-Za-z0-9_])", Number.Integer),
         *[(re.escape(w) + look, Keyword) for w, look in CONTEXTUAL],
         (words(plain, suffix=r"(?![A-Za-z0-9_])"), Keyword),

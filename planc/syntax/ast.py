@@ -34,6 +34,13 @@ class SizeLit(Node):
     text: str
 
 
+class DurationLit(Node):
+    """A time such as `120 ms`; `value` is in seconds."""
+
+    value: float
+    text: str
+
+
 class StrLit(Node):
     """A raw string: `value` has `\\"` unescaped and every other backslash kept; `raw`
     is the characters between the quotes, exactly as written."""

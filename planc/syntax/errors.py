@@ -20,7 +20,8 @@ _WORDS = {
     "RBRACE": "`}`", "LSQB": "`[`", "RSQB": "`]`", "COMMA": "`,`", "EQUAL": "`=`",
     "VBAR": "`|`", "MINUS": "`-`", "ADD_OP": "`+`", "MUL_OP": "`*`, `//` or `%`",
     "COMPARE": "a comparison (`==`, `<`, ...)", "NAME": "a name", "INT": "an integer",
-    "SIZE": "a size such as `16 GiB`", "STRING": 'a string in double quotes',
+    "SIZE": "a size such as `16 GiB`", "DURATION": "a time such as `120 ms`",
+    "STRING": 'a string in double quotes',
     "UNSPLIT": "`_`", "$END": "the end of the file",
 }
 _STATEMENT_TERMINALS = {k.upper() for k in STATEMENT_KEYWORDS}

@@ -147,6 +147,7 @@ class _Builder:
     def leaves(self) -> dict:
         """The terminals that become nodes: name -> f(text, start, end) -> node."""
         return {"NAME": self._name, "INT": self._int_lit, "SIZE": self._size,
+                "DURATION": self._duration,
                 "STRING": self._string, "AUTO": self._auto, "UNSPLIT": self._unsplit,
                 "ELLIPSIS": self._ellipsis, "REPLICATED": self._replicated}
 
@@ -183,6 +184,15 @@ class _Builder:
         unit = text[len(digits):].strip()
         return ast.SizeLit(span, self._int(digits.strip(), span) * _UNITS[unit], text)
 
+    def _duration(self, text: str, start: int, end: int) -> ast.DurationLit:
+        span = self._at(start, end)
+        number = text.rstrip("musn \t")
+        unit = text[len(number):].strip()
+        whole, _, fraction = number.strip().partition(".")
+        value = (self._int(whole, span) + (int(fraction) / 10 ** len(fraction) if fraction
+                                             else 0)) * _SECONDS[unit]
+        return ast.DurationLit(span, value, text)
+
     def _string(self, text: str, start: int, end: int) -> ast.StrLit:
         raw = text[1:-1]
         return ast.StrLit(self._at(start, end), _unescape(raw), raw)
@@ -217,6 +227,9 @@ class _Builder:
 
     def SIZE(self, t: Token):
         return self._size(t.value, t.start_pos, t.end_pos)
+
+    def DURATION(self, t: Token):
+        return self._duration(t.value, t.start_pos, t.end_pos)
 
     def STRING(self, t: Token):
         return self._string(t.value, t.start_pos, t.end_pos)
@@ -436,6 +449,9 @@ class _Spliced:
 
     def __init__(self, children: list) -> None:
         self.children = children
+
+
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 class _BlockSize:

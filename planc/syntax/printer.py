@@ -32,6 +32,7 @@ _RANK = {cls: rank for rank, group in enumerate(_ORDER) for cls in group}
 # Statements printed as a braced section of one line per rule or setting.
 _SECTIONS = (ast.LayoutSection, ast.StateSection, ast.OutputsSection, ast.ClusterStmt,
              ast.RenameSection)
+_DURATION = r"([0-9_.]+)[ \t]*([a-z]+)"
 _SIZE = r"([0-9_]+)[ \t]*([A-Za-z]+)"  # compiled by `re` when a size is first printed
 
 
@@ -365,6 +366,9 @@ class _Printer:
         if isinstance(v, ast.SizeLit):
             digits, unit = re.fullmatch(_SIZE, v.text).groups()
             return f"{digits} {unit}"
+        if isinstance(v, ast.DurationLit):
+            number, unit = re.fullmatch(_DURATION, v.text).groups()
+            return f"{number} {unit}"
         if isinstance(v, ast.StrLit):
             return self.string(v)
         if isinstance(v, ast.Name):

@@ -1,7 +1,7 @@
 """The collectives of a compiled step, read from its HLO text: what the plan makes each
 device send, by kind and by the plan's mesh axes.
 
-Read from `compiled.as_text()`, the program XLA will run (after SPMD partitioning,
+Read from `compiled.as_text()` (by `planc.targets.aot.hlo`), the program XLA will run (after SPMD partitioning,
 fusion and scheduling), so what is reported is what runs:
 
 - **kinds**: `all-gather`, `all-reduce`, `reduce-scatter`, `all-to-all`,
@@ -11,8 +11,8 @@ fusion and scheduling), so what is reported is what runs:
 - **one collective once**: XLA:TPU clones an asynchronous collective into its start, its
   done and the fusion that overlaps it; the copies share a `channel_id`, which counts once.
 - **count**: how many times the collective runs in one step: once per computation it is
-  in, times the trip count of each `while` around it where XLA knows it (a scanned
-  layer stack), else once.
+  in, times the trip count of each `while` around it (a scanned layer stack), as
+  `planc.targets.aot.hlo.runs` reads it; a loop whose count cannot be read counts once.
 - **bytes**: each collective's result on one device (a tuple's elements summed, the
   logical size: dims x element size), times its count.
 - **axes**: from the replica groups (explicit `{{0,2},{1,3}}`, iota `[2,4]<=[4,2]T(1,0)`,
@@ -31,6 +31,9 @@ from __future__ import annotations
 import math
 import re
 
+from planc.targets.aot import hlo as hlo_text
+from planc.targets.aot.hlo import Instruction, shape_bytes, tuple_elements
+
 __all__ = ["Collective", "collectives", "KINDS"]
 
 KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
@@ -39,20 +42,7 @@ _OPCODES = {k: k for k in KINDS}
 _OPCODES.update({f"{k}-start": k for k in KINDS})
 _OPCODES["ragged-all-to-all"] = "all-to-all"
 
-# Bits per element of HLO's element types.
-_BITS = {"pred": 8, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16,
-         "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64, "f16": 16, "bf16": 16,
-         "f32": 32, "f64": 64, "c64": 64, "c128": 128, "f4e2m1fn": 4, "f8e8m0fnu": 8}
-_ARRAY = re.compile(r"\b([a-z]+[0-9][a-z0-9]*)\[([0-9,]*)\]")
-_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
-_OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
 _CHANNEL = re.compile(r"\bchannel_id=(\d+)")
-_CALLS = re.compile(r"\b(?:calls|body|condition|to_apply|true_computation|"
-                    r"false_computation)=%?([\w.\-]+)")
-_BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
-_TRIPS = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
-_BODY = re.compile(r"\bbody=%?([\w.\-]+)")
 
 
 class Collective:
@@ -62,7 +52,7 @@ class Collective:
     permute, whose pairs are not groups); `partial` says a group spans only part of its
     axes."""
 
-    __slots__ = ("kind", "axes", "count", "bytes", "group_size", "partial")
+    __slots__ = ("kind", "axes", "count", "bytes", "group_size", "partial", "shapes")
 
     def __init__(self, kind, axes, count, nbytes, group_size, partial=False):
         self.kind = kind
@@ -71,6 +61,7 @@ class Collective:
         self.bytes = nbytes
         self.group_size = group_size
         self.partial = partial
+        self.shapes: dict[tuple, int] = {}  # result dims -> bytes moved with that result
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "axes": None if self.axes is None else list(self.axes),
@@ -79,17 +70,6 @@ class Collective:
     def __repr__(self):
         return (f"Collective({self.kind}, axes={self.axes}, count={self.count}, "
                 f"bytes={self.bytes}, group_size={self.group_size})")
-
-
-class _Instruction:
-    __slots__ = ("name", "shape", "opcode", "attrs", "computation")
-
-    def __init__(self, name, shape, opcode, attrs, computation):
-        self.name = name
-        self.shape = shape
-        self.opcode = opcode
-        self.attrs = attrs
-        self.computation = computation
 
 
 def collectives(hlo: str, mesh_shape, axis_names, *, slice_positions=None,
@@ -103,8 +83,9 @@ def collectives(hlo: str, mesh_shape, axis_names, *, slice_positions=None,
     collectives across slices (DCN) are the megascale runtime's host transfers, reported
     over `slice_axes`, the axes that span slices."""
     mesh_shape = tuple(int(s) for s in mesh_shape)
-    computations, entry = _parse(hlo)
-    runs = _multiplicities(computations, entry)
+    module = hlo_text.parse(hlo)
+    runs = hlo_text.runs(module).times
+    computations = module.computations
     scatters = _reduce_scatter_fusions(computations)
     seen: dict[tuple, tuple[int, int]] = {}  # (kind, channel) -> (runs, bytes) of one copy
     groups: dict[tuple, list] = {}
@@ -118,14 +99,14 @@ def collectives(hlo: str, mesh_shape, axis_names, *, slice_positions=None,
                     if key not in seen or times > seen[key][0]:
                         seen[key] = (times, dcn[2])
                         groups[key] = [dcn[1], tuple(slice_axes) or None, dcn[3], times,
-                                       dcn[2]]
+                                       dcn[2], ()]
                 continue
             kind = _OPCODES.get(ins.opcode)
             if kind is None:
                 continue
-            nbytes = _result_bytes(ins, kind)
+            nbytes, dims = _result_bytes(ins, kind), _result_dims(ins, kind)
             if comp in scatters:  # XLA:TPU's reduce-scatter: the fusion's result
-                kind, nbytes = "reduce-scatter", scatters[comp]
+                kind, (nbytes, dims) = "reduce-scatter", scatters[comp]
             channel = _CHANNEL.search(ins.attrs)
             key = (kind, channel.group(1)) if channel else (kind, comp, ins.name)
             if key in seen:
@@ -133,9 +114,9 @@ def collectives(hlo: str, mesh_shape, axis_names, *, slice_positions=None,
                     continue
             seen[key] = (times, nbytes)
             axes, size = _axes(ins, mesh_shape, axis_names, slice_positions)
-            groups[key] = [kind, axes, size, times, nbytes]
+            groups[key] = [kind, axes, size, times, nbytes, dims]
     merged: dict[tuple, Collective] = {}
-    for kind, axes, size, times, nbytes in groups.values():
+    for kind, axes, size, times, nbytes, dims in groups.values():
         k = (kind, axes, size)
         c = merged.get(k)
         if c is None:
@@ -144,6 +125,8 @@ def collectives(hlo: str, mesh_shape, axis_names, *, slice_positions=None,
                                        size is not None and axes is not None and size != full)
         c.count += times
         c.bytes += times * nbytes
+        if dims:
+            c.shapes[dims] = c.shapes.get(dims, 0) + times * nbytes
     order = {n: i for i, n in enumerate(axis_names)}
     return sorted(merged.values(), key=lambda c: (
         KINDS.index(c.kind), c.axes is None,
@@ -155,7 +138,7 @@ _MEGASCALE_KINDS = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
                     "COLLECTIVE_PERMUTE": "collective-permute"}
 
 
-def _megascale(ins: _Instruction, slice_axes):
+def _megascale(ins: Instruction, slice_axes):
     """(rendezvous, kind, bytes, slices in a group) of a DCN transfer the megascale
     runtime runs (a `send` it handles), or None for any other send."""
     if "xla_megascale_runtime" not in ins.attrs:
@@ -166,9 +149,9 @@ def _megascale(ins: _Instruction, slice_axes):
     name = re.search(r'_xla_host_transfer_rendezvous="([^"]+)"', ins.attrs)
     target = re.search(r'_xla_megascale_target="\{([\d,]*)\}', ins.attrs)
     slices = len(target.group(1).split(",")) if target and target.group(1) else None
-    payload = _tuple_elements(ins.shape)[0]
+    payload = tuple_elements(ins.shape)[0]
     return (name.group(1) if name else ins.name, _MEGASCALE_KINDS[kind.group(1)],
-            _shape_bytes(payload), slices)
+            shape_bytes(payload), slices)
 
 
 def _full_size(axes, names, shape) -> int:
@@ -178,83 +161,9 @@ def _full_size(axes, names, shape) -> int:
     return math.prod(sizes[a] for a in axes)
 
 
-# -- the module's text -----------------------------------------------------------------------
-
-def _parse(hlo: str):
-    """({computation: [instructions]}, the entry computation's name)."""
-    computations: dict[str, list[_Instruction]] = {}
-    entry = None
-    current = None
-    for line in hlo.splitlines():
-        if current is None:
-            m = _COMPUTATION.match(line)
-            if m:
-                current = m.group(2)
-                computations[current] = []
-                if m.group(1):
-                    entry = current
-            continue
-        if line.strip() == "}":
-            current = None
-            continue
-        m = _INSTRUCTION.match(line)
-        if not m:
-            continue
-        shape, rest = _split_shape(m.group(2))
-        op = _OPCODE.match(rest)
-        if op is None:
-            continue
-        computations[current].append(_Instruction(m.group(1), shape, op.group(1),
-                                                   rest[op.end():], current))
-    return computations, entry
-
-
-def _split_shape(text: str) -> tuple[str, str]:
-    """(the result shape, what follows it) of an instruction's right-hand side."""
-    depth = 0
-    for i, ch in enumerate(text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0 and text[0] == "(" and ch == ")":
-                return text[:i + 1], text[i + 1:]
-        elif ch == " " and depth == 0:
-            return text[:i], text[i:]
-    return text, ""
-
-
-def _multiplicities(computations, entry) -> dict[str, int]:
-    """How many times each computation runs in one execution of the entry: a `while` body
-    and condition its known trip count times, anything called once per call."""
-    runs: dict[str, int] = {}
-    if entry is None:
-        return runs
-
-    def visit(name: str, times: int, depth: int) -> None:
-        if depth > 64 or runs.get(name, 0) >= times:
-            return
-        runs[name] = times
-        for ins in computations.get(name, ()):
-            trips = 1
-            if ins.opcode == "while":
-                t = _TRIPS.search(ins.attrs)
-                trips = int(t.group(1)) if t else 1
-            body = _BODY.search(ins.attrs)
-            for callee in _CALLS.findall(ins.attrs):
-                n = trips if (ins.opcode == "while" and body and callee == body.group(1)) \
-                    else 1
-                visit(callee, times * n, depth + 1)
-            for branches in _BRANCHES.findall(ins.attrs):
-                for callee in re.findall(r"%?([\w.\-]+)", branches):
-                    visit(callee, times, depth + 1)
-
-    visit(entry, 1, 0)
-    return runs
-
-
-def _reduce_scatter_fusions(computations) -> dict[str, int]:
-    """XLA:TPU's reduce-scatter fusions: {called computation: the fusion's result bytes}."""
+def _reduce_scatter_fusions(computations) -> dict[str, tuple[int, tuple]]:
+    """XLA:TPU's reduce-scatter fusions: {called computation: (the fusion's result bytes,
+    its dims)}."""
     out = {}
     for instructions in computations.values():
         for ins in instructions:
@@ -263,52 +172,37 @@ def _reduce_scatter_fusions(computations) -> dict[str, int]:
             callee = re.search(r"\bcalls=%?([\w.\-]+)", ins.attrs)
             if callee and (callee.group(1).startswith("all-reduce-scatter")
                            or "AllReduceScatterFusion" in ins.attrs):
-                out[callee.group(1)] = _shape_bytes(ins.shape)
+                out[callee.group(1)] = (shape_bytes(ins.shape), _dims(ins.shape))
     return out
 
 
-def _shape_bytes(shape: str) -> int:
-    total = 0
-    for dtype, dims in _ARRAY.findall(shape):
-        bits = _BITS.get(dtype)
-        if bits is None and dtype.startswith("f8"):
-            bits = 8
-        if bits is None:
-            continue
-        n = math.prod(int(d) for d in dims.split(",") if d) if dims else 1
-        total += (n * bits + 7) // 8
-    return total
+def _dims(shape: str) -> tuple:
+    found = hlo_text.arrays(shape)
+    return found[0][1] if found else ()
 
 
-def _tuple_elements(shape: str) -> list[str]:
-    if not shape.startswith("("):
-        return [shape]
-    inner, out, depth, start = shape[1:-1], [], 0, 0
-    for i, ch in enumerate(inner):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(inner[start:i].strip())
-            start = i + 1
-    out.append(inner[start:].strip())
-    return [re.sub(r"^/\*index=\d+\*/", "", e).strip() for e in out if e]
+def _result_dims(ins: Instruction, kind: str) -> tuple:
+    """The dims of the collective's (first) result on one device."""
+    if ins.opcode.endswith("-start") and ins.shape.startswith("(") and kind != "all-reduce":
+        elements = tuple_elements(ins.shape)
+        if len(elements) >= 2:
+            return _dims(elements[1])
+    return _dims(ins.shape)
 
 
-def _result_bytes(ins: _Instruction, kind: str) -> int:
+def _result_bytes(ins: Instruction, kind: str) -> int:
     """Bytes of the collective's result on one device. An asynchronous start holds
     `(operands, results, context...)`: its results are the second element."""
     if ins.opcode.endswith("-start") and ins.shape.startswith("(") and kind != "all-reduce":
-        elements = _tuple_elements(ins.shape)
+        elements = tuple_elements(ins.shape)
         if len(elements) >= 2:
-            return _shape_bytes(elements[1])
-    return _shape_bytes(ins.shape)
+            return shape_bytes(elements[1])
+    return shape_bytes(ins.shape)
 
 
 # -- replica groups -> mesh axes -----------------------------------------------------------------
 
-def _axes(ins: _Instruction, shape, names, positions=None):
+def _axes(ins: Instruction, shape, names, positions=None):
     """(axis names in mesh order or None, devices in a group) of one collective; ids are
     mesh positions, or with `positions` (one slice's program) `positions[id]`."""
     total = math.prod(shape)

@@ -19,7 +19,8 @@ from planc.targets.aot.budget import Contributor, no_topology, peak_findings
 from planc.targets.aot.collectives import collectives
 from planc.targets.aot.compiler import compile_step, mirrored_outputs, output_shapes
 from planc.targets.aot.feasibility import Placement, place, slice_count
-from planc.targets.aot.report import AotReport, largest
+from planc.targets.aot.remat import remat_diagnostics
+from planc.targets.aot.report import AotReport, Parameter, Program, largest
 from planc.targets.aot.topology import TopologyError, load_topology
 from planc.targets.jax.compat import require_host_outputs
 
@@ -93,8 +94,10 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
         memory["peak"] = memory["argument"] + memory["output"] - memory["alias"] + memory["temp"]
     by_variable, by_rule = largest(device_leaves)
     sizes = dict(zip(ir.mesh.names, ir.mesh.shape))
+    parameters = _parameters(arguments[0])
     diagnostics = list(where.diagnostics) + list(found) + peak_findings(
         ir, topology.label, memory, topology.estimate, by_variable, contributors, sizes)
+    diagnostics += remat_diagnostics(ir, compiled.remats, parameters)
     return AotReport(
         plan=ir.name, file=ir.file, topology=topology.label, platform=topology.platform,
         device_kind=topology.device_kind, devices=len(topology.devices),
@@ -103,7 +106,22 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
         largest_variables=by_variable, largest_rules=by_rule,
         compile_seconds=compiled.seconds,
         budget_peak=ir.budget.peak if ir.budget is not None else None,
-        diagnostics=tuple(diagnostics), sources=ir.source_dict)
+        diagnostics=tuple(diagnostics), sources=ir.source_dict,
+        program=Program(compiled.hlo, mesh, tuple(a.name for a in ir.mesh.axes if a.slices > 1),
+                        parameters))
+
+
+def _parameters(argument):
+    """The first argument's leaves as the cost model names them (path, shapes, layout,
+    rule)."""
+    import jax
+
+    shapes = [tuple(leaf.shape) for leaf in jax.tree_util.tree_leaves(argument.tree)]
+    shardings = jax.tree_util.tree_leaves(argument.shardings)
+    return tuple(
+        Parameter(path, shape, s.shard_shape(shape), tuple(s.spec) + (None,) * (len(shape) - len(s.spec)),
+                  label)
+        for (path, _, label), shape, s in zip(argument.leaves, shapes, shardings))
 
 
 def _collectives(hlo: str, ir: PlanIR, mesh, topology):

@@ -18,6 +18,7 @@ that does not fit in device memory is P809.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import jax
@@ -25,6 +26,7 @@ import jax
 from planc.diagnostics import Diagnostic, Span, error
 from planc.ir import PlanIR
 from planc.targets.aot.arguments import StepProblem
+from planc.targets.aot.remat import capture_native_stderr, read_remats
 
 __all__ = ["Compiled", "output_shapes", "mirrored_outputs", "compile_step", "MEMORY_FIELDS"]
 
@@ -47,12 +49,13 @@ class Compiled:
     """What the compile gave: `memory` by the report's names, the optimized HLO text,
     and the seconds tracing, lowering and compiling took."""
 
-    __slots__ = ("memory", "hlo", "seconds")
+    __slots__ = ("memory", "hlo", "seconds", "remats")
 
-    def __init__(self, memory, hlo, seconds):
+    def __init__(self, memory, hlo, seconds, remats=()):
         self.memory = memory
         self.hlo = hlo
         self.seconds = seconds
+        self.remats = remats  # the partitioner's full rematerializations (`remat`)
 
 
 def _short(exc: BaseException, lines: int = 6) -> str:
@@ -162,13 +165,26 @@ def compile_step(ir: PlanIR, mesh, step, arguments, out_shardings, donate: tuple
     except Exception as exc:
         raise StepProblem(_step_failed(ir, "lower", exc)) from None
     try:
-        compiled = lowered.compile()
+        with capture_native_stderr() as written:
+            compiled = lowered.compile()
     except Exception as exc:
+        _pass_on(written)
         raise StepProblem(_compile_failed(ir, exc)) from None
+    remats = _pass_on(written)
     seconds = time.perf_counter() - start
     stats = compiled.memory_analysis()
     memory = {name: int(getattr(stats, field, 0) or 0) for name, field in MEMORY_FIELDS.items()}
-    return Compiled(memory, compiled.as_text() or "", seconds)
+    return Compiled(memory, compiled.as_text() or "", seconds, tuple(remats))
+
+
+def _pass_on(written) -> list:
+    """The rematerialization warnings of what the compile wrote to stderr; the rest of
+    it written back there."""
+    remats, rest = read_remats("".join(written))
+    if rest:
+        sys.stderr.write(rest)
+        sys.stderr.flush()
+    return remats
 
 
 def _compile_failed(ir: PlanIR, exc: BaseException) -> Diagnostic:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from planc.check.binding import bind
-from planc.diagnostics import Diagnostic, Label, PlanError, error
+from planc.diagnostics import Diagnostic, Label, PlanError, error, note
 from planc.ir import PlanIR
 from planc.targets.aot.topology import Topology
 
@@ -65,7 +65,42 @@ def check(ir: PlanIR, topology: Topology) -> tuple[PlanIR | None, list[Diagnosti
     grid, why = _assign(bound.mesh.shape, bound.mesh.slice_shape, topology)
     if grid is None:
         found.append(_assignment_problem(bound, topology, why))
+    elif why is _SPLIT:
+        found.append(_split_note(bound, topology, split_axes(grid, bound.mesh.names)))
     return bound, found, grid
+
+
+def split_axes(grid, names) -> dict[str, tuple[int, ...]]:
+    """{mesh axis: the physical dimensions it runs over} for each axis of `grid` (an array
+    of TPU devices) that runs over more than one: a split physical axis."""
+    import numpy as np
+
+    out = {}
+    for i, name in enumerate(names):
+        index = [0] * grid.ndim
+        index[i] = slice(None)
+        points = np.array([tuple(d.coords) for d in np.asarray(grid)[tuple(index)].flat
+                           if getattr(d, "coords", None) is not None])
+        if points.size == 0:
+            continue
+        varying = tuple(k for k in range(points.shape[1]) if len(set(points[:, k])) > 1)
+        if len(varying) > 1:
+            out[name] = varying
+    return out
+
+
+def _split_note(bound: PlanIR, topology: Topology, split: dict) -> Diagnostic:
+    span, secondary = _spans(bound, topology)
+    dims = "xyz"
+    which = "; ".join(f"`{axis}` runs over physical axes "
+                      + " and ".join(dims[d] if d < 3 else str(d) for d in physical)
+                      for axis, physical in split.items())
+    return note("P816", f"the mesh splits physical axes of {topology.name}: {which}", span,
+                label="this mesh", secondary=secondary,
+                help=("JAX places it (`allow_split_physical_axes`), as `plan.mesh()` does; a "
+                      "collective over a split axis runs along a snake of the torus, one "
+                      "link's worth of bandwidth where a whole physical axis has two "
+                      "(`planc cost` prices it so)",) + _shapes_help(bound, topology, whole=True))
 
 
 def place(ir: PlanIR, topology: Topology) -> Placement:
@@ -84,30 +119,43 @@ def place(ir: PlanIR, topology: Topology) -> Placement:
 
 def lint_topology(ir: PlanIR, name: str) -> tuple[int | None, list[Diagnostic]]:
     """`planc lint --topology NAME`: (the topology's device count, None when the mesh
-    cannot take it; the mesh's problems there: P201, P803, P804). `TopologyError` when the
+    cannot take it; the mesh's problems there: P201, P803, P804, and the P816 note of a
+    split physical axis). `TopologyError` when the
     name cannot be loaded."""
     from planc.targets.aot.topology import load_topology
 
     topology = load_topology(name, slice_count(ir))
     bound, found, _ = check(ir, topology)
     count = len(topology.devices) if bound is not None else None
-    return count, [d for d in found if d.code in ("P201", "P803", "P804")]
+    return count, [d for d in found if d.code in ("P201", "P803", "P804", "P816")]
 
 
 # -- the checks ------------------------------------------------------------------------------
 
-def _assign(shape, slices, topology: Topology):
-    """(grid, None) when JAX's assignment places the mesh, else (None, its reason)."""
+def _assign(shape, slices, topology: Topology, split_ok: bool = True):
+    """(grid, None) when JAX's assignment places the mesh (splitting physical axes only
+    when `split_ok`), else (None, its reason)."""
     from jax.experimental import mesh_utils
 
     devices = list(topology.devices)
-    try:
-        if math.prod(slices) == 1:
-            return mesh_utils.create_device_mesh(tuple(shape), devices), None
-        per_slice = tuple(g // s for g, s in zip(shape, slices))
-        return mesh_utils.create_hybrid_device_mesh(per_slice, tuple(slices), devices), None
-    except (ValueError, NotImplementedError, AssertionError, KeyError, IndexError) as exc:
-        return None, _sentences(str(exc), 2)
+    why = None
+    for split in (False, True) if split_ok else (False,):  # as `plan.mesh()` places it
+        try:
+            if math.prod(slices) == 1:
+                grid = mesh_utils.create_device_mesh(
+                    tuple(shape), devices, allow_split_physical_axes=split)
+            else:
+                per_slice = tuple(g // s for g, s in zip(shape, slices))
+                grid = mesh_utils.create_hybrid_device_mesh(
+                    per_slice, tuple(slices), devices, allow_split_physical_axes=split)
+            return grid, (_SPLIT if split else None)
+        except (ValueError, NotImplementedError, AssertionError, KeyError, IndexError) as exc:
+            why = why or _sentences(str(exc), 2)
+    return None, why
+
+
+# `_assign`'s second answer when the mesh was placed only by splitting a physical axis.
+_SPLIT = "split"
 
 
 def _sentences(text: str, n: int) -> str:
@@ -159,24 +207,26 @@ def _sizes_text(ir: PlanIR) -> str:
                      + (f"x{a.slices}" if a.slices > 1 else "") for a in ir.mesh.axes)
 
 
-def _shapes_help(ir: PlanIR, topology: Topology, lead: str | None = None) -> tuple[str, ...]:
-    shapes = nearby_shapes(ir, topology)
+def _shapes_help(ir: PlanIR, topology: Topology, lead: str | None = None,
+                 whole: bool = False) -> tuple[str, ...]:
+    shapes = nearby_shapes(ir, topology, whole)
     names = [a.name for a in ir.mesh.axes]
     if not shapes:
         return (lead,) if lead else ()
     written = ", ".join("`mesh(" + ", ".join(f"{n} = {s}" for n, s in zip(names, shape)) + ")`"
                         for shape in shapes)
     per = "per slice " if topology.slices > 1 else ""
-    text = f"shapes {per}that fit {topology.label}: {written}"
+    text = (f"shapes {per}that fit {topology.label}"
+            + (" with every axis whole" if whole else "") + f": {written}")
     return ((lead + "; " + text) if lead else text,)
 
 
 # -- feasible shapes near the one asked for ------------------------------------------------------
 
-def nearby_shapes(ir: PlanIR, topology: Topology) -> list[tuple[int, ...]]:
+def nearby_shapes(ir: PlanIR, topology: Topology, whole: bool = False) -> list[tuple[int, ...]]:
     """Up to `_OFFERED` per-slice axis sizes that fit the topology (count and JAX's
-    assignment), nearest first to the sizes the plan asks for (an `auto` axis asks for
-    none)."""
+    assignment; with `whole`, without splitting a physical axis), nearest first to the
+    sizes the plan asks for (an `auto` axis asks for none)."""
     axes = ir.mesh.axes
     slices = tuple(a.slices for a in axes)
     asked = [a.size for a in axes]
@@ -186,7 +236,8 @@ def nearby_shapes(ir: PlanIR, topology: Topology) -> list[tuple[int, ...]]:
     out = []
     for shape in candidates[:_TRIED]:
         if topology.platform == "cpu" or _assign(
-                tuple(s * k for s, k in zip(shape, slices)), slices, topology)[0] is not None:
+                tuple(s * k for s, k in zip(shape, slices)), slices, topology,
+                split_ok=not whole)[0] is not None:
             out.append(shape)
             if len(out) == _OFFERED:
                 break

@@ -38,10 +38,39 @@ from __future__ import annotations
 
 from planc.diagnostics import Diagnostic, PlanError, severity_counts
 
-__all__ = ["AotReport", "SCHEMA", "TOP"]
+__all__ = ["AotReport", "Parameter", "Program", "SCHEMA", "TOP"]
 
 SCHEMA = "planc.aot/1"
 TOP = 8  # largest arguments listed, by variable and by rule
+
+
+class Parameter:
+    """A parameter as the step lays it out: `path`, global `shape`, `shard` (one device's
+    shape), `spec` (mesh axes per dimension: None, a name or a tuple of names) and the
+    `rule` label that laid it out."""
+
+    __slots__ = ("path", "shape", "shard", "spec", "rule")
+
+    def __init__(self, path, shape, shard, spec, rule):
+        self.path = path
+        self.shape = tuple(shape)
+        self.shard = tuple(shard)
+        self.spec = tuple(spec)
+        self.rule = rule
+
+
+class Program:
+    """The compiled program as the cost model reads it: its optimized `hlo` text, the
+    `mesh` it runs on, the mesh axes that span slices (`slice_axes`), and the step's
+    parameters as laid out (`parameters`, `Parameter`s)."""
+
+    __slots__ = ("hlo", "mesh", "slice_axes", "parameters")
+
+    def __init__(self, hlo, mesh, slice_axes, parameters):
+        self.hlo = hlo
+        self.mesh = mesh
+        self.slice_axes = slice_axes
+        self.parameters = parameters
 
 
 class AotReport:
@@ -51,11 +80,13 @@ class AotReport:
 
     __slots__ = ("plan", "file", "topology", "platform", "device_kind", "devices", "slices",
                  "estimate", "mesh", "donate", "memory", "collectives", "largest_variables",
-                 "largest_rules", "compile_seconds", "budget_peak", "diagnostics", "sources")
+                 "largest_rules", "compile_seconds", "budget_peak", "diagnostics", "sources",
+                 "program")
 
     def __init__(self, *, plan, file, topology, platform, device_kind, devices, slices,
                  estimate, mesh, donate, memory, collectives, largest_variables,
-                 largest_rules, compile_seconds, budget_peak, diagnostics, sources):
+                 largest_rules, compile_seconds, budget_peak, diagnostics, sources,
+                 program=None):
         self.plan = plan
         self.file = file
         self.topology = topology
@@ -74,6 +105,8 @@ class AotReport:
         self.budget_peak = budget_peak
         self.diagnostics = diagnostics
         self.sources = sources
+        # What the cost model reads of the same compile (`Program`); not in `to_dict`.
+        self.program = program
 
     def __repr__(self):
         return (f"<AotReport {self.plan!r} on {self.topology}: peak {self.peak} bytes per "

@@ -5,6 +5,8 @@
   libtpu (`pip install 'planc[tpu]'`) gives compile-only devices: they can be compiled
   for, never run on. A name is one slice; a plan with `slices(...)` gets that many slices
   of it (`num_slices`), so the device count is the slice's times the plan's slices.
+  A grid smaller than one host (`v5e:1x1`, `v5e:2x1`, `v6e:1x1`) is one host of its own
+  size, as JAX takes it when given those host bounds.
 - **One device per chip.** TPU v4 chips have two TensorCores that JAX runs as one device
   (megacore), and JAX's mesh code refuses a v4 device list with a device per core. Where
   JAX's own rule (`mesh_utils.create_device_mesh`) refuses the per-core devices, the
@@ -25,6 +27,7 @@ import re
 import tempfile
 from contextlib import contextmanager
 
+from planc import limits
 from planc.diagnostics import Diagnostic, error
 from planc.diagnostics.did_you_mean import closest
 
@@ -98,7 +101,8 @@ class Topology:
         chips = self.chips * self.slices
         cores = (f" of {self.cores_per_chip} TensorCores, one device each"
                  if self.one_per_chip else "")
-        return f"{n} devices ({chips} chips{cores} of {self.device_kind})"
+        return (f"{n} device{'s' if n != 1 else ''} ({chips} chip{'s' if chips != 1 else ''}"
+                f"{cores} of {self.device_kind})")
 
     def __repr__(self):
         return f"<Topology {self.label}: {self.describe()}>"
@@ -125,11 +129,39 @@ def load_topology(name: str, slices: int = 1) -> Topology:
     if not isinstance(name, str) or not name.strip():
         raise TopologyError(_unknown(str(name), "a topology is named like `v5e:2x4` or "
                                      "`cpu:8`"))
+    _refuse_too_large(name.strip(), slices)
     key = (name.strip(), slices)
     if key not in _LOADED:
         n = cpu_count(name)
         _LOADED[key] = _cpu(key[0], n, slices) if n is not None else _tpu(key[0], slices)
     return _LOADED[key]
+
+
+def _refuse_too_large(name: str, slices: int) -> None:
+    """P801 for a topology larger than planc describes (`planc.limits`), before libtpu or
+    XLA:CPU is asked to build it."""
+    n = cpu_count(name)
+    if n is not None:
+        if n * slices > limits.MAX_CPU_DEVICES:
+            raise TopologyError(_too_large(name, f"{n * slices:,} simulated CPU devices",
+                                           limits.MAX_CPU_DEVICES))
+        return
+    m = _TPU.fullmatch(name)
+    dims = m.group(3).split("x") if m else []
+    if any(len(d) > 6 for d in dims):
+        raise TopologyError(_too_large(name, "a chip grid dimension of more than six "
+                                             "digits", limits.MAX_TOPOLOGY_DEVICES))
+    chips = math.prod(int(d) for d in dims if d) if dims and all(dims) else 0
+    if chips * slices > limits.MAX_TOPOLOGY_DEVICES:
+        what = f"{chips:,} chips" + (f" x {slices:,} slices" if slices > 1 else "")
+        raise TopologyError(_too_large(name, what, limits.MAX_TOPOLOGY_DEVICES))
+
+
+def _too_large(name: str, what: str, limit: int) -> Diagnostic:
+    return error("P801", f"topology `{_shown(name)}` is too large to describe: {what}, and planc "
+                 f"builds at most {limit:,} compile-only devices", None,
+                 help="check the topology name and the plan's `slices(...)`; the largest "
+                      "TPU jobs are some tens of thousands of chips")
 
 
 # -- CPU -------------------------------------------------------------------------------------
@@ -211,7 +243,32 @@ def _load_tpu(name: str, slices: int, **options):
     if slices > 1:
         options["num_slices"] = slices
     with _quiet_native_stderr():
-        return topologies.get_topology_desc(name, "tpu", **options).devices
+        try:
+            return topologies.get_topology_desc(name, "tpu", **options).devices
+        except RuntimeError as exc:
+            bounds = _one_host_bounds(name, str(exc))
+            if bounds is None or "chips_per_host_bounds" in options:
+                raise
+        # A grid smaller than one host (`v5e:1x1`, `v5e:2x1`, `v6e:1x1`): libtpu assumes
+        # the generation's default host (2x2x1 chips) and refuses a grid it does not
+        # divide; the grid is then one host of its own size, as such a machine is.
+        return topologies.get_topology_desc(name, "tpu", chips_per_host_bounds=bounds,
+                                            **options).devices
+
+
+def _one_host_bounds(name: str, error: str) -> tuple[int, int, int] | None:
+    """The chip grid of `name` as host bounds, when libtpu refused it only because its
+    default host does not divide it and the grid fits inside that host; else None."""
+    m = re.search(r'chips_per_host_bounds "(\d+)x(\d+)x(\d+)"', error)
+    grid = _TPU.fullmatch(name.strip())
+    if m is None or grid is None:
+        return None
+    dims = [int(d) for d in grid.group(3).split("x") if d]
+    dims += [1] * (3 - len(dims))
+    host = [int(d) for d in m.groups()]
+    if len(dims) != 3 or any(d < 1 or d > h for d, h in zip(dims, host)):
+        return None
+    return tuple(dims)
 
 
 @contextmanager
@@ -265,7 +322,12 @@ def _unknown(name: str, why: str, suggest: bool = False) -> Diagnostic:
                  "`jax.experimental.topologies` takes it: " +
                  ", ".join(f"`{g}`" for g in ("v5e:2x4", "v4:2x2x2", "v5p:4x4x8", "v6e:16x16"))
                  + "; `cpu:N` is N simulated CPU devices")
-    return error("P801", f"unknown topology `{name}`: {why}", None, help=tuple(helps))
+    return error("P801", f"unknown topology `{_shown(name)}`: {why}", None, help=tuple(helps))
+
+
+def _shown(name: str) -> str:
+    """`name` as a message shows it: at most 64 characters."""
+    return name if len(name) <= 64 else name[:30] + "..." + name[-30:]
 
 
 def suggestions(name: str, limit: int = 2) -> list[str]:

@@ -368,3 +368,23 @@ def test_bad_input_is_a_diagnostic_and_an_exit_code(project, capsys, args, code,
     got, out, err = aot(capsys, project(), *args)
     assert got == code and says in err, err
     assert "Traceback" not in err
+
+
+def test_an_involuntary_full_rematerialization_is_p817_naming_the_parameter_and_rule(capsys):
+    # The weight is laid out over both axes on its rows; the step asks for it over `b` on
+    # its columns: the partitioner cannot get there without every device holding it all.
+    plan = planc.loads('mesh(a = 4, b = 2)\nmodel_parallel(batch = a)\n'
+                       'layout { "w" -> ((a, b), _) }\n', file="remat.kd")
+    columns = NamedSharding(plan.mesh(), P(None, "b"))
+
+    def step(params, opt_state, batch):
+        w = jax.lax.with_sharding_constraint(params["w"] * 2, columns)
+        return {"w": jnp.sin(w)}, opt_state, None
+
+    params = {"w": jax.ShapeDtypeStruct((24, 40), F32)}
+    report = plan.aot(step, params, {}, jax.ShapeDtypeStruct((8, 4), F32), topology="cpu:8")
+    found = [d for d in report.diagnostics if d.code == "P817"]
+    assert found and all(d.severity.value == "warning" for d in found)
+    assert any("`params/w`" in d.message for d in found), [d.message for d in found]
+    assert any('"w" -> ((a, b), _)' in h for d in found for h in d.help)
+    assert "Involuntary full rematerialization" not in capsys.readouterr().err

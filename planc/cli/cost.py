@@ -1,0 +1,56 @@
+"""`planc cost PLAN --step MODULE:ATTR --topology NAME [--calibration FILE] [--chip NAME]
+[-D NAME=VALUE] [--no-donate] [--format text|json] [-o FILE]`: how fast the training step
+runs on the topology, predicted from the compile `planc aot` makes (the step built and
+compiled by `planc.targets.aot.step_builder`, costed by `planc.targets.cost`); this module
+reads the command line and prints.
+
+Exit codes: 0 costed (and within `budget(step)` and `budget(peak)`), 1 the plan, the step
+or a budget has an error, 2 a bad command line or input.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from planc.cli.common import (EXIT_PLAN, EXIT_USAGE, emit_diagnostics, exit_code, load,
+                              parse_defines, prepare_jax, write_output)
+from planc.diagnostics import PlanError
+
+_USAGE_CODES = frozenset({"P801", "P802", "P811", "P812", "P815"})
+
+
+def run(args) -> int:
+    """Run `planc cost` for parsed `args`; returns the exit code."""
+    plan, found, sources = load(args.plan, parse_defines(args.defines),
+                                args.allow_include_outside)
+    if plan is None:
+        emit_diagnostics(found, sources, args, stream=sys.stderr, to_file=False)
+        return exit_code(found)
+    prepare_jax(args.topology)
+    from planc.targets.aot.step_builder import compile_named_step
+    from planc.targets.cost.estimate import cost_of
+
+    try:
+        compiled, _ = compile_named_step(plan.ir, args.step, args.topology,
+                                         donate=not args.no_donate)
+        report = cost_of(plan.ir, compiled, calibration=args.calibration, chip=args.chip)
+    except PlanError as exc:
+        diags = found + list(exc.diagnostics)
+        as_json = args.format == "json"
+        emit_diagnostics(diags, {**sources, **exc.sources}, args,
+                         stream=sys.stdout if as_json else sys.stderr, to_file=as_json)
+        return EXIT_USAGE if any(d.code in _USAGE_CODES for d in diags) else EXIT_PLAN
+    diags = found + list(report.diagnostics)
+    from planc.reports import cost as rendering
+
+    if args.format == "json":
+        import json
+
+        write_output(json.dumps(rendering.document(report, diags), indent=2,
+                                ensure_ascii=False) + "\n", args.output)
+    else:
+        write_output(rendering.render_text(report), args.output)
+        if diags:
+            emit_diagnostics(diags, {**sources, **report.sources}, args, stream=sys.stderr,
+                             to_file=False)
+    return exit_code(diags)

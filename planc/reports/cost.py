@@ -1,0 +1,131 @@
+"""`planc cost`'s outputs: the predicted step time as a short table (`render_text`) and
+as the `planc.cost/1` document (`document`, `CostReport.to_dict` with every diagnostic of
+the run)."""
+
+from __future__ import annotations
+
+from planc.resolve.memory import human_bytes
+
+__all__ = ["render_text", "document", "seconds_text", "cost_diff", "cost_diff_text"]
+
+
+def seconds_text(s: float) -> str:
+    """`0.120 s` as people read step times: `120 ms`, `85.2 us`."""
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} us"
+
+
+def _flops_text(n: float) -> str:
+    for unit, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}FLOP"
+    return f"{n:.0f} FLOP"
+
+
+def render_text(report) -> str:
+    c = report.counts
+    what = (f"{report.devices} simulated CPU devices priced as {report.chip}"
+            if report.estimate else f"{report.devices} x {report.chip}")
+    lines = [f"plan `{report.plan}` on {report.topology} ({what}): predicted step "
+             f"{seconds_text(report.estimate_s)}, MFU {report.mfu:.0%}"
+             + ("" if report.exact else " (lower bounds: a loop's trip count is unknown)"),
+             "",
+             f"time per step   lower {seconds_text(report.lower_s)}  estimate "
+             f"{seconds_text(report.estimate_s)}  upper {seconds_text(report.upper_s)}",
+             "calibration     " + (f"{report.calibration.file} ({report.calibration.chip})"
+                                    if report.calibration.file else
+                                    "none: the chip's peak rates, nothing overlapped"),
+             "", "per device per step",
+             f"  FLOPs      {_flops_text(c.total_flops):>12}  (matmul "
+             f"{_flops_text(c.flops['matmul'])}, elementwise "
+             f"{_flops_text(c.flops['elementwise'])})",
+             f"  HBM bytes  {human_bytes(c.total_hbm_bytes):>12}"]
+    collective_terms = [t for t in report.terms if t.collective is not None]
+    if collective_terms:
+        lines += ["", "collectives per step (bytes each device sends)"]
+        width = max(len(t.name) for t in collective_terms)
+        for t in collective_terms:
+            from planc.targets.cost.model import moved_bytes
+
+            sent = moved_bytes(t.collective.kind, t.collective.bytes, t.collective.group_size)
+            links = "DCN" if t.links == "dcn" else f"{t.links} link{'s' if t.links != 1 else ''}"
+            lines.append(f"  {t.name:<{width}}  {t.collective.count:>5} x  "
+                         f"{human_bytes(sent):>10}  {seconds_text(t.seconds):>9}  ({links})")
+    lines += ["", "bottleneck (share of the upper bound)"]
+    for t, share in report.bottleneck:
+        lines.append(f"  {share:>4.0%}  {t.name}  {seconds_text(t.seconds)}")
+        if t.variables:
+            shown = ", ".join(f"`{v}`" for v in t.variables[:3])
+            more = f" and {len(t.variables) - 3} more" if len(t.variables) > 3 else ""
+            lines.append(f"        of {shown}{more}")
+        for rule in t.rules[:3]:
+            lines.append(f"        rule {rule}")
+    if report.budget_step is not None:
+        verdict = "fits" if report.fits else "OVER BUDGET"
+        lines += ["", f"budget(step = {seconds_text(report.budget_step)}): {verdict}"]
+    return "\n".join(lines) + "\n"
+
+
+def document(report, diagnostics) -> dict:
+    """The `planc.cost/1` document of `report`, carrying every diagnostic of the run."""
+    from planc.diagnostics import Diagnostic, severity_counts
+    from planc.diagnostics.formats import diagnostic_dict
+
+    doc = report.to_dict()
+    doc["diagnostics"] = [diagnostic_dict(d) for d in sorted(diagnostics, key=Diagnostic.sort_key)]
+    doc["summary"] = severity_counts(diagnostics)
+    return doc
+
+
+def _sent_by_axes(report) -> dict[str, int]:
+    from planc.targets.cost.model import moved_bytes
+
+    out: dict[str, int] = {}
+    for t in report.terms:
+        if t.collective is not None:
+            key = ",".join(t.collective.axes or ("?",))
+            c = t.collective
+            out[key] = out.get(key, 0) + moved_bytes(c.kind, c.bytes, c.group_size)
+    return out
+
+
+def cost_diff(old, new) -> dict:
+    """What changed between two `CostReport`s of one step: the peak, the bytes each device
+    sends per mesh axes, and the time (new minus old)."""
+    old_axes, new_axes = _sent_by_axes(old), _sent_by_axes(new)
+    return {
+        "topology": new.topology,
+        "peak": {"old": old.aot.peak, "new": new.aot.peak, "delta": new.aot.peak - old.aot.peak},
+        "bytes_per_axes": [{"axes": key.split(","), "old": old_axes.get(key, 0),
+                            "new": new_axes.get(key, 0),
+                            "delta": new_axes.get(key, 0) - old_axes.get(key, 0)}
+                           for key in sorted(set(old_axes) | set(new_axes))],
+        "time": {k: {"old": getattr(old, k), "new": getattr(new, k),
+                     "delta": getattr(new, k) - getattr(old, k)}
+                 for k in ("lower_s", "estimate_s", "upper_s")},
+    }
+
+
+def _signed_bytes(n: int) -> str:
+    return ("+" if n > 0 else "-" if n < 0 else "±") + human_bytes(abs(n))
+
+
+def _signed_seconds(s: float) -> str:
+    return ("+" if s > 0 else "-" if s < 0 else "±") + seconds_text(abs(s))
+
+
+def cost_diff_text(doc: dict) -> str:
+    t, p = doc["time"], doc["peak"]
+    lines = [f"cost on {doc['topology']} (per device per step)",
+             f"  step time  {seconds_text(t['estimate_s']['old'])} -> "
+             f"{seconds_text(t['estimate_s']['new'])}  ({_signed_seconds(t['estimate_s']['delta'])})",
+             f"  peak       {human_bytes(p['old'])} -> {human_bytes(p['new'])}  "
+             f"({_signed_bytes(p['delta'])})"]
+    for row in doc["bytes_per_axes"]:
+        axes = ", ".join(row["axes"])
+        lines.append(f"  sent over {axes}: {human_bytes(row['old'])} -> {human_bytes(row['new'])}"
+                     f"  ({_signed_bytes(row['delta'])})")
+    return "\n".join(lines) + "\n"

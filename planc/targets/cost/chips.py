@@ -1,0 +1,87 @@
+"""What each TPU generation can do at best, per chip: the one table the cost model reads.
+
+Figures are the vendor's published peaks (Google Cloud's TPU pages, "System
+architecture" of each generation) and, where Google publishes no per-link figure, the
+JAX team's "How to Scale Your Model" (its TPU chapter's table of per-link ICI and per-chip
+DCN bandwidth). Each row names its sources; a figure marked `assumed` has none and is
+said so in every report that uses it.
+
+    >>> chip_for("TPU v5 lite").name
+    'v5e'
+    >>> chip_for("TPU v5 lite").peak_flops("bf16") / 1e12
+    197.0
+"""
+
+from __future__ import annotations
+
+__all__ = ["Chip", "CHIPS", "chip_for", "chip_named"]
+
+
+class Chip:
+    """One generation's peaks, per chip: matrix FLOP/s by operand type, HBM bytes/s and
+    capacity, ICI bytes/s per link and direction with the links a chip has, and DCN
+    bytes/s per chip. `sources` names where each figure comes from."""
+
+    __slots__ = ("name", "kinds", "flops", "hbm_bytes_per_s", "hbm_capacity", "ici_link_bytes_per_s",
+                 "ici_links", "dcn_bytes_per_s", "wraparound_from", "sources")
+
+    def __init__(self, name, kinds, flops, hbm_bytes_per_s, hbm_capacity, ici_link_bytes_per_s,
+                 ici_links, dcn_bytes_per_s, wraparound_from, sources):
+        self.name = name
+        self.kinds = kinds
+        self.flops = flops
+        self.hbm_bytes_per_s = hbm_bytes_per_s
+        self.hbm_capacity = hbm_capacity
+        self.ici_link_bytes_per_s = ici_link_bytes_per_s
+        self.ici_links = ici_links
+        self.dcn_bytes_per_s = dcn_bytes_per_s
+        self.wraparound_from = wraparound_from
+        self.sources = sources
+
+    def peak_flops(self, dtype: str) -> float:
+        """Matrix FLOP/s for operands of `dtype` (HLO's names: bf16, f32, s8 ...). f32
+        matmuls run as bf16 passes on the MXU at JAX's default precision."""
+        if dtype in ("s8", "u8", "s4", "u4") and "int8" in self.flops:
+            return self.flops["int8"]
+        if dtype.startswith("f8") and "fp8" in self.flops:
+            return self.flops["fp8"]
+        return self.flops["bf16"]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "peak_flops": dict(self.flops),
+                "hbm_bytes_per_s": self.hbm_bytes_per_s, "hbm_capacity": self.hbm_capacity,
+                "ici_link_bytes_per_s": self.ici_link_bytes_per_s, "ici_links": self.ici_links,
+                "dcn_bytes_per_s": self.dcn_bytes_per_s, "sources": list(self.sources)}
+
+
+_CLOUD = "cloud.google.com/tpu/docs/{} (system architecture)"
+_SCALING = "jax-ml.github.io/scaling-book/tpus (per-link ICI, per-chip DCN)"
+
+CHIPS = (
+    # v5e: 197 TFLOP/s bf16, 394 int8, 16 GB HBM at 819 GB/s, a 2-D torus of 4 ICI links
+    # per chip; 4.5e10 B/s per link and direction.
+    Chip("v5e", ("TPU v5 lite", "TPU v5e"), {"bf16": 197e12, "int8": 394e12}, 819e9,
+         16 * 2**30, 4.5e10, 4, 6.25e9, 16, (_CLOUD.format("v5e"), _SCALING)),
+    # v6e (Trillium): 918 TFLOP/s bf16, 1836 int8, 32 GB at 1640 GB/s, 2-D torus.
+    Chip("v6e", ("TPU v6 lite", "TPU v6e"), {"bf16": 918e12, "int8": 1836e12}, 1640e9,
+         32 * 2**30, 9e10, 4, 6.25e9, 16, (_CLOUD.format("v6e"), _SCALING)),
+    # v5p: 459 TFLOP/s bf16, 918 int8, 95 GB at 2765 GB/s, 3-D torus of 6 links.
+    Chip("v5p", ("TPU v5p", "TPU v5"), {"bf16": 459e12, "int8": 918e12}, 2765e9,
+         95 * 2**30, 9e10, 6, 6.25e9, 4, (_CLOUD.format("v5p"), _SCALING)),
+    # v4: 275 TFLOP/s bf16, 32 GiB at 1200 GB/s, 3-D torus of 6 links.
+    Chip("v4", ("TPU v4",), {"bf16": 275e12, "int8": 275e12}, 1200e9, 32 * 2**30, 4.5e10,
+         6, 6.25e9, 4, (_CLOUD.format("v4"), _SCALING)),
+)
+
+
+def chip_for(device_kind: str) -> Chip | None:
+    """The row for a JAX `device_kind` (`"TPU v5 lite"`), or None."""
+    for chip in CHIPS:
+        if device_kind in chip.kinds:
+            return chip
+    return None
+
+
+def chip_named(name: str) -> Chip | None:
+    """The row named `name` (`v5e`), or None."""
+    return next((c for c in CHIPS if c.name == name), None)

@@ -1,0 +1,104 @@
+"""`cost_of(aot_report)`: the `CostReport` of a step `planc aot` compiled, from the same
+compile: no second trace, lower or compile.
+
+The chip is the topology's (`TPU v5 lite` is the table's `v5e`); a `cpu:N` compile has
+none, and is priced as `chip=` (default `v5e`), one chip per device, its figures marked
+an estimate. Diagnostics: P812 (a calibration file for another chip, or malformed), P813
+(the estimate exceeds `budget(step)`), P814 (a loop whose trip count is unknown: every
+figure a lower bound), P815 (no chip to price the step on).
+"""
+
+from __future__ import annotations
+
+from planc.diagnostics import PlanError, error, note
+from planc.targets.aot.collectives import collectives as read_collectives
+from planc.targets.cost.attribution import explain
+from planc.targets.cost.calibration import UNCALIBRATED, CalibrationError, read_calibration
+from planc.targets.cost.chips import CHIPS, chip_for, chip_named
+from planc.targets.cost.counting import count
+from planc.targets.cost.links import axis_placements
+from planc.targets.cost.model import bounds, terms
+from planc.targets.cost.report import CostReport
+
+__all__ = ["cost_of", "DEFAULT_CPU_CHIP"]
+
+DEFAULT_CPU_CHIP = "v5e"
+
+
+def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None = None) -> CostReport:
+    """The predicted step time of `aot_report`'s compile (see the module docstring)."""
+    program = aot_report.program
+    row = _chip(ir, aot_report, chip)
+    try:
+        cal = (UNCALIBRATED if calibration is None
+               else read_calibration(calibration, row.name))
+    except CalibrationError as exc:
+        raise PlanError((exc.diagnostic,), ir.source_dict) from None
+    counts = count(program.hlo)
+    placements = axis_placements(program.mesh, program.slice_axes, row.wraparound_from)
+    found = read_collectives(program.hlo, ir.mesh.shape, ir.mesh.names,
+                             slice_axes=program.slice_axes) if not aot_report.slices > 1 \
+        else aot_report.collectives
+    all_terms = terms(counts, found, row, cal, placements)
+    for t in all_terms:
+        if t.collective is not None:
+            t.variables, t.rules = explain(t.collective, program.parameters)
+    lower, upper, estimate = bounds(all_terms, cal)
+    budget = ir.budget.step if ir.budget is not None else None
+    diagnostics = list(aot_report.diagnostics)
+    if not counts.exact:
+        diagnostics.append(note(
+            "P814", f"{len(counts.unknown_loops)} loop(s) of the compiled step have a trip "
+                    "count planc cannot read; each is counted once, so FLOPs, bytes and "
+                    "times are lower bounds", ir.anchor,
+            help="a `jax.lax.scan` or `fori_loop` with a fixed length is read exactly; "
+                 "a `while_loop` whose end depends on values is not"))
+    if budget is not None and estimate > budget:
+        diagnostics.append(error(
+            "P813", f"the predicted step time {_ms(estimate)} on {aot_report.topology} "
+                    f"exceeds `budget(step = {_ms(budget)})`", ir.budget.span or ir.anchor,
+            label="this budget",
+            help=_budget_help(all_terms, upper)))
+    return CostReport(
+        plan=ir.name, topology=aot_report.topology, chip=row.name, devices=aot_report.devices,
+        estimate=aot_report.estimate, exact=counts.exact, unknown_loops=counts.unknown_loops,
+        lower_s=lower, upper_s=upper, estimate_s=estimate, peak_flops=row.peak_flops("bf16"),
+        counts=counts, terms=all_terms, placements=placements, calibration=cal,
+        budget_step=budget, aot=aot_report, diagnostics=tuple(diagnostics),
+        sources=aot_report.sources)
+
+
+def _chip(ir, aot_report, name):
+    if aot_report.platform == "cpu" or name is not None:
+        row = chip_named(name or DEFAULT_CPU_CHIP)
+        if row is None:
+            raise PlanError((error(
+                "P815", f"no chip named `{name}` to price the step on", None, file=ir.file,
+                help="one of " + ", ".join(f"`{c.name}`" for c in CHIPS)),), ir.source_dict)
+        return row
+    row = chip_for(aot_report.device_kind)
+    if row is None:
+        raise PlanError((error(
+            "P815", f"planc has no figures for `{aot_report.device_kind}` to price the step "
+                    "on", ir.anchor,
+            help="the chips planc knows: " + ", ".join(f"`{c.name}`" for c in CHIPS) +
+                 " (planc/targets/cost/chips.py, with their sources)"),), ir.source_dict)
+    return row
+
+
+def _ms(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} us"
+
+
+def _budget_help(all_terms, upper) -> tuple[str, ...]:
+    top = max(all_terms, key=lambda t: t.seconds)
+    share = top.seconds / upper if upper else 0
+    what = f"the largest term is {top.name}: {share:.0%} of the step"
+    if top.rules:
+        what += ", from " + "; ".join(top.rules[:2])
+    return (what, "shard what it moves over fewer devices, or more, as `planc cost` shows "
+                  "per axis; or raise the budget")

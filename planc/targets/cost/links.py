@@ -1,0 +1,72 @@
+"""How each mesh axis lies on the chips' torus, and the links a collective over it can use.
+
+A mesh axis is a set of devices; on a TPU slice they sit at chip coordinates. An axis
+whose devices run along one physical dimension of the slice, all of it, on a slice large
+enough to close that dimension into a ring (the chip table's `wraparound_from`), is a
+**ring**: a bidirectional ring algorithm uses both directions of the links, two links'
+worth. Along part of a dimension it is a **line**: one link's worth. An axis that runs
+over several physical dimensions (JAX's `allow_split_physical_axes`) is **split**, and
+lies as a snake: one link's worth. An axis that spans slices crosses the **DCN**.
+`cpu:N` has no coordinates: every axis is priced as a line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["AxisPlacement", "axis_placements"]
+
+
+class AxisPlacement:
+    """`kind` ("ring", "line", "split", "dcn"), the physical dimensions the axis runs
+    over (`dims`, e.g. (0,) for x), and `links`, the link-equivalents a collective over
+    it uses."""
+
+    __slots__ = ("axis", "kind", "dims", "links")
+
+    def __init__(self, axis, kind, dims, links):
+        self.axis = axis
+        self.kind = kind
+        self.dims = dims
+        self.links = links
+
+    def to_dict(self) -> dict:
+        return {"axis": self.axis, "kind": self.kind, "physical_dims": list(self.dims),
+                "links": self.links}
+
+
+def axis_placements(mesh, slice_axes=(), wraparound_from: int = 0) -> dict[str, AxisPlacement]:
+    """{axis name: AxisPlacement} for a `jax.sharding.Mesh` whose devices may have
+    `coords` (TPU); `slice_axes` span slices (DCN)."""
+    devices = np.asarray(mesh.devices)
+    names = tuple(mesh.axis_names)
+    coords = [getattr(d, "coords", None) for d in devices.flat]
+    out = {}
+    if any(c is None for c in coords):
+        for name in names:
+            out[name] = AxisPlacement(name, "dcn" if name in slice_axes else "line", (), 1)
+        return out
+    first_slice = [d for d in devices.flat if getattr(d, "slice_index", 0) == 0]
+    extent = np.max(np.array([tuple(d.coords) for d in first_slice]), axis=0) + 1
+    for i, name in enumerate(names):
+        if name in slice_axes:
+            out[name] = AxisPlacement(name, "dcn", (), 1)
+            continue
+        index = [0] * devices.ndim
+        index[i] = slice(None)
+        along = [d for d in devices[tuple(index)].flat
+                 if getattr(d, "slice_index", 0) == getattr(devices.flat[0], "slice_index", 0)]
+        points = np.array([tuple(d.coords) for d in along])
+        varying = tuple(int(k) for k in range(points.shape[1])
+                        if len(set(points[:, k].tolist())) > 1)
+        if len(varying) > 1:
+            out[name] = AxisPlacement(name, "split", varying, 1)
+        elif len(varying) == 1:
+            k = varying[0]
+            full = len(set(points[:, k].tolist())) == int(extent[k])
+            ring = full and wraparound_from and int(extent[k]) >= wraparound_from
+            out[name] = AxisPlacement(name, "ring" if ring else "line", varying,
+                                      2 if ring else 1)
+        else:  # size 1, or several cores of one chip
+            out[name] = AxisPlacement(name, "line", (), 1)
+    return out

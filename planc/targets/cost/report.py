@@ -1,0 +1,118 @@
+"""`CostReport`: what `plan.cost` returns and `planc cost` renders (`planc.reports.cost`).
+
+Times are seconds per step per device, bytes are bytes per device. `to_dict()` is the
+JSON form, schema `planc.cost/1`:
+
+    {
+      "schema": "planc.cost/1",
+      "plan": "mlp", "topology": "v5e:2x4", "chip": "v5e", "devices": 8,
+      "estimate": false,                 # true for cpu:N, priced as `chip`
+      "exact": true,                     # false: a loop's trip count is unknown (lower bounds)
+      "time": {"lower_s": ..., "upper_s": ..., "estimate_s": ...},
+      "mfu": 0.41,                       # FLOPs / (estimate_s x the chip's bf16 peak)
+      "flops": {"total": ..., "matmul": ..., "elementwise": ..., "custom": ...},
+      "hbm_bytes": {"total": ..., "matmul": ..., "elementwise": ..., "custom": ..., "collective": ...},
+      "collectives": [{"kind": "all-gather", "axes": ["fsdp"], "count": 12, "bytes": ...,
+                       "time_s": ..., "links": 2}, ...],  # bytes: what one device sends
+      "axes": [{"axis": "fsdp", "kind": "ring", "physical_dims": [0], "links": 2}, ...],
+      "bottleneck": [{"term": "all-gather over fsdp", "share": 0.41, "seconds": ...,
+                      "variables": [...], "rules": [...]}, ...],  # share: of upper_s
+      "calibration": null | {"file": ..., "chip": ..., "efficiency": {...}, "overlap": ...},
+      "budget": null | {"step_s": 0.12, "fits": true},
+      "peak": ...,                       # the compiled step's peak bytes (planc aot's)
+      "ok": true, "diagnostics": [...], "summary": {...}
+    }
+"""
+
+from __future__ import annotations
+
+from planc.diagnostics import PlanError, severity_counts
+
+__all__ = ["CostReport", "SCHEMA", "TOP"]
+
+SCHEMA = "planc.cost/1"
+TOP = 5  # bottleneck terms listed
+
+
+class CostReport:
+    """A step's predicted time on a topology: the terms, the bounds, the bottleneck."""
+
+    __slots__ = ("plan", "topology", "chip", "devices", "estimate", "exact", "unknown_loops",
+                 "lower_s", "upper_s", "estimate_s", "peak_flops", "counts", "terms",
+                 "placements", "calibration", "budget_step", "aot", "diagnostics", "sources")
+
+    def __init__(self, **fields):
+        for name in self.__slots__:
+            setattr(self, name, fields[name])
+
+    def __repr__(self):
+        return (f"<CostReport {self.plan!r} on {self.topology}: {self.estimate_s * 1e3:.3f} ms "
+                f"per step{' (estimate)' if self.estimate else ''}>")
+
+    @property
+    def mfu(self) -> float:
+        if self.estimate_s <= 0:
+            return 0.0
+        return self.counts.total_flops / (self.estimate_s * self.peak_flops)
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.budget_step is None else self.estimate_s <= self.budget_step
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+    @property
+    def bottleneck(self):
+        """The largest terms, largest first (at most `TOP`), with their share of `upper_s`."""
+        ranked = sorted(self.terms, key=lambda t: -t.seconds)[:TOP]
+        return [(t, t.seconds / self.upper_s if self.upper_s else 0.0) for t in ranked
+                if t.seconds > 0]
+
+    def raise_for_errors(self) -> None:
+        if not self.ok:
+            raise PlanError(self.diagnostics, dict(self.sources))
+
+    def to_dict(self) -> dict:
+        from planc.diagnostics.formats import diagnostic_dict
+
+        c = self.counts
+        return {
+            "schema": SCHEMA,
+            "plan": self.plan,
+            "topology": self.topology,
+            "chip": self.chip,
+            "devices": self.devices,
+            "estimate": self.estimate,
+            "exact": self.exact,
+            "time": {"lower_s": self.lower_s, "upper_s": self.upper_s,
+                     "estimate_s": self.estimate_s},
+            "mfu": round(self.mfu, 6),
+            "flops": {"total": c.total_flops, **{k: v for k, v in c.flops.items()
+                                                  if k != "collective"}},
+            "hbm_bytes": {"total": c.total_hbm_bytes, **c.hbm_bytes},
+            "collectives": [{"kind": t.collective.kind,
+                             "axes": list(t.collective.axes or ()),
+                             "count": t.collective.count,
+                             "bytes": _sent(t), "time_s": t.seconds, "links": t.links}
+                            for t in self.terms if t.collective is not None],
+            "axes": [p.to_dict() for p in self.placements.values()],
+            "bottleneck": [{"term": t.name, "share": round(share, 6), "seconds": t.seconds,
+                            "variables": list(t.variables), "rules": list(t.rules)}
+                           for t, share in self.bottleneck],
+            "calibration": self.calibration.to_dict(),
+            "budget": (None if self.budget_step is None
+                       else {"step_s": self.budget_step, "fits": self.fits}),
+            "peak": self.aot.peak,
+            "ok": self.ok,
+            "diagnostics": [diagnostic_dict(d) for d in self.diagnostics],
+            "summary": severity_counts(self.diagnostics),
+        }
+
+
+def _sent(term) -> int:
+    from planc.targets.cost.model import moved_bytes
+
+    c = term.collective
+    return moved_bytes(c.kind, c.bytes, c.group_size)

@@ -1,0 +1,1 @@
+"""planc/targets/cost/: see tests/targets/__init__.py."""

@@ -1,0 +1,183 @@
+"""`plan.cost` and `planc cost` on `cpu:8`: FLOPs from the optimized HLO with loops' trip
+counts multiplied in, collectives per mesh axis, bounds, the bottleneck by plan rule,
+`budget(step)`, calibration files."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import planc
+from planc.cli import main
+from planc.targets.cost.model import moved_bytes
+
+F32 = jnp.float32
+LAYERS, WIDTH, BATCH = 6, 256, 64
+
+SCANNED = """
+plan scanned
+mesh(fsdp = 4, tp = 2)
+model_parallel(batch = fsdp)
+layout {
+    "w" -> (_, fsdp, tp)
+}
+"""
+
+
+def scanned_step(params, opt_state, x):
+    def loss(w):
+        def body(h, layer):
+            return jnp.tanh(h @ layer), None
+        h, _ = jax.lax.scan(body, x, w)
+        return jnp.mean(h ** 2)
+    grad = jax.grad(loss)(params["w"])
+    return {"w": params["w"] - 0.1 * grad}, opt_state, None
+
+
+PARAMS = {"w": jax.ShapeDtypeStruct((LAYERS, WIDTH, WIDTH), F32)}
+BATCH_SHAPE = jax.ShapeDtypeStruct((BATCH, WIDTH), F32)
+
+
+@pytest.fixture(scope="module")
+def report():
+    return planc.loads(SCANNED, file="scanned.kd").cost(scanned_step, PARAMS, {}, BATCH_SHAPE,
+                                                          topology="cpu:8")
+
+
+def test_matmul_flops_count_every_trip_of_the_scan(report):
+    # Forward, and the backward's two matmuls, per layer; each device holds 1/8 of each.
+    analytic = 3 * LAYERS * 2 * BATCH * WIDTH * WIDTH // 8
+    assert report.counts.flops["matmul"] == analytic
+    assert report.exact
+
+
+def test_the_bounds_hold_the_estimate_between_them(report):
+    assert 0 < report.lower_s <= report.estimate_s <= report.upper_s
+    doc = report.to_dict()
+    assert doc["time"] == {"lower_s": report.lower_s, "upper_s": report.upper_s,
+                           "estimate_s": report.estimate_s}
+    assert 0 <= doc["mfu"] <= 1
+
+
+def test_bottleneck_shares_are_fractions_of_the_upper_bound_summing_to_at_most_one(report):
+    shares = [b["share"] for b in report.to_dict()["bottleneck"]]
+    assert shares == sorted(shares, reverse=True)
+    assert 0 < sum(shares) <= 1 + 1e-9
+
+
+def test_the_weights_gathered_over_fsdp_are_named_with_their_rule(report):
+    gathers = [t for t in report.terms if t.name == "all-gather over fsdp"]
+    assert gathers and gathers[0].variables == ("params/w",)
+    assert gathers[0].rules == ('"w" -> (_, fsdp, tp) at scanned.kd:6',)
+
+
+def test_collectives_run_once_per_layer_of_the_scan(report):
+    over_fsdp = [t.collective for t in report.terms
+                 if t.collective is not None and t.collective.axes == ("fsdp",)
+                 and t.collective.kind == "all-gather"]
+    assert over_fsdp and over_fsdp[0].count % LAYERS == 0
+
+
+@pytest.mark.parametrize("kind, result, group, sent", [
+    ("all-gather", 4096, 4, 3072), ("reduce-scatter", 1024, 4, 3072),
+    ("all-reduce", 4096, 4, 6144), ("all-to-all", 4096, 4, 3072),
+    ("collective-permute", 4096, None, 4096), ("all-reduce", 4096, 1, 0)])
+def test_each_algorithm_sends_its_textbook_share(kind, result, group, sent):
+    assert moved_bytes(kind, result, group) == sent
+
+
+def test_the_json_document_has_the_designs_keys_and_is_deterministic(tmp_path, monkeypatch,
+                                                                     capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scanned.kd").write_text(SCANNED)
+    (tmp_path / "steps.py").write_text(
+        "import jax, jax.numpy as jnp\n"
+        "def step(p, s, x):\n"
+        "    def loss(w):\n"
+        "        def body(h, layer):\n"
+        "            return jnp.tanh(h @ layer), None\n"
+        "        return jnp.mean(jax.lax.scan(body, x, w)[0] ** 2)\n"
+        "    return {'w': p['w'] - 0.1 * jax.grad(loss)(p['w'])}, s, None\n"
+        f"def build():\n    return step, {{'w': jax.ShapeDtypeStruct(({LAYERS}, {WIDTH}, "
+        f"{WIDTH}), jnp.float32)}}, {{}}, jax.ShapeDtypeStruct(({BATCH}, {WIDTH}), "
+        "jnp.float32)\n")
+    words = ["cost", "scanned.kd", "--step", "steps:build", "--topology", "cpu:8",
+             "--format", "json"]
+    assert main(words) == 0
+    first = capsys.readouterr().out
+    assert main(words) == 0
+    assert capsys.readouterr().out == first
+    doc = json.loads(first)
+    assert doc["schema"] == "planc.cost/1" and doc["calibration"] is None
+    assert set(doc["time"]) == {"lower_s", "upper_s", "estimate_s"}
+    assert {"total", "matmul", "elementwise", "custom"} <= set(doc["flops"])
+    assert all({"kind", "axes", "bytes", "time_s"} <= set(c) for c in doc["collectives"])
+    assert all({"share", "variables", "rules"} <= set(b) for b in doc["bottleneck"])
+
+
+def test_a_step_over_its_time_budget_is_p813_at_the_budget_line():
+    plan = planc.loads(SCANNED + "budget(step = 1 us)\n", file="scanned.kd")
+    report = plan.cost(scanned_step, PARAMS, {}, BATCH_SHAPE, topology="cpu:8")
+    [d] = [d for d in report.diagnostics if d.code == "P813"]
+    assert d.is_error and d.span.line == 8 and "budget(step = 1 us)" in d.message
+    assert report.fits is False and not report.ok
+
+
+def test_a_generous_time_budget_fits():
+    plan = planc.loads(SCANNED + "budget(step = 10 s)\n")
+    report = plan.cost(scanned_step, PARAMS, {}, BATCH_SHAPE, topology="cpu:8")
+    assert report.fits is True and report.ok
+
+
+def test_a_calibration_slows_the_estimate_by_its_efficiencies(tmp_path, report):
+    path = tmp_path / "v5e.json"
+    path.write_text(json.dumps({"schema": "planc.calibration/1", "chip": "v5e",
+                                "efficiency": {"matmul": 0.5, "hbm": 0.5, "ici": 0.5,
+                                               "dcn": 0.5}, "overlap": 0.0}))
+    slower = planc.loads(SCANNED).cost(scanned_step, PARAMS, {}, BATCH_SHAPE,
+                                       topology="cpu:8", calibration=str(path))
+    assert slower.upper_s == pytest.approx(2 * report.upper_s)
+    assert slower.lower_s == pytest.approx(report.lower_s)
+    assert slower.to_dict()["calibration"]["file"] == str(path)
+
+
+@pytest.mark.parametrize("content, says", [
+    ("{", "is not JSON"),
+    ('{"schema": "other"}', "is not a `planc.calibration/1` document"),
+    ('{"schema": "planc.calibration/1", "chip": "v6e", "efficiency": {"matmul": 0.5}}',
+     "is for chip `v6e`"),
+    ('{"schema": "planc.calibration/1", "chip": "v5e", "efficiency": {"matmul": 1.5}}',
+     "not a fraction"),
+])
+def test_a_bad_calibration_file_is_p812_and_exit_2(tmp_path, monkeypatch, capsys, content, says):
+    path = tmp_path / "cal.json"
+    path.write_text(content)
+    with pytest.raises(planc.PlanError) as exc:
+        planc.loads(SCANNED).cost(scanned_step, PARAMS, {}, BATCH_SHAPE, topology="cpu:8",
+                                  calibration=str(path))
+    [d] = exc.value.diagnostics
+    assert d.code == "P812" and says in d.message
+
+
+def test_an_unknown_chip_to_price_a_cpu_compile_is_p815():
+    with pytest.raises(planc.PlanError) as exc:
+        planc.loads(SCANNED).cost(scanned_step, PARAMS, {}, BATCH_SHAPE, topology="cpu:8",
+                                  chip="v99")
+    assert [d.code for d in exc.value.diagnostics] == ["P815"]
+
+
+def test_a_loop_of_unknown_length_makes_every_figure_a_labelled_lower_bound():
+    def step(params, opt_state, x):
+        def cond(carry):
+            return jnp.sum(carry[0]) < 1e6  # ends on a value: no trip count to read
+        def body(carry):
+            h, w = carry
+            return jnp.tanh(h @ w) + 1.0, w
+        h, _ = jax.lax.while_loop(cond, body, (x, params["w"]))
+        return params, opt_state, jnp.sum(h)
+    params = {"w": jax.ShapeDtypeStruct((WIDTH, WIDTH), F32)}
+    report = planc.loads("mesh(data = 8)  data_parallel").cost(
+        step, params, {}, BATCH_SHAPE, topology="cpu:8")
+    assert not report.exact and report.to_dict()["exact"] is False
+    assert [d.code for d in report.diagnostics if d.code == "P814"] == ["P814"]
