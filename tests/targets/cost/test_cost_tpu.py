@@ -1,8 +1,6 @@
 """`plan.cost` on a compile-only TPU topology (libtpu, the `tpu` extra): XLA:TPU writes no
 trip count on a scan, and planc still counts every layer."""
 
-import jax
-import jax.numpy as jnp
 import pytest
 
 import planc
