@@ -190,4 +190,18 @@ ENTRIES = {
         why='JAX places an array only in a memory its devices address; asking for another fails deep in XLA, or not at all on a version without memory kinds.',
         example='`"opt/.*" -> replicated on host` on a backend whose devices list no `pinned_host` memory',
         fix='Run where `jax.devices()[0].addressable_memories()` lists `pinned_host` (XLA:CPU and GPU do, with jax >= 0.7.1), or drop `on host`.'),
+    'P341': dict(
+        severity='error',
+        title='an optimizer leaf that several parameters could own',
+        what='`plan.shardings(opt_state, params=...)`, `plan.init`, `plan.aot`: an optimizer-state leaf whose subtree does not have the parameters\' structure, and whose path ends in the paths of several parameters of its shape',
+        why='Taking the longest match gave Adam\'s `mu` slot of `kernel` the layout of a parameter named `mu/kernel`: a silently wrong layout, in device or host memory.',
+        example='parameters `kernel` and `mu/kernel`, and a state leaf `0/mu/kernel` outside a tree shaped like the parameters',
+        fix='Pass as `params=` the tree the state mirrors, or name the parameters so that none is a suffix of another.'),
+    'P342': dict(
+        severity='error',
+        title='optimizer state that mirrors none of the parameters',
+        what='`plan.shardings(state, params=...)`, `plan.init` of a function returning a 2-tuple, `plan.aot`: no array leaf of the state mirrors a parameter (by structure, or by path and shape); the first is named',
+        why='Its slots would be replicated in device memory whatever the `state` rules and `on host` layouts say: silently.',
+        example='`plan.init(fn)` where `fn` returns `(encoder_params, decoder_params)`',
+        fix='Pass the parameters the state belongs to; return groups of parameters as a dict or a list, not a 2-tuple.'),
 }

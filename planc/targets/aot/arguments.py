@@ -148,7 +148,7 @@ def mirrored(ir: PlanIR, mesh, name: str, tree, params: Argument):
     shardings = jax_target.shardings(ir, tree, mesh, params=params.tree)
     paths, _ = jax_target.tree_paths(tree)
     param_paths, _ = jax_target.tree_paths(params.tree)
-    sources = jax_target.mirrored_parameters(paths, param_paths)
+    sources = jax_target.mirrored_parameters(ir, tree, params.tree, paths, param_paths)
     flat = jax.tree_util.tree_leaves(shardings)
     leaves, mirrors = [], []
     for (p, leaf), s, i in zip(paths, flat, sources):

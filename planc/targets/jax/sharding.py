@@ -28,9 +28,11 @@ Choices a user should know:
   `planc.sources` reads pytrees (dict keys, sequence indices, field names).
 - **Errors first.** `shardings`, `shard`, `init` and `shard_batch` resolve every leaf
   and raise one `PlanError` with every diagnostic before any array is created or moved.
-- **Optimizer state.** With `params=`, a leaf belongs to the parameter whose path is the
-  longest "/"-suffix of the leaf's path and whose shape equals the leaf's (optax's `mu`,
-  `nu`, ... mirror the parameter tree). It takes the layout of the `state` rule that
+- **Optimizer state.** With `params=`, a subtree of the state with the parameters'
+  structure (optax's `mu`, `nu`, ...) mirrors them leaf for leaf; any other leaf belongs
+  to the one parameter whose path is a "/"-suffix of the leaf's path and whose shape
+  equals the leaf's, and a leaf several parameters could own alike is P341, never
+  decided by path length. A slot takes the layout of the `state` rule that
   matches that parameter's path, or, where none does, the parameter's own (the slot
   mirrors it). Any other leaf (a step count, a factored second moment) is replicated in
   device memory. `init` does this for the second element when `fn` returns a plain
@@ -56,7 +58,7 @@ from planc.check.binding import bind_devices
 from planc.ir import PlanIR
 from planc.resolve import Assignment, ResolvedLayout, Resolver, replicated, slot_assignments
 from planc.targets.devices import _device_grid, _device_list
-from planc.targets.emit.runtime.tree import _leaf_shape, _mirrored
+from planc.targets.emit.runtime.tree import _leaf_shape, _owners, _stray
 from planc.targets.expressible import indivisible_batch, scalar_batch
 from planc.targets.jax.compat import (axis_type, require, require_host_memory,
                                      require_host_outputs)
@@ -271,20 +273,45 @@ def _variables(leaves) -> list[Variable]:
     return out
 
 
-def mirrored_parameters(leaves, param_leaves) -> list[int | None]:
-    """For each `(path, leaf)` of `leaves`, the index in `param_leaves` of the parameter it
-    mirrors: the one whose path is its longest "/"-suffix and whose shape is its shape;
-    None when there is none (a step count)."""
-    table = {path: (_leaf_shape(leaf), i) for i, (path, leaf) in enumerate(param_leaves)}
-    return [_mirrored(table, path, _leaf_shape(leaf)) for path, leaf in leaves]
+def mirrored_parameters(ir: PlanIR, tree, params, leaves, param_leaves) -> list[int | None]:
+    """For each `(path, leaf)` of `leaves` (optimizer state `tree`'s), the index in
+    `param_leaves` (`params`') of the parameter it mirrors, or None (a step count): the
+    emitted module's own rule (`planc.targets.emit.runtime.tree._owners`). A leaf two
+    parameters could own alike raises `PlanError` (P341), never decided silently."""
+    owners, ambiguous = _owners(tree, params, leaves, param_leaves)
+    if ambiguous:
+        path, names = ambiguous[0]
+        raise PlanError((error(
+            "P341", f"optimizer leaf `{path}` could mirror any of the parameters "
+                    + ", ".join(f"`{n}`" for n in names) + (
+                        f" ({len(ambiguous)} such leaves)" if len(ambiguous) > 1 else ""),
+            None, file=ir.file,
+            help=("its tree does not have the parameters' structure, so only its path ties "
+                  "it to a parameter, and the paths tie it to several",
+                  "pass as `params=` the tree the state mirrors (optax's `mu` and `nu` have "
+                  "the parameters' structure), or give the parameters names that are not "
+                  "suffixes of each other")),), ir.source_dict)
+    stray = _stray(owners, leaves, param_leaves)
+    if stray is not None:
+        raise PlanError((error(
+            "P342", f"optimizer leaf `{stray}` mirrors no parameter, and neither does any "
+                    "other leaf of the state: its `state` rules and `on host` layouts would "
+                    "be ignored", None, file=ir.file,
+            help=("a leaf mirrors the parameter whose path ends its path and whose shape is "
+                  "its shape, or sits in a subtree shaped like the parameters",
+                  "pass the parameters this state belongs to; a function that returns two "
+                  "groups of parameters (not parameters and their optimizer state) should "
+                  "return a dict or a list, not a 2-tuple")),), ir.source_dict)
+    return owners
 
 
-def _mirror(leaves, param_leaves, slots) -> list[Assignment]:
+def _mirror(ir: PlanIR, tree, params, leaves, param_leaves, slots) -> list[Assignment]:
     """Each leaf's assignment: that of the slots (`slots`, parallel to `param_leaves`) of
     the parameter it mirrors (`mirrored_parameters`); replicated in device memory, with
     no rule, when there is none."""
     out = []
-    for i, (path, leaf) in zip(mirrored_parameters(leaves, param_leaves), leaves):
+    for i, (path, leaf) in zip(mirrored_parameters(ir, tree, params, leaves, param_leaves),
+                               leaves):
         if i is None:
             shape = _leaf_shape(leaf)
             out.append(Assignment(Variable(path, shape), replicated(len(shape)), None))
@@ -306,7 +333,7 @@ def _tree_assignments(ir: PlanIR, tree, params=None):
         state, state_errors = _resolve_leaves(ir, param_leaves, "state")
         errors += state_errors
         slots = slot_assignments(slots, state)
-    return treedef, leaves, _mirror(leaves, param_leaves, slots), errors
+    return treedef, leaves, _mirror(ir, tree, params, leaves, param_leaves, slots), errors
 
 
 def tree_shardings(ir: PlanIR, mesh: Mesh, tree, params=None):

@@ -10,7 +10,7 @@ A module without state rules or host layouts carries neither, and stays byte for
 what it always was. The constants below stand for a plan with no state rules and nothing
 on host; the emitted module defines its own.
 
-Slots follow planc's one rule (`planc.targets.emit.runtime.tree._mirrored`, which planc's
+Slots follow planc's one rule (`planc.targets.emit.runtime.tree._owners`, which planc's
 JAX target calls too): an optimizer leaf takes the layout of its parameter's `state` rule,
 or the parameter's own where no state rule matches; any other leaf is replicated in
 device memory.
@@ -25,7 +25,7 @@ from planc.targets.emit.runtime.for_jax import (PLAN_NAME, _shape_of, _sizes, co
                                                 make_mesh, output_sharding)
 from planc.targets.emit.runtime.resolve import (DEFAULT, OUTPUT_DEFAULT, OUTPUT_RULES, OVERLAP,
                                                 RULES, _fit, _hits, _matcher, _resolve)
-from planc.targets.emit.runtime.tree import _mirrored, _paths, _shape_once
+from planc.targets.emit.runtime.tree import _owners, _paths, _shape_once, _stray
 
 HOST_RULES: tuple = ()
 DEFAULT_ON_HOST = False
@@ -124,8 +124,9 @@ def shardings(tree, mesh=None, params=None):
         answers = [_variable(path, _shape_once(leaf, shapes), sizes, errors, fits)
                    for path, leaf in leaves]
     else:
-        table = {}
-        for path, leaf in _paths(params)[0]:
+        param_leaves = _paths(params)[0]
+        own = []
+        for path, leaf in param_leaves:
             shape = _shape_once(leaf, shapes)
             answer = _variable(path, shape, sizes, errors, fits)
             slots = _slots(path, shape, sizes)
@@ -133,12 +134,18 @@ def shardings(tree, mesh=None, params=None):
                 answer = slots[:2]
                 if slots[2] is not None:
                     errors.append(slots[2])
-            table[path] = (shape, answer)
-        answers = []
-        for path, leaf in leaves:
-            shape = _shape_once(leaf, shapes)
-            found = _mirrored(table, path, shape)
-            answers.append(found or (tuple(None for _ in shape), False))
+            own.append(answer)
+        owners, ambiguous = _owners(tree, params, leaves, param_leaves)
+        stray = _stray(owners, leaves, param_leaves)
+        if stray is not None:
+            errors.append(f"optimizer leaf {stray!r} mirrors no parameter, and neither does "
+                          "any other: pass the parameters this state belongs to")
+        errors += [f"optimizer leaf {path!r} could mirror any of the parameters "
+                   f"{', '.join(map(repr, names))}: pass the parameters whose tree the "
+                   "state mirrors, or rename them apart" for path, names in ambiguous]
+        answers = [own[i] if i is not None else
+                   (tuple(None for _ in _shape_once(leaf, shapes)), False)
+                   for i, (_, leaf) in zip(owners, leaves)]
     if errors:
         raise ValueError(f"plan {PLAN_NAME!r}: {len(errors)} variable(s) have no valid "
                          "layout:\n  " + "\n  ".join(errors))

@@ -114,13 +114,61 @@ def _children(node):
     return [(_key_text(keys[0]), child) for keys, child in flat]
 
 
-def _mirrored(table, path, shape):
-    """What `table` holds for the parameter that optimizer leaf `path` of `shape` mirrors,
-    or None. `table` maps each parameter's path to `(shape, value)`; the parameter is the
-    one whose path is the longest "/"-suffix of `path` and whose shape is `shape`."""
-    parts = path.split("/")
-    for i in range(len(parts)):
-        hit = table.get("/".join(parts[i:]))
-        if hit is not None and hit[0] == shape:
-            return hit[1]
-    return None
+def _owners(tree, params, leaves, param_leaves):
+    """(owners, ambiguous): for each `(path, leaf)` of `leaves` (optimizer state `tree`'s),
+    the index in `param_leaves` (`params`') of the parameter it mirrors, or None; and
+    `(leaf path, [parameter paths])` for each leaf two parameters could own alike.
+
+    A subtree of `tree` with the structure of `params` (optax's `mu`, `nu`, ...) mirrors
+    it leaf for leaf, where the shapes agree. Any other leaf belongs to the one parameter
+    whose path is a "/"-suffix of its path and whose shape is its shape; with several
+    such parameters (`kernel` and `mu/kernel` for a leaf `0/mu/kernel`) it is ambiguous,
+    never decided by length; with none (a step count) it is nobody's."""
+    structure = jax.tree_util.tree_structure(params)
+    owners = [None] * len(leaves)
+    shapes = [_leaf_shape(leaf) for _, leaf in param_leaves]
+    if param_leaves:
+        whole = structure.num_leaves
+
+        def mirrors_params(node):
+            if whole != 1 and getattr(node, "shape", None) is not None:
+                return False  # an array: a leaf, not a tree of parameters
+            return jax.tree_util.tree_structure(node) == structure
+
+        position = 0
+        for part in jax.tree_util.tree_flatten(tree, is_leaf=mirrors_params)[0]:
+            if mirrors_params(part):
+                for k in range(whole):
+                    if position + k < len(leaves) and \
+                            _leaf_shape(leaves[position + k][1]) == shapes[k]:
+                        owners[position + k] = k
+                position += whole
+            else:
+                position += 1
+    by_path = {path: i for i, (path, _) in enumerate(param_leaves)}
+    ambiguous = []
+    for j, (path, leaf) in enumerate(leaves):
+        if owners[j] is not None:
+            continue
+        shape = _leaf_shape(leaf)
+        parts = path.split("/")
+        found = [by_path[s] for s in ("/".join(parts[i:]) for i in range(len(parts)))
+                 if s in by_path and shapes[by_path[s]] == shape]
+        if len(found) == 1:
+            owners[j] = found[0]
+        elif len(found) > 1:
+            ambiguous.append((path, [param_leaves[i][0] for i in found]))
+    return owners, ambiguous
+
+
+def _stray(owners, leaves, param_leaves):
+    """The path of the first array leaf shaped like a parameter, when no array leaf
+    mirrors one (the tree is not optimizer state of these parameters, and its layout
+    rules would be ignored); else None. A state whose arrays are shaped like no parameter
+    (a factored second moment only) and scalars (a step count) belong to nobody anyway."""
+    arrays = [(i, path, _leaf_shape(leaf)) for i, (path, leaf) in enumerate(leaves)]
+    arrays = [(i, path, shape) for i, path, shape in arrays if shape]
+    if not arrays or any(owners[i] is not None for i, _, _ in arrays):
+        return None
+    shapes = {_leaf_shape(leaf) for _, leaf in param_leaves}
+    return next((path for _, path, shape in arrays if shape in shapes), None)
