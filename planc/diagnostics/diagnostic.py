@@ -69,6 +69,12 @@ class Diagnostic(Frozen):
         return ", ".join(map(str, self.device_counts))
 
     @property
+    def with_devices(self) -> str:
+        """`with 8 devices`, `with 1 device`, `with 64, 512 devices`."""
+        plural = self.device_counts != (1,)
+        return f"with {self.devices_text} device{'s' if plural else ''}"
+
+    @property
     def where(self) -> str | None:
         """The file the problem is in or about, if any."""
         return self.span.file if self.span else self.file

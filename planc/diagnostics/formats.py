@@ -98,7 +98,7 @@ def render_github(diags, failures=()) -> str:
 
 
 def _full_message(d: Diagnostic) -> str:
-    where = f" (with {d.devices_text} devices)" if d.devices is not None else ""
+    where = f" ({d.with_devices})" if d.devices is not None else ""
     return d.message + where + "".join(f"\nhelp: {h}" for h in d.help)
 
 

@@ -75,7 +75,7 @@ def _render_one(d: Diagnostic, sources) -> list[tuple[str, str]]:
                         primary=(i == 0 and d.span is not None), severity=d.severity)
     if d.devices is not None:
         out.append((f"{pad} = ", "blue"))
-        out.append((f"with {d.devices_text} devices\n", ""))
+        out.append((f"{d.with_devices}\n", ""))
     for h in d.help:
         out.append((f"{pad} = ", "blue"))
         out.append(("help", "bold"))

@@ -14,7 +14,8 @@ from planc.gc_pause import collector_paused
 from planc.diagnostics import Diagnostic, unique
 from planc.ir import PlanIR
 from planc.progress import with_progress
-from planc.resolve.whole_model import budget_findings, large_replicated_findings, skipped_findings
+from planc.resolve.whole_model import (budget_findings, large_replicated_findings,
+                                       replicated_state_findings, skipped_findings)
 from planc.resolve.resolution import slot_assignments
 from planc.resolve.memory import itemised_bytes, memory_summary, shard_bytes
 from planc.resolve.report import Report
@@ -122,6 +123,8 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
     if resolver is not None:
         found += budget_findings(ir, memory)
         found += large_replicated_findings(ir, assignments, sizes_of, replicated, count, sizes)
+        if slots:
+            found += replicated_state_findings(ir, slots, sizes_of, count, sizes)
         if count is None:
             found += skipped_findings(ir, assignments, memory)
     if _is_count(devices):

@@ -104,6 +104,44 @@ def large_replicated_findings(ir: PlanIR, assignments, nbytes, replicated,
     return out
 
 
+def replicated_state_findings(ir: PlanIR, slots, nbytes, count: int | None,
+                              sizes) -> list[Diagnostic]:
+    """P310 for a `state` rule that replicates the optimizer slots of a variable of
+    `LARGE_REPLICATED_BYTES` or more (each slot as large as its parameter), one per rule:
+    the same layout on the parameter is P310, and the slots are K - 1 times its bytes."""
+    if ir.distribution == "data_parallel" or (count is not None and count <= 1):
+        return []
+    state_rules = {id(r) for r in (*ir.state, ir.state_default) if r is not None}
+    groups: dict[int, list[Assignment]] = {}
+    for slot, n in zip(slots, nbytes):
+        rule = slot.rule
+        if rule is not None and id(rule) in state_rules and slot.layout.is_replicated and \
+                n >= LARGE_REPLICATED_BYTES:
+            groups.setdefault(id(rule), []).append(slot)
+    on = f"all {count} devices" if count else "every device"
+    k = ir.budget.state - 1 if ir.budget is not None and ir.budget.state > 1 else None
+    out = []
+    for members in groups.values():
+        members.sort(key=lambda a: -a.variable.nbytes)
+        a = members[0]
+        v, rule = a.variable, a.rule
+        each = human_bytes(v.nbytes)
+        slots_text = (f"the {k} optimizer slot{'s' if k != 1 else ''} of `{v.path}` "
+                      f"{list(v.shape)} ({k} x {each}) are" if k else
+                      f"the optimizer slots of `{v.path}` {list(v.shape)} ({each} each) are")
+        message = (f"{slots_text} replicated on {on}: state rule {rule.label} lays them "
+                   f"out `{rule.layout.text}`")
+        if len(members) > 1:
+            others = [m.variable.path for m in members[1:]]
+            shown = ", ".join(f"`{p}`" for p in others[:3]) + (" ..." if len(others) > 3 else "")
+            message += f" (and the slots of {len(others)} more: {shown})"
+        out.append(warning("P310", message, rule.span, label="replicates the slots",
+                           help=_split_help(v, ir, sizes).replace(
+                               "variables of", "optimizer slots of variables of"),
+                           variable=v.path, rule=rule.where))
+    return out
+
+
 def _split_help(v: Variable, ir: PlanIR, sizes) -> str:
     base = (f"variables of {human_bytes(LARGE_REPLICATED_BYTES)} or more are worth "
             "splitting over a mesh axis")

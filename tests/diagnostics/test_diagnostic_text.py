@@ -42,3 +42,13 @@ def test_a_very_long_line_is_shown_as_a_window_around_the_span():
     d = error("P004", "unexpected", Span("l.kd", 1, 1_000_002, 1, 1_000_005))
     text = render_text([d], {"l.kd": line})
     assert len(text) < 1000 and "bad" in text
+
+
+def test_one_device_is_said_in_the_singular():
+    from planc.diagnostics import Diagnostic, Severity
+    from planc.diagnostics.text import render_text
+
+    d = Diagnostic("P201", Severity.ERROR, "device count does not fit the mesh", None,
+                   devices=1)
+    assert "with 1 device\n" in render_text([d], {}, color=False)
+    assert d._replace(devices=(8, 64)).with_devices == "with 8, 64 devices"

@@ -162,3 +162,28 @@ def test_lint_reports_each_budget_over_with_its_contributors(files, capsys):
     assert text.count("error[P309]") == 2
     assert "of device memory per device" in text and "of host memory per device" in text
     assert "largest in host memory per device: `emb` 192 B" in text
+
+
+# -- a state rule that replicates large slots (round 4) -------------------------------------
+
+_EMBEDDING = (planc.Variable("emb", (262144, 4096), "float32"),
+              planc.Variable("w", (4096, 4096), "float32"))
+
+
+def test_a_state_rule_replicating_large_slots_is_p310_at_the_state_rule():
+    plan = planc.loads('mesh(data = 4, model = 2)\nmodel_parallel(batch = data)\n'
+                       'budget(per_device = 64 GiB, state = 3)\n'
+                       'layout { "emb" -> (model, data)  "w" -> (data, model) }\n'
+                       'state {\n    "emb" -> replicated\n}\n', file="emb.kd")
+    report = plan.validate(_EMBEDDING, devices=8)
+    [d] = [d for d in report.diagnostics if d.code == "P310"]
+    assert d.span.line == 6 and d.variable == "emb"
+    assert "the 2 optimizer slots of `emb`" in d.message and "(2 x 4.00 GiB)" in d.message
+
+
+def test_the_same_slots_split_by_their_state_rule_are_not_p310():
+    plan = planc.loads('mesh(data = 4, model = 2)\nmodel_parallel(batch = data)\n'
+                       'layout { "emb" -> (model, data)  "w" -> (data, model) }\n'
+                       'state { "emb" -> (data, model) }\n')
+    assert not [d for d in plan.validate(_EMBEDDING, devices=8).diagnostics
+                if d.code == "P310"]
