@@ -25,9 +25,15 @@ def _cell(text: str) -> str:
 
 def code_table() -> str:
     """The code table of docs/diagnostics.md, one row per registered code, in code order."""
-    rows = [f"| {code} | {d.severity} | {_cell(d.what)} | {_cell(d.example)} |\n"
-            for code, d in sorted(DOCS.items())]
+    rows = [f'| <a id="{anchor(code)}"></a>{code} | {d.severity} | {_cell(d.what)} | '
+            f"{_cell(d.example)} |\n" for code, d in sorted(DOCS.items())]
     return _HEADER + "".join(rows)
+
+
+def anchor(code: str) -> str:
+    """The id of `code`'s row in docs/diagnostics.md's table: `p303`, the code's own link
+    (SARIF's `helpUri`)."""
+    return code.lower()
 
 
 def describe(code: str) -> str:
@@ -51,7 +57,7 @@ def replace_table(page: str) -> str:
     start = page.index(_HEADER)
     end = start + len(_HEADER)
     lines = page[end:].split("\n")
-    n = next(i for i, line in enumerate(lines) if not line.startswith("| P"))
+    n = next(i for i, line in enumerate(lines) if not line.startswith("| "))
     return page[:start] + code_table() + "\n".join(lines[n:])
 
 

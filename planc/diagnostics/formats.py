@@ -24,7 +24,8 @@ from planc.diagnostics.diagnostic import Diagnostic, Severity, severity_counts
 from planc.diagnostics.span import Span
 from planc.diagnostics.text import visible
 
-# Where the docs live once planc is published; rules' `helpUri` point at the code table.
+# Where the docs live once planc is published; each rule's `helpUri` points at its own row
+# of the code table (its anchor).
 HOME_URL = "https://github.com/planc-dev/planc/blob/main/"
 README_URL = HOME_URL + "README.md"
 CODES_URL = HOME_URL + "docs/diagnostics.md"
@@ -144,8 +145,10 @@ def _rule(code: str, level: dict) -> dict:
 
     title = CODES.get(code, code)
     doc = DOCS.get(code)
+    from planc.diagnostics.docs import anchor
+
     rule = {"id": code, "shortDescription": {"text": title},
-            "helpUri": CODES_URL}
+            "helpUri": f"{CODES_URL}#{anchor(code)}"}
     if doc is not None:
         rule["fullDescription"] = {"text": f"{doc.what}. {doc.why}"}
         rule["help"] = {"text": f"{doc.fix} Example: {doc.example}. `planc code {code}` "

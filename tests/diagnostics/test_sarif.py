@@ -3,6 +3,7 @@ scanning accept: every result located, related locations, rule metadata, fingerp
 percent-encoded URIs relative to --base-dir, and failures that are not clean reports."""
 
 import json
+from pathlib import Path
 import os
 import subprocess
 import sys
@@ -63,7 +64,7 @@ def test_rules_carry_descriptions_help_and_the_code_table_uri(plan_file, capsys)
     (rule,) = doc["runs"][0]["tool"]["driver"]["rules"]
     assert rule["id"] == "P113"
     assert rule["fullDescription"]["text"] and rule["help"]["text"]
-    assert rule["helpUri"].endswith("/docs/diagnostics.md")
+    assert rule["helpUri"].endswith("/docs/diagnostics.md#p113")
     assert doc["runs"][0]["tool"]["driver"]["informationUri"].endswith("/README.md")
 
 
@@ -164,3 +165,16 @@ def test_a_non_utf8_file_name_is_a_valid_sarif_uri(tmp_path):
     assert result.returncode == 1
     assert results(doc)[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] \
         == "pl%FFan.kd"
+
+
+def test_each_rules_help_uri_leads_to_its_own_row_of_the_code_table():
+    from planc.diagnostics import formats
+    from planc.diagnostics.codes import DOCS
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "diagnostics.md").read_text()
+    for code in ("P101", "P303", "P817"):
+        rule = formats._rule(code, {})
+        url, _, anchor = rule["helpUri"].partition("#")
+        assert url == formats.CODES_URL and anchor == code.lower()
+        assert f'<a id="{anchor}"></a>{code} |' in page
+    assert len({formats._rule(c, {})["helpUri"] for c in DOCS}) == len(DOCS)
