@@ -26,6 +26,7 @@ from urllib.parse import unquote
 from lsprotocol import types as t
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest, JsonRpcParseError
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 
 from planc._version import __version__
 from planc.lsp import navigation as nav
@@ -45,12 +46,28 @@ class RequestFailed(JsonRpcException):
     MESSAGE = "Request failed"
 
 
+class _Protocol(LanguageServerProtocol):
+    """pygls's protocol, remembering which request a message it cannot read was: a
+    request whose params do not fit LSP's types (a position on line 2^31, a negative
+    character) is answered under its own id (-32602), not under id null, which no client
+    waits for."""
+
+    def structure_message(self, data):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if isinstance(data, dict) and "method" in data and \
+                    isinstance(data.get("id"), (int, str)) and not isinstance(data["id"], bool):
+                exc.request_id = data["id"]
+            raise
+
+
 class PlancServer(LanguageServer):
     """The server: pygls's, with the open documents (`checking.Doc`), the models read so
     far and the client's `planc.*` settings."""
 
     def __init__(self) -> None:
-        super().__init__("planc", __version__)
+        super().__init__("planc", __version__, protocol_cls=_Protocol)
         self.docs: dict[str, Doc] = {}
         self.models = ModelCache()
         self.settings: dict = {}
@@ -59,7 +76,8 @@ class PlancServer(LanguageServer):
     def report_server_error(self, error, source):
         # pygls has logged the failure (one line, see `_OneLine`). A message it could not
         # read at all (not JSON, not UTF-8, not a JSON-RPC shape) has no id to answer:
-        # JSON-RPC answers it with id null. Everything else pygls answers itself.
+        # JSON-RPC answers it with id null; a request whose params do not fit is answered
+        # under its id (`_Protocol`). Everything else pygls answers itself.
         if source is not JsonRpcException:
             return
         refused = refused_reason(error)
@@ -71,7 +89,7 @@ class PlancServer(LanguageServer):
             code, message = JsonRpcParseError.CODE, f"Parse error: {one_line(error)}"
         else:  # JSON, but not a JSON-RPC message object
             code, message = JsonRpcInvalidRequest.CODE, "Invalid Request: not a JSON-RPC message"
-        body = json.dumps({"jsonrpc": "2.0", "id": None,
+        body = json.dumps({"jsonrpc": "2.0", "id": getattr(error, "request_id", None),
                            "error": {"code": code, "message": message}})
         try:
             self.protocol.writer.write(f"Content-Length: {len(body)}\r\n\r\n{body}".encode())

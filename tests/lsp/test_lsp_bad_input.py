@@ -62,12 +62,12 @@ def test_json_that_is_not_a_message_gets_invalid_request(server):
     assert code == 0 and len(log) == 1
 
 
-def test_a_request_with_malformed_params_gets_invalid_params(server):
+def test_a_request_with_malformed_params_gets_invalid_params_under_its_id(server):
     server.send_bytes(json.dumps({"jsonrpc": "2.0", "id": 99, "method": "textDocument/hover",
                                   "params": {"position": "here"}}).encode())
     still_serving(server)
-    [err] = errors(server)
-    assert err["code"] == -32602
+    [err] = [m["error"] for m in server.seen if m.get("id") == 99]
+    assert err["code"] == -32602 and errors(server) == []
     code, log = server.finish()
     assert code == 0 and len(log) == 1
 
@@ -209,3 +209,15 @@ def test_an_untitled_document_is_checked_too(server):
     assert d["code"] == "P006"
     still_serving(server)
     assert server.finish()[0] == 0
+
+
+@pytest.mark.parametrize("position", [{"line": 2 ** 31, "character": 0},
+                                      {"line": 0, "character": -5}])
+def test_a_position_outside_lsps_types_is_answered_under_its_own_id_with_32602(server,
+                                                                            tmp_path,
+                                                                            position):
+    uri = open_doc(server, tmp_path / "p.kd", PLAN)
+    reply = server.reply_to(server.send("textDocument/hover", {
+        "textDocument": {"uri": uri}, "position": position}))
+    assert reply["error"]["code"] == -32602
+    still_serving(server)
