@@ -22,6 +22,11 @@ for _sig in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
     if signal.getsignal(_sig) is signal.SIG_IGN:
         signal.signal(_sig, _still_ignored)
 
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           " --xla_force_host_platform_device_count=8").strip()
+os.environ.setdefault("KERAS_BACKEND", "jax")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
 import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

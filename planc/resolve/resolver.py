@@ -276,6 +276,31 @@ class Resolver:
         return (f"{r.label} ({r.where}) matches part of the path; under `match full` a "
                 f"pattern must cover the whole path: write \".*{r.raw}.*\" or `match search`")
 
+    def _part_of(self, rule: Rule, every) -> str | None:
+        """Under `match full`, the advice for a rule matching nothing whose pattern matches
+        part of a variable's path (`"mlp/w_in"` in `layers/0/mlp/w_in`): cover the whole
+        path. Every path is looked through, including those another rule or the
+        `default` laid out."""
+        if self.ir.match != "full":
+            return None
+        if self._search is None:
+            self._search = _matcher([r.pattern for r in self.rules], "search")
+        for path in every():
+            if rule.index not in self._search.match(path):
+                continue
+            import re
+
+            try:
+                m = re.search(rule.pattern, path)
+            except re.error:
+                m = None
+            head = "" if m is not None and m.start() == 0 else ".*"
+            tail = "" if m is not None and m.end() == len(path) else ".*"
+            return (f"the pattern matches part of `{path}`; under `match full` a pattern "
+                    f"must cover the whole path: write \"{head}{rule.raw}{tail}\" or "
+                    "`match search`")
+        return None
+
     # -- fitting a layout ---------------------------------------------------------------------
 
     def fit(self, rule: Rule, shape: tuple[int, ...]
@@ -487,7 +512,8 @@ class Resolver:
             paths = [d.variable for d in problems if d.code == "P301" and d.variable]
             return paths or [a.variable.path for a in assignments]
 
-        problems += self._rule_findings(matched, won, taken_from, unmatched)
+        problems += self._rule_findings(matched, won, taken_from, unmatched,
+                                        lambda: [a.variable.path for a in assignments])
         unchecked = tuple(a.name for a in self.ir.mesh.axes if a.size is None)
         return Resolution(tuple(assignments), tuple(grouped(problems)), tuple(matched),
                           tuple(won), unchecked)
@@ -496,8 +522,10 @@ class Resolver:
     def _rule_word(self) -> str:
         return "state rule" if self.section == "state" else "rule"
 
-    def _rule_findings(self, matched, won, taken_from, unmatched=tuple) -> list[Diagnostic]:
-        """P306 and P307; `unmatched()` gives the paths to look for a near miss in."""
+    def _rule_findings(self, matched, won, taken_from, unmatched=tuple,
+                       every=tuple) -> list[Diagnostic]:
+        """P306 and P307; `unmatched()` gives the paths to look for a near miss in,
+        `every()` all of them."""
         out = []
         candidates = None
         for rule in self.rules:
@@ -507,8 +535,11 @@ class Resolver:
                     # One path per shape: the layers of a model differ in their numbers only.
                     candidates = list({_DIGITS.sub("#", p): p
                                        for p in reversed(unmatched())}.values())[::-1]
-                nearest = self._nearest_variable(rule, candidates)
-                if nearest is not None:
+                part = self._part_of(rule, every)
+                nearest = None if part is not None else self._nearest_variable(rule, candidates)
+                if part is not None:
+                    helps = (part,)
+                elif nearest is not None:
                     path, miss = nearest
                     helps = (f"the closest variable is `{path}`: {miss.sentence()}",)
                     fixed = self._fix_for(rule, path)

@@ -4,6 +4,8 @@ differing part it quotes is a whole name (issue 26, item 3)."""
 import json
 import re
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,3 +116,19 @@ def test_every_proposed_pattern_matches_the_variable_it_names(paths, data, mode)
     plan = planc.loads(text)
     report = plan.validate([Variable(p, (4, 4), "float32") for p in paths], 2)
     _assert_every_proposal_matches(report, mode)
+
+
+# -- a pattern that matches part of a path under `match full` (round 4) ---------------------
+
+_MLP = (planc.Variable("layers/0/mlp/w_in", (64, 256), "float32"),
+        planc.Variable("layers/0/mlp/w_out", (256, 64), "float32"))
+
+
+@pytest.mark.parametrize("rest", ['default -> replicated', '".*w_out" -> (model, _)'])
+def test_p306_of_a_pattern_matching_the_end_of_a_path_says_start_it_with_dot_star(rest):
+    plan = planc.loads('mesh(data = 2, model = 4)\nmodel_parallel(batch = data)\n'
+                       f'layout {{\n    "mlp/w_in" -> (_, model)\n    {rest}\n}}\n')
+    [d] = [d for d in plan.validate(_MLP, devices=8).diagnostics if d.code == "P306"]
+    assert d.help == ('the pattern matches part of `layers/0/mlp/w_in`; under `match full` a '
+                      'pattern must cover the whole path: write ".*mlp/w_in" or '
+                      '`match search`',)
