@@ -227,6 +227,24 @@ class OrbaxCheckpoint(Checkpoint):
             if problem:
                 raise CheckpointError(f"{self.path}: tensor `{shown(t.name)}`: {problem}",
                                       code="P416")
+        self._refuse_missing()
+
+    def _refuse_missing(self) -> None:
+        """P424 when the tensors planc's writer recorded (`tensors` in the plan record)
+        are not all here: a checkpoint two writers mixed, or that lost files. Never fewer
+        arrays than were written."""
+        record = self.custom_metadata.get(PLAN_KEY)
+        recorded = record.get("tensors") if isinstance(record, dict) else None
+        if not isinstance(recorded, list):
+            return
+        present = {t.name for t in self.tensors}
+        missing = [n for n in recorded if isinstance(n, str) and n not in present]
+        if missing:
+            shown_names = ", ".join(f"`{shown(n)}`" for n in missing[:3])
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            raise CheckpointError(
+                f"{self.path}: the checkpoint lacks {len(missing)} of the {len(recorded)} "
+                f"tensors planc wrote into it: {shown_names}{more}", code="P424")
 
     @property
     def tree(self):

@@ -189,7 +189,8 @@ def _write(ir, checkpoint, bound, shardings, dst, n, stop):
     try:
         with orbax_logs():
             save_parts(ir, checked(parts(ir, checkpoint, bound, shardings, progress=True)),
-                       dst, devices=n, held=stop.held)
+                       dst, devices=n, held=stop.held,
+                       names=[source.variable.path for source in bound])
         # DST is whole: a signal from here on ends nothing that is not already done.
         stop.closing = True
     except (CheckpointError, KeyboardInterrupt):

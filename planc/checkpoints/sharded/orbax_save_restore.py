@@ -46,8 +46,10 @@ def _bound_fingerprint(ir: PlanIR, devices: int | None) -> str | None:
         return None
 
 
-def plan_record(ir: PlanIR, devices: int | None = None) -> dict:
-    """What `save` stores beside the arrays: the plan's name, fingerprint and full text.
+def plan_record(ir: PlanIR, devices: int | None = None, tensors=None) -> dict:
+    """What `save` stores beside the arrays: the plan's name, fingerprint and full text,
+    and the names of the tensors it writes (`tensors`, sorted), so that a reader can
+    refuse a checkpoint that lacks one (P424) instead of loading fewer arrays.
 
     `fingerprint_bound` is the fingerprint with `auto` resolved for the `devices` the
     checkpoint was written from (None when not known), so a plan is recognised whether
@@ -67,6 +69,7 @@ def plan_record(ir: PlanIR, devices: int | None = None) -> dict:
         "file": os.path.basename(ir.file),
         "text": ir.source_dict.get(ir.file, ""),
         "planc_version": __version__,
+        **({"tensors": sorted(tensors)} if tensors is not None else {}),
     }
 
 
@@ -239,6 +242,78 @@ def nest(flat: Mapping[str, object]) -> dict:
     return tree
 
 
+_CLAIM_SUFFIX = ".planc-writing"  # held by the one planc writing a destination
+
+
+@contextlib.contextmanager
+def claimed(directory: str):
+    """`directory` held for this writer while the block runs: a second planc writing it
+    at the same time is refused (`FileExistsError`) instead of mixing its tensors into
+    this one's. The claim is a file created exclusively beside the destination, holding
+    the writer's host and pid; a claim whose writer is gone (killed) is taken over, and
+    what that writer left (its partial save, Orbax's temporary directories) is removed
+    first. Only the primary process claims: the others write under its claim."""
+    import jax
+
+    if jax.process_index() != 0:
+        yield
+        return
+    claim = directory + _CLAIM_SUFFIX
+    os.makedirs(os.path.dirname(directory) or ".", exist_ok=True)  # as Orbax makes it
+    for attempt in (0, 1):
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            holder = _claim_holder(claim)
+            if holder is not None and not _gone(*holder) or attempt:
+                who = f" (pid {holder[1]} on {holder[0]})" if holder else ""
+                raise FileExistsError(f"{directory} is being written by another planc{who}: "
+                                      "a checkpoint has one writer") from None
+            # A killed writer's claim: what it left is its own, and nobody else's.
+            _clean_stale(directory)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(claim)
+    try:
+        os.write(fd, f"{_host()} {os.getpid()}\n".encode())
+        os.close(fd)
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(claim)
+
+
+def _host() -> str:
+    return os.uname().nodename if hasattr(os, "uname") else "localhost"
+
+
+def _claim_holder(claim: str) -> tuple[str, int] | None:
+    try:
+        with open(claim, encoding="utf-8") as f:
+            host, pid = f.read().split()
+        return host, int(pid)
+    except (OSError, ValueError):
+        return None
+
+
+def _gone(host: str, pid: int) -> bool:
+    """Whether the claim's writer no longer runs: only known for this host's processes."""
+    if host != _host():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _clean_stale(directory: str) -> None:
+    for path in sorted(_leftovers(directory)):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _refuse_existing(directory: str) -> None:
     for path in (directory, directory + _PARTIAL_SUFFIX):
         if os.path.lexists(path):
@@ -275,20 +350,25 @@ def save(ir: PlanIR, tree, directory) -> None:
 
     Call it on every process: each writes the shards its devices hold, and Orbax commits
     the directory atomically (it appears whole or not at all). An existing `directory`
-    raises `FileExistsError`: a checkpoint is never overwritten.
+    raises `FileExistsError`: a checkpoint is never overwritten; so does a destination
+    another planc is writing (`claimed`).
     """
     import jax
     import orbax.checkpoint.experimental.v1 as ocp
 
+    from planc.targets.jax.sharding import tree_paths
+
     directory = os.path.abspath(os.fspath(directory))
-    _refuse_existing(directory)
-    before = _leftovers(directory)
-    record = plan_record(ir, jax.device_count())
-    try:
-        ocp.save(directory, tree, custom_metadata={PLAN_KEY: record})
-    except BaseException:
-        _clean(_leftovers(directory) - before)
-        raise
+    with claimed(directory):
+        _refuse_existing(directory)
+        before = _leftovers(directory)
+        names = [path for path, _ in tree_paths(tree)[0]]
+        record = plan_record(ir, jax.device_count(), names)
+        try:
+            ocp.save(directory, tree, custom_metadata={PLAN_KEY: record})
+        except BaseException:
+            _clean(_leftovers(directory) - before)
+            raise
 
 
 def _give_back_freed_memory() -> None:
@@ -302,7 +382,8 @@ def _give_back_freed_memory() -> None:
 
 
 def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
-               devices: int | None = None, held=contextlib.nullcontext) -> None:
+               devices: int | None = None, held=contextlib.nullcontext,
+               names=None) -> None:
     """Write a checkpoint at `directory` from `parts`, each `{name: jax.Array}` with
     names disjoint from the other parts', one Orbax partial save per part, then finalize.
 
@@ -317,25 +398,27 @@ def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
     import orbax.checkpoint.experimental.v1 as ocp
 
     directory = os.path.abspath(os.fspath(directory))
-    _refuse_existing(directory)
-    before = _leftovers(directory)
-    record = plan_record(ir, devices if devices is not None else jax.device_count())
-    try:
-        wrote = False
-        for part in parts:
-            if part:
-                with held():
-                    ocp.partial.save(directory, nest(part),
-                                     custom_metadata=None if wrote else {PLAN_KEY: record})
-                wrote = True
-            del part  # the next part is built while this one is already freed
-            _give_back_freed_memory()
-        if not wrote:
-            raise ValueError("nothing to save: the checkpoint has no tensors")
-        with held():
-            ocp.partial.finalize(directory)
-    except BaseException:
-        # `directory` did not exist (`_refuse_existing`): a signal held through the
-        # finalize is raised once the checkpoint is whole, and it goes too.
-        _clean(_leftovers(directory) - before | {directory})
-        raise
+    with claimed(directory):
+        _refuse_existing(directory)
+        before = _leftovers(directory)
+        record = plan_record(ir, devices if devices is not None else jax.device_count(),
+                             names)
+        try:
+            wrote = False
+            for part in parts:
+                if part:
+                    with held():
+                        ocp.partial.save(directory, nest(part), custom_metadata=(
+                            None if wrote else {PLAN_KEY: record}))
+                    wrote = True
+                del part  # the next part is built while this one is already freed
+                _give_back_freed_memory()
+            if not wrote:
+                raise ValueError("nothing to save: the checkpoint has no tensors")
+            with held():
+                ocp.partial.finalize(directory)
+        except BaseException:
+            # `directory` did not exist (`_refuse_existing`): a signal held through the
+            # finalize is raised once the checkpoint is whole, and it goes too.
+            _clean(_leftovers(directory) - before | {directory})
+            raise

@@ -148,4 +148,11 @@ ENTRIES = {
         why='A variable nothing filled would leave its layer silently empty.',
         example="a layer whose `save_own_variables` writes fewer values than it has variables",
         fix="Make the layer's `save_own_variables` and `load_own_variables` cover every variable it creates."),
+    'P424': dict(
+        severity='error',
+        title='a checkpoint that lacks tensors its writer recorded',
+        what='`plan.load`, `planc lint --checkpoint`: an Orbax checkpoint planc wrote records the tensors it holds, and some of them are not in it (the first three named)',
+        why='Loading it would silently give fewer arrays than were saved: a checkpoint two writers mixed, or one that lost files.',
+        example='a checkpoint whose metadata lists 48 tensors and holds 32',
+        fix='Write the checkpoint again (`planc reshard`, `plan.save`), from one writer.'),
 }
