@@ -145,10 +145,10 @@ def check_checkpoint(path: str) -> list[str]:
     from planc.sources.model import array_problem
 
     try:
-        tensors = checkpoint_tensors(path)
+        tensors, _ = checkpoint_tensors(path)
     except CheckpointError as e:
         problems = []
-        if not e.code.startswith("P41") or "\n" in str(e) or len(str(e)) > 1000:
+        if not e.code.startswith(("P41", "P42")) or "\n" in str(e) or len(str(e)) > 1000:
             problems.append(f"open: {e.code} {str(e)[:200]!r} is not one checkpoint line")
         return problems
     except BaseException as e:  # noqa: BLE001

@@ -57,14 +57,17 @@ class Source:
 
 def bind_checkpoint(ir: PlanIR, tensors: Iterable[Tensor],
                     variables: Sequence[Variable] | None = None, *, strict: bool = False,
-                    dtype=None, names: WeightsNames | None = None
+                    dtype=None, names: WeightsNames | None = None, renamed: bool = False
                     ) -> tuple[tuple[Source, ...], tuple[Diagnostic, ...]]:
     """The sources of the variables and every problem, from the tensors' headers alone.
 
     With `variables` None, each tensor makes its own variable: the renamed path, the
     shape read transposed when its rule says `transpose`, and the tensor's dtype (or
     `dtype`). Otherwise every variable must get exactly one tensor, of its shape and of
-    its dtype; `dtype` allows a cast, and must then be the variable's dtype. Sources come
+    its dtype; `dtype` allows a cast, and must then be the variable's dtype. With
+    `renamed` (a checkpoint planc wrote, whose names are the model's paths already and
+    whose arrays are stored as the model holds them), the `rename` rules do not apply:
+    applied again they would rename nothing (P407) or rename twice. Sources come
     in the order of `variables` (of the tensors when None). With `names` (a Keras
     model's), each tensor is first known by the path Keras stored it for; a source's
     `tensor` keeps the file's name, which is what is read.
@@ -83,7 +86,8 @@ def bind_checkpoint(ir: PlanIR, tensors: Iterable[Tensor],
         stored = [t.name for t in tensors]
     else:
         tensors, stored = _as_stored(tensors, names, variables)
-    claimed = binder.rename(tensors, stored)
+    claimed = (binder.rename(tensors, stored) if not renamed else
+               {name: (t, False, None) for t, name in zip(tensors, stored)})
     if variables is None:
         sources = tuple(Source(Variable(path, _read_shape(t, tr), cast or t.dtype), t, tr, rule)
                         for path, (t, tr, rule) in claimed.items())

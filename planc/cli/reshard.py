@@ -119,7 +119,10 @@ def _reshard(args, plan, n, dst, diags, plan_sources, stop) -> int:
     checkpoint = None
     try:
         checkpoint = open_checkpoint(args.source)
-        bound, found = bind_checkpoint(ir, checkpoint.tensors)
+        from planc.checkpoints.orbax_dir import saved_plan
+
+        bound, found = bind_checkpoint(ir, checkpoint.tensors,
+                                       renamed=saved_plan(checkpoint) is not None)
         found = list(found) + list(narrowed_by_jax(ir, bound))
         diags = diags + found
         if any(d.is_error for d in found):

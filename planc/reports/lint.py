@@ -75,7 +75,7 @@ def lint_plans(paths, defines: dict, counts: list[int], model: Model | None = No
         from planc.checkpoints.tensors import CheckpointError
 
         try:
-            tensors = checkpoint_tensors(checkpoint)
+            tensors, renamed = checkpoint_tensors(checkpoint)
         except CheckpointError as exc:
             if exc.unreadable:
                 out.failures.append(failure(str(exc), str(checkpoint)))
@@ -107,7 +107,8 @@ def lint_plans(paths, defines: dict, counts: list[int], model: Model | None = No
         variables = None if found_model is None else found_model.variables
         if tensors is not None:
             names = None if found_model is None else found_model.weights_names
-            diags += bind_checkpoint(ir, tensors, variables, strict=strict, names=names)[1]
+            diags += bind_checkpoint(ir, tensors, variables, strict=strict, names=names,
+                                     renamed=renamed)[1]
         out.counts.update(plan_counts)
         if variables is not None:
             from planc.resolve import validate
@@ -185,14 +186,16 @@ def merge_device_counts(diags, counts) -> list[Diagnostic]:
     return out
 
 
-def checkpoint_tensors(path) -> tuple[Tensor, ...]:
-    """The tensors of the checkpoint at `path`, from its headers; `CheckpointError` when it
-    cannot be opened."""
+def checkpoint_tensors(path) -> tuple[tuple[Tensor, ...], bool]:
+    """(the tensors of the checkpoint at `path`, from its headers; whether planc wrote it,
+    so that its names are the model's paths already); `CheckpointError` when it cannot be
+    opened."""
+    from planc.checkpoints.orbax_dir import saved_plan
     from planc.checkpoints.tensors import open_checkpoint
 
     ckpt = open_checkpoint(path)
     try:
-        return tuple(ckpt.tensors)
+        return tuple(ckpt.tensors), saved_plan(ckpt) is not None
     finally:
         ckpt.close()
 

@@ -72,3 +72,28 @@ def test_a_checkpoint_that_lost_a_recorded_tensor_is_p424_naming_it(plan, tmp_pa
     with pytest.raises(planc.PlanError) as exc:
         plan.load(directory)
     assert [d.code for d in exc.value.diagnostics] == ["P424"]
+
+
+RENAMING = PLAN_A + 'rename {\n  "model\\.(.*)" -> "\\1"\n}\n'
+
+
+def test_a_checkpoint_resharded_under_the_plan_is_not_renamed_again(plan_file, tmp_path,
+                                                                    capsys):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from planc.cli import main
+
+    plan_path = plan_file(RENAMING, "renaming.kd")
+    src = tmp_path / "hf.safetensors"
+    save_file({f"model.{k}": np.asarray(v, dtype=np.float32) for k, v in
+               {"dense/kernel": np.zeros((8, 8)), "dense/bias": np.zeros(8),
+                "embed": np.zeros((8, 4))}.items()}, str(src))
+    dst = tmp_path / "dst"
+    assert main(["reshard", str(src), "-o", str(dst), "--plan", str(plan_path),
+                 "--devices", "8"]) == 0
+    capsys.readouterr()
+    assert main(["lint", str(plan_path), "--checkpoint", str(dst), "--devices", "8"]) == 0
+    assert "P407" not in capsys.readouterr().out
+    loaded = planc.load_plan(plan_path).load(dst)
+    assert sorted(loaded) == ["dense/bias", "dense/kernel", "embed"]

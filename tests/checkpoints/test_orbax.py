@@ -399,6 +399,11 @@ def lint(*args):
 
 
 def test_lint_checks_an_orbax_checkpoint_from_its_metadata(plan_file, saved):
+    # An Orbax checkpoint planc did not write (no plan record): its names are renamed.
+    meta = saved / "_CHECKPOINT_METADATA"
+    doc = json.loads(meta.read_text())
+    doc["custom_metadata"] = {}
+    meta.write_text(json.dumps(doc))
     plan = plan_file(PLAN_A + 'rename { "embed" -> "dense/kernel" }\n', "clash.kd")
     result = lint(plan, "--checkpoint", saved)
     assert result.returncode == 1 and "error[P403]" in result.stdout, result.stdout

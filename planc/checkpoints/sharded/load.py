@@ -36,6 +36,7 @@ import jax
 import numpy as np
 
 from planc.checkpoints.binding import bind_checkpoint
+from planc.checkpoints.orbax_dir import saved_plan
 from planc.checkpoints.tensors import ALIGN, CheckpointError, aligned_empty, open_checkpoint
 from planc.diagnostics import PlanError, Span, error
 from planc.diagnostics.text import render_text
@@ -104,7 +105,8 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh, assign):
         variables = None
 
     sources, diags = bind_checkpoint(ir, checkpoint.tensors, variables, strict=strict,
-                                     dtype=dtype, names=names)
+                                     dtype=dtype, names=names,
+                                     renamed=saved_plan(checkpoint) is not None)
     diags = tuple(diags) + narrowed_by_jax(ir, sources)
     if any(d.is_error for d in diags):
         raise PlanError(tuple(diags), ir.source_dict)
