@@ -25,7 +25,8 @@ PLAN = ('mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\nlayout {\n'
 #   write: while Orbax writes the first part (its temporary directory exists);
 #   read:  as the second tensor is read;
 #   gc:    inside a garbage-collection callback while the first tensor is read, where
-#          Python drops the exception a signal handler raises.
+#          Python drops the exception a signal handler raises;
+#   final: as Orbax finalizes the checkpoint (the last step: every tensor is written).
 DRIVER = r'''
 import gc, os, signal, sys, threading, time
 point, sig, src, dst, plan = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
@@ -46,6 +47,14 @@ if point == "write":
         threading.Thread(target=watch, daemon=True).start()
         return real_save(directory, *args, **kwargs)
     ocp.partial.save = save
+elif point == "final":
+    import orbax.checkpoint.experimental.v1 as ocp
+    real_finalize = ocp.partial.finalize
+
+    def finalize(directory, *args, **kwargs):
+        kill()  # held: it lands as the finalize ends
+        return real_finalize(directory, *args, **kwargs)
+    ocp.partial.finalize = finalize
 else:
     import planc.checkpoints.sharded.reshard as reshard
     real_build, calls = reshard.build_array, []
@@ -102,6 +111,21 @@ def test_a_stopped_reshard_says_one_line_and_leaves_nothing(work, point, sig, co
     result = _run(work, point, getattr(signal, sig))
     assert (result.returncode, result.stdout, result.stderr) == (code, "", line + "\n")
     assert os.listdir(work / "out") == []
+
+
+def test_a_stop_during_the_final_step_keeps_the_whole_checkpoint_and_exits_0(work):
+    import signal
+
+    result = _run(work, "final", signal.SIGINT)
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(work / "out") == ["dst"]
+    assert len(planc_checkpoint(work / "out" / "dst").tensors) == 4
+
+
+def planc_checkpoint(path):
+    from planc.checkpoints.tensors import open_checkpoint
+
+    return open_checkpoint(path)
 
 
 def test_the_run_the_stops_interrupt_writes_a_checkpoint_when_left_alone(work):

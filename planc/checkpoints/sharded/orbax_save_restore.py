@@ -415,10 +415,18 @@ def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
                 _give_back_freed_memory()
             if not wrote:
                 raise ValueError("nothing to save: the checkpoint has no tensors")
-            with held():
-                ocp.partial.finalize(directory)
+            finalized = []
+            try:
+                with held():
+                    ocp.partial.finalize(directory)
+                    finalized.append(True)
+            except KeyboardInterrupt:
+                # A stop signal held through the finalize arrives once the checkpoint is
+                # whole: the work is done, and what is done stays (the caller's exit
+                # says so), rather than a complete checkpoint deleted on a Ctrl-C.
+                if not finalized:
+                    raise
         except BaseException:
-            # `directory` did not exist (`_refuse_existing`): a signal held through the
-            # finalize is raised once the checkpoint is whole, and it goes too.
+            # `directory` did not exist (`_refuse_existing`): nothing half-written stays.
             _clean(_leftovers(directory) - before | {directory})
             raise
