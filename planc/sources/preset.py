@@ -32,7 +32,8 @@ SHARDED_WEIGHTS_FILE = "model.weights.json"
 
 
 class PresetError(SourceError):
-    """A preset that cannot be loaded as asked; `code` is its diagnostic (P420-P422)."""
+    """A preset that cannot be loaded as asked; `code` is its diagnostic (P420-P422, and
+    P411 for weights a link leads out of it)."""
 
     def __init__(self, message: str, code: str):
         super().__init__(message)
@@ -58,11 +59,18 @@ def preset_config(path: str | os.PathLike) -> dict:
 
 def preset_weights(path: str | os.PathLike) -> str:
     """The preset's weights: ``model.weights.h5``, else ``model.weights.json``; P421
-    when it has neither."""
+    when it has neither, P411 when a link leads the one found out of the preset."""
     path = os.fspath(path)
     for name in (WEIGHTS_FILE, SHARDED_WEIGHTS_FILE):
         candidate = os.path.join(path, name)
         if os.path.isfile(candidate):
+            # The shards `model.weights.json` names are refused when a link leads them
+            # out of the preset (P411); the weights file itself takes the same policy.
+            real_base = os.path.realpath(path)
+            if os.path.commonpath([real_base, os.path.realpath(candidate)]) != real_base:
+                raise PresetError(f"{candidate} is a link that leads outside the preset's "
+                                  "directory; a preset's weights lie inside it, and planc "
+                                  "does not open it", "P411")
             return candidate
     raise PresetError(f"{path}: a preset without weights: neither {WEIGHTS_FILE} nor "
                       f"{SHARDED_WEIGHTS_FILE} is in it", "P421")

@@ -204,6 +204,19 @@ def test_parts_index_naming_a_file_outside_the_preset_is_p411(plan, presets, tmp
     assert codes(excinfo) == ["P411"]
 
 
+def test_weights_file_linked_from_outside_the_preset_is_p411_as_a_part_would_be(
+        plan, presets, plan_path, tmp_path, capsys):
+    directory = copy_of(presets, tmp_path)
+    outside = tmp_path / "elsewhere.weights.h5"
+    os.replace(directory / "model.weights.h5", outside)
+    os.symlink(outside, directory / "model.weights.h5")
+    with pytest.raises(PlanError) as excinfo:
+        plan.from_preset(keras_hub.models.GemmaBackbone, str(directory))
+    assert codes(excinfo) == ["P411"]
+    assert main(["lint", plan_path, "--checkpoint", str(directory), "--devices", "8"]) == 1
+    assert "[P411]" in capsys.readouterr().out
+
+
 def test_parts_index_naming_a_missing_part_is_p412(plan, presets, tmp_path):
     directory = copy_of(presets, tmp_path, "gemma_parts")
     os.remove(directory / "model_00001.weights.h5")
