@@ -55,13 +55,19 @@ def peak_findings(ir: PlanIR, topology_label: str, memory: dict, estimate: bool,
     peak = memory["peak"]
     unaliased = max(memory["output"] - memory["alias"], 0)
     kind = " (an XLA:CPU estimate)" if estimate else ""
-    helps = [f"the peak holds the arguments ({human_bytes(memory['argument'])}), the "
-             f"outputs not aliased to them ({human_bytes(unaliased)}) and XLA's temporaries "
-             f"({human_bytes(memory['temp'])})"]
+    helps = [_parts(memory, unaliased)]
     if largest_variables:
         helps.append("largest arguments per device: " + ", ".join(
             f"`{p}` {human_bytes(b)}" for p, b in largest_variables[:3]))
-    helps += _suggestions(contributors, axis_sizes, peak)
+    suggested = _suggestions(contributors, axis_sizes, peak)
+    helps += suggested
+    reachable = sum(_best_split(c, axis_sizes)[0] for c in contributors
+                    if _best_split(c, axis_sizes) is not None)
+    if suggested and peak - reachable > budget.peak:
+        helps.append(f"even all of these together save at most {human_bytes(reachable)}, "
+                     f"short of the {human_bytes(peak - budget.peak)} over the budget: the "
+                     "rest is temporaries and XLA's own buffers (a smaller per-device batch, "
+                     "`jax.checkpoint`), or more devices")
     if memory["temp"] > memory["argument"]:
         helps.append("temporaries (activations, gradients, XLA's scratch) are most of it: a "
                      "smaller per-device batch, or rematerialisation (`jax.checkpoint`), "
@@ -73,6 +79,21 @@ def peak_findings(ir: PlanIR, topology_label: str, memory: dict, estimate: bool,
     return [error("P807", f"the step needs {human_bytes(peak)} per device at its peak on "
                   f"{topology_label}{kind}, over the budget of {human_bytes(budget.peak)}",
                   span, label=f"{human_bytes(budget.peak)} peak", help=tuple(helps))]
+
+
+def _parts(memory: dict, unaliased: int) -> str:
+    """What the peak holds, as parts that add up to it: XLA's argument, output and
+    temporary figures, and the rest of its peak, which XLA does not itemise (on TPU its
+    memory-space assignment's prefetch and scoped buffers)."""
+    listed = memory["argument"] + unaliased + memory["temp"]
+    text = (f"the peak holds the arguments ({human_bytes(memory['argument'])}), the outputs "
+            f"not aliased to them ({human_bytes(unaliased)}) and XLA's temporaries "
+            f"({human_bytes(memory['temp'])})")
+    rest = memory["peak"] - listed
+    if rest > 0:
+        text += (f", and {human_bytes(rest)} more that XLA counts in its peak without "
+                 "itemising it (buffers its memory assignment keeps live together)")
+    return text
 
 
 def _suggestions(contributors, axis_sizes: dict, peak: int) -> list[str]:

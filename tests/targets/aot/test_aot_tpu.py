@@ -128,3 +128,17 @@ def test_over_two_slices_the_dcn_axis_carries_the_gradients_reduction():
     assert ("all-gather", ("fsdp",)) in kinds and ("all-reduce", ("model",)) in kinds
     dcn = kinds[("all-reduce", ("data",))]
     assert dcn.bytes >= 2 * D * H * 4 // 8  # both kernels' gradient shards
+
+
+def test_p807_s_parts_add_up_to_the_peak_on_tpu():
+    plan = planc.loads(PLAN.replace("budget(peak = 64 MiB)", "budget(peak = 1 KiB)"),
+                       file="mlp.kd")
+    report = plan.aot(step, PARAMS, STATE, BATCH, topology="v5e:2x4")
+    [d] = [d for d in report.diagnostics if d.code == "P807"]
+    m = report.memory
+    listed = m["argument"] + max(m["output"] - m["alias"], 0) + m["temp"]
+    assert d.help[0].startswith("the peak holds the arguments")
+    if m["peak"] > listed:  # XLA:TPU's peak counts buffers it does not itemise
+        from planc.resolve import human_bytes
+
+        assert f"and {human_bytes(m['peak'] - listed)} more" in d.help[0]
