@@ -75,7 +75,7 @@ def lint_plans(paths, defines: dict, counts: list[int], model: Model | None = No
         from planc.checkpoints.tensors import CheckpointError
 
         try:
-            tensors, renamed = checkpoint_tensors(checkpoint)
+            tensors, renamed, keras_names = checkpoint_tensors(checkpoint)
         except CheckpointError as exc:
             if exc.unreadable:
                 out.failures.append(failure(str(exc), str(checkpoint)))
@@ -107,8 +107,11 @@ def lint_plans(paths, defines: dict, counts: list[int], model: Model | None = No
         variables = None if found_model is None else found_model.variables
         if tensors is not None:
             names = None if found_model is None else found_model.weights_names
-            diags += bind_checkpoint(ir, tensors, variables, strict=strict, names=names,
-                                     renamed=renamed)[1]
+            bound = bind_checkpoint(ir, tensors, variables, strict=strict, names=names,
+                                    renamed=renamed)[1]
+            if keras_names and names is None and variables is not None:
+                bound = _keras_names_unmapped(bound, checkpoint, source, ir)
+            diags += bound
         out.counts.update(plan_counts)
         if variables is not None:
             from planc.resolve import validate
@@ -186,18 +189,38 @@ def merge_device_counts(diags, counts) -> list[Diagnostic]:
     return out
 
 
-def checkpoint_tensors(path) -> tuple[tuple[Tensor, ...], bool]:
+def checkpoint_tensors(path) -> tuple[tuple[Tensor, ...], bool, bool]:
     """(the tensors of the checkpoint at `path`, from its headers; whether planc wrote it,
-    so that its names are the model's paths already); `CheckpointError` when it cannot be
-    opened."""
+    so that its names are the model's paths already; whether its names are a Keras
+    model's own, a `.weights.h5`); `CheckpointError` when it cannot be opened."""
     from planc.checkpoints.orbax_dir import saved_plan
     from planc.checkpoints.tensors import open_checkpoint
 
     ckpt = open_checkpoint(path)
     try:
-        return tuple(ckpt.tensors), saved_plan(ckpt) is not None
+        return (tuple(ckpt.tensors), saved_plan(ckpt) is not None,
+                getattr(ckpt, "kind", None) in ("h5", "h5_index"))
     finally:
         ckpt.close()
+
+
+def _keras_names_unmapped(found, checkpoint, source, ir) -> list[Diagnostic]:
+    """A Keras `.weights.h5` bound to a model that is not a Keras model: its tensors are
+    named by Keras's own layers (`layers/dense/vars/0`), which nothing maps onto the
+    variables, so every variable and tensor would be a P401 or P402 telling to write
+    rename rules. One P425 says the fix instead."""
+    flood = [d for d in found if d.code in ("P401", "P402")]
+    if not flood:
+        return list(found)
+    rest = [d for d in found if d.code not in ("P401", "P402")]
+    return rest + [error(
+        "P425", f"`{checkpoint}` is a Keras `.weights.h5`, whose tensors are named by a "
+                f"Keras model's layers, and the model `{source}` is not a Keras model: none "
+                f"of its {len(flood)} names can be paired without Keras's own map", None,
+        file=ir.file,
+        help=("pass the Keras model as `--model module:attr` (or map the plan to it in "
+              "`[tool.planc]`): planc then reads Keras's own map of the file onto the model",
+              "rename rules are not the fix: Keras numbers its variables per layer"))]
 
 
 def _read(path: str, defines: dict, allow_include_outside: bool):

@@ -109,3 +109,16 @@ def test_rename_hints_name_only_tensors_of_the_variables_shape(tmp_path, plan_fi
     helps = [h for d in diags for h in d.get("help", []) if "did you mean" in h
              or "rename this tensor" in h]
     assert helps == []  # no tensor has a shape either variable could take
+
+
+def test_a_keras_weights_file_against_a_manifest_is_one_p425_saying_use_the_keras_model(
+        workdir, capsys):
+    _, ckpt = _saved(workdir, "llama")
+    assert main(["inspect", "h5_llama_models:llama", "-o", "llama.json"]) == 0
+    capsys.readouterr()
+    code, diags = _lint("llama.json", ckpt, capsys, "--devices", "8")
+    assert code == 1
+    codes = [d["code"] for d in diags]
+    assert "P425" in codes and "P401" not in codes and "P402" not in codes
+    [d] = [d for d in diags if d["code"] == "P425"]
+    assert "--model module:attr" in " ".join(d["help"])

@@ -155,4 +155,11 @@ ENTRIES = {
         why='Loading it would silently give fewer arrays than were saved: a checkpoint two writers mixed, or one that lost files.',
         example='a checkpoint whose metadata lists 48 tensors and holds 32',
         fix='Write the checkpoint again (`planc reshard`, `plan.save`), from one writer.'),
+    'P425': dict(
+        severity='error',
+        title="a Keras `.weights.h5` checked against a model that is not a Keras model",
+        what='`planc lint --checkpoint model.weights.h5` with a model that is a manifest, a checkpoint or a pytree: the file names its tensors by Keras\'s layers, and only the Keras model maps them onto its variables (one diagnostic instead of a P401 and a P402 per name)',
+        why='Rename rules cannot pair Keras\'s per-layer numbering with variable paths; the flood of P401 and P402 would point at the wrong fix.',
+        example='`planc lint plan.kd --checkpoint model.weights.h5` where the plan\'s `model` is `model.json`',
+        fix='Pass the Keras model as `--model module:attr`, or map the plan to it in `[tool.planc]`.'),
 }
