@@ -102,6 +102,16 @@ class Settings(CheckerBase):
         if problem:
             self.diags.append(problem)
 
+    def _check_coordinator(self, value: str, span) -> None:
+        """P110 for a coordinator written in the plan (or as an `env` default) that is not
+        HOST:PORT, found at lint rather than when the job starts."""
+        from planc.multihost.spec import ClusterError, parse_address
+
+        try:
+            parse_address(value, "the plan")
+        except ClusterError as exc:
+            self.err("P110", str(exc), span, label="not HOST:PORT", help=exc.fix or None)
+
     def _cluster_setting(self, kw: ast.KwArg, params) -> Setting | None:
         v = kw.value
         if isinstance(v, ast.EnvCall):
@@ -151,6 +161,8 @@ class Settings(CheckerBase):
                 if key != "coordinator" and setting.value is not None and not isinstance(setting.value, int):
                     self.err("P110", f"cluster setting `{key}` must be an integer", kw.value.span,
                              label="not an integer")
+                if key == "coordinator" and isinstance(setting.value, str):
+                    self._check_coordinator(setting.value, kw.value.span)
                 values[key] = setting
         return Cluster(values.get("coordinator"), values.get("processes"), values.get("process_id"),
                        stmt.span, detect=detect)

@@ -81,6 +81,8 @@ def _integer(key: str, v: _Value) -> int:
     value = v.value
     if isinstance(value, str):
         try:
+            if not value.strip().isascii():  # `int` reads `٣٤` as 34
+                raise ValueError(value)
             value = int(value.strip())
         except ValueError:
             raise ClusterError(f"cluster setting `{key}` must be an integer, "

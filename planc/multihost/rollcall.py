@@ -22,7 +22,8 @@ Nothing here imports jax.
 from __future__ import annotations
 
 import os
-import select
+import re
+import selectors
 import socket
 import time
 
@@ -34,6 +35,12 @@ MISSING = "planc-missing"
 REFUSED = "planc-refused"
 _LINE = 256  # bytes of one protocol line, at most
 _GOODBYE_SECONDS = 2.0  # how long process 0 waits for the others to hang up after `go`
+_MAX_PENDING = 1024  # connections not yet introduced, at most: idle ones cost a socket each
+# Thousands of processes call at once on a large job: the kernel's queue holds them until
+# process 0 accepts (the system's own cap, somaxconn, still applies).
+_BACKLOG = 4096
+# A number in the protocol: ASCII digits only (`int` would read `٣٤` and refuse `²`).
+_NUMBER = re.compile(r"[0-9]{1,9}")
 # A process other than 0 waits this much past its own deadline for process 0's verdict,
 # which process 0 sends at its deadline (its clock started about when ours did).
 ANSWER_MARGIN = 3.0
@@ -78,11 +85,12 @@ def _listen(spec: ClusterSpec) -> socket.socket:
         if bind:
             host, port = parse_address(bind, f"env {BIND_ADDRESS}")
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
-            return socket.create_server((host, port), family=family, reuse_port=False)
+            return socket.create_server((host, port), family=family, reuse_port=False,
+                                        backlog=_BACKLOG)
         if socket.has_dualstack_ipv6():
             return socket.create_server(("", port), family=socket.AF_INET6,
-                                        dualstack_ipv6=True)
-        return socket.create_server(("", port))
+                                        dualstack_ipv6=True, backlog=_BACKLOG)
+        return socket.create_server(("", port), backlog=_BACKLOG)
     except OSError as exc:
         raise _fail(f"cannot listen on the coordinator port {port} "
                     f"({exc.strerror or exc}): another program holds it", "P603") from None
@@ -101,25 +109,40 @@ def host(spec: ClusterSpec, deadline: float, timeout: float) -> None:
     pending: dict[socket.socket, bytes] = {}  # connected, not yet introduced
     present: dict[int, socket.socket] = {}
     refused: list[str] = []
+    # A selector (epoll where there is one), not select(): select() cannot watch a socket
+    # numbered past FD_SETSIZE (1,024), so enough idle connections broke the roll call.
+    watch = selectors.DefaultSelector()
+    watch.register(server, selectors.EVENT_READ)
     try:
         while len(present) < spec.processes - 1:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            ready, _, _ = select.select([server, *pending, *present.values()], [], [],
-                                        min(remaining, 0.5))
-            for s in ready:
+            for key, _ in watch.select(min(remaining, 0.5)):
+                s = key.fileobj
                 if s is server:
                     try:
                         conn, _ = server.accept()
                     except OSError:
                         continue
+                    if len(pending) >= _MAX_PENDING:
+                        # Connections that never say who they are: the oldest goes.
+                        oldest = next(iter(pending))
+                        watch.unregister(oldest)
+                        oldest.close()
+                        del pending[oldest]
                     pending[conn] = b""
+                    watch.register(conn, selectors.EVENT_READ)
                 elif s in pending:
                     _read_hello(s, pending, present, spec, refused)
+                    if s not in pending:
+                        watch.unregister(s)
+                        if s in present.values():
+                            watch.register(s, selectors.EVENT_READ)
                 else:  # a reported process hung up: it is gone again
                     gone = next(i for i, c in present.items() if c is s)
                     if not _alive(s):
+                        watch.unregister(s)
                         s.close()
                         del present[gone]
         if len(present) < spec.processes - 1:
@@ -132,6 +155,7 @@ def host(spec: ClusterSpec, deadline: float, timeout: float) -> None:
             _send(conn, GO)
         _wait_for_hangups(list(present.values()))
     finally:
+        watch.close()
         for conn in [*pending, *present.values()]:
             conn.close()
         server.close()
@@ -162,7 +186,8 @@ def _read_hello(conn, pending, present, spec, refused) -> None:
     del pending[conn]
     line = data.split(b"\n", 1)[0].decode(errors="replace").strip()
     parts = line.split()
-    if not line.startswith(HELLO) or len(parts) != 4 or not all(p.isdigit() for p in parts[2:]):
+    if not line.startswith(HELLO) or len(parts) != 4 or \
+            not all(_NUMBER.fullmatch(p) for p in parts[2:]):
         conn.close()
         return
     count, pid = int(parts[2]), int(parts[3])
@@ -186,12 +211,15 @@ def _wait_for_hangups(conns: list[socket.socket]) -> None:
     # The others hang up first, so the closed connections' TIME_WAIT stays on their side
     # and JAX's service binds the port at once.
     end = time.monotonic() + _GOODBYE_SECONDS
-    open_ = list(conns)
-    while open_ and time.monotonic() < end:
-        ready, _, _ = select.select(open_, [], [], max(end - time.monotonic(), 0))
-        for c in ready:
-            if not _alive(c):
-                open_.remove(c)
+    with selectors.DefaultSelector() as watch:
+        for c in conns:
+            watch.register(c, selectors.EVENT_READ)
+        left = len(conns)
+        while left and time.monotonic() < end:
+            for key, _ in watch.select(max(end - time.monotonic(), 0)):
+                if not _alive(key.fileobj):
+                    watch.unregister(key.fileobj)
+                    left -= 1
 
 
 def report(spec: ClusterSpec, deadline: float, timeout: float,
@@ -213,7 +241,7 @@ def report(spec: ClusterSpec, deadline: float, timeout: float,
         raise _fail(f"process 0 hung up before the cluster formed (process {spec.process_id} "
                     f"of {spec.processes}, coordinator {spec.coordinator}): read its output")
     words = answer.split()
-    if words[:1] == [MISSING] and all(w.isdigit() for w in words[1:]):
+    if words[:1] == [MISSING] and all(_NUMBER.fullmatch(w) for w in words[1:]):
         raise _fail(_verdict(spec, sorted({int(w) for w in words[1:]}), timeout))
     if answer.startswith(REFUSED + " "):
         raise _fail(f"process 0 turned this process away: {answer[len(REFUSED) + 1:]}")

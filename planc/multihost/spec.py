@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from planc.diagnostics.input_error import InputError
@@ -68,11 +69,39 @@ def parse_address(text: str, origin: str = "coordinator") -> tuple[str, int]:
     """
     text = text.strip()
     host, sep, port = text.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
+    bracketed = host.startswith("[") and host.endswith("]")
+    if bracketed:
         host = host[1:-1]
-    if (not sep or not host or not port.isdigit() or not 0 < int(port) < 65536
+    shown = text if len(text) <= 80 else text[:40] + "..." + text[-20:]
+    if (not sep or not host or not _PORT.fullmatch(port) or not 0 < int(port) < 65536
             or any(c.isspace() for c in text) or "/" in text):
         raise ClusterError(f"coordinator address must be HOST:PORT with a port in 1..65535, "
-                           f"got {text!r} (from {origin})",
+                           f"got {shown!r} (from {origin})",
                            fix="write it as 10.0.0.1:8476 or [::1]:8476")
+    if ":" in host and not bracketed:
+        raise ClusterError(f"coordinator address {shown!r} (from {origin}) is an IPv6 "
+                           "address without brackets: its port cannot be told apart",
+                           fix=f"write it as [{host}]:{port}")
+    problem = _host_problem(host) if not bracketed else None
+    if problem is not None:
+        raise ClusterError(f"coordinator host in {shown!r} (from {origin}) {problem}",
+                           fix="write a host name of labels of 1 to 63 letters, digits and "
+                               "hyphens, or an IP address")
     return host, int(port)
+
+
+_PORT = re.compile(r"[0-9]{1,5}")  # ASCII digits: `int` would take `٣٤` and refuse `²`
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def _host_problem(host: str) -> str | None:
+    """Why `host` cannot be a host name (DNS: labels of at most 63 characters, 253 in
+    all), or None; asked before any resolver sees it."""
+    if len(host) > 253:
+        return f"is {len(host)} characters long; a host name has at most 253"
+    for label in host.rstrip(".").split("."):
+        if len(label) > 63:
+            return f"has a label of {len(label)} characters; a label has at most 63"
+        if not _LABEL.fullmatch(label):
+            return f"has the label {label[:63]!r}, which no host name holds"
+    return None

@@ -90,3 +90,89 @@ def test_a_port_where_no_planc_answers_is_p603():
     assert done["e"].code == "P603"
     assert str(done["e"]).endswith("answered, but not as planc's process 0: another program "
                                    "holds it")
+
+
+# -- what a peer or a setting may send that is not the protocol (round 4) -------------------
+
+def _host_with(lines_from_peers, processes=2, idle=0, timeout=2.0):
+    """Process 0's outcome while raw peers connect (`idle` of them say nothing) and send
+    `lines_from_peers`, then the real process 1 reports."""
+    import socket
+
+    address = f"127.0.0.1:{free_port()}"
+    host, port = address.rsplit(":", 1)
+    spec = ClusterSpec(address, processes, 0, "test")
+    outcome = {}
+
+    def run():
+        try:
+            rollcall.host(spec, time.monotonic() + timeout, timeout)
+            outcome[0] = None
+        except ClusterError as exc:
+            outcome[0] = (exc.code, str(exc))
+
+    server = threading.Thread(target=run)
+    server.start()
+    time.sleep(0.2)
+    peers = []
+    for _ in range(idle):
+        for _ in range(100):  # the listening queue may be full a moment: call again
+            try:
+                peers.append(socket.create_connection((host, int(port))))
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.01)
+    for line in lines_from_peers:
+        s = socket.create_connection((host, int(port)))
+        s.sendall(line.encode() + b"\n")
+        peers.append(s)
+    one = threading.Thread(target=lambda: rollcall.report(
+        ClusterSpec(address, processes, 1, "test"), time.monotonic() + timeout, timeout))
+    one.start()
+    server.join(timeout + 10)
+    one.join(timeout + 10)
+    for s in peers:
+        s.close()
+    return outcome[0]
+
+
+@pytest.mark.parametrize("line", ["planc-rollcall 1 ² 1", "planc-rollcall 1 2 ٣",
+                                  "planc-rollcall 1 2 " + "9" * 5000])
+def test_a_hello_with_digits_that_are_not_ascii_is_turned_away_not_a_crash(line):
+    assert _host_with([line]) is None  # the real process 1 still forms the cluster
+
+
+def test_more_idle_connections_than_select_can_watch_do_not_break_the_roll_call():
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if max(soft, hard) < 2400:
+        pytest.skip(f"the file limit ({soft}/{hard}) cannot hold 1,100 connections twice")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    try:
+        assert _host_with([], idle=1100, timeout=6.0) is None
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("text, says", [
+    ("127.0.0.1:²", "HOST:PORT"), ("127.0.0.1:٣٤", "HOST:PORT"),
+    ("127.0.0.1:" + "9" * 5000, "HOST:PORT"), ("::1:8476", "without brackets"),
+    ("a" * 64 + ".example:8476", "a label of 64 characters"),
+])
+def test_a_coordinator_that_is_not_host_port_is_one_clear_error(text, says):
+    from planc.multihost.spec import parse_address
+
+    with pytest.raises(ClusterError) as exc:
+        parse_address(text)
+    assert says in str(exc.value) and len(str(exc.value)) < 400
+
+
+def test_lint_checks_the_coordinators_form_at_its_line(plan_file):
+    import planc
+
+    with pytest.raises(planc.PlanError) as exc:
+        planc.loads('mesh(d = auto)\ndata_parallel\ncluster { coordinator = "::1:8476" }\n',
+                    file="c.kd")
+    [d] = exc.value.diagnostics
+    assert d.code == "P110" and d.span.line == 3 and d.help == ("write it as [::1]:8476",)
