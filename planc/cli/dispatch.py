@@ -164,7 +164,7 @@ def _explain_parser(sub) -> None:
     p = sub.add_parser("explain", help="show the layout of every variable",
                        epilog=_MODULE_WARNING)
     p.add_argument("plan", metavar="PLAN")
-    p.add_argument("--model", metavar="SRC", required=True)
+    p.add_argument("--model", metavar="SRC")
     p.add_argument("--devices", metavar="N")
     p.add_argument("--var", metavar="PATH", help="why this variable got its layout")
     p.add_argument("-o", "--output", metavar="FILE", help="with --format json: write the "

@@ -1,4 +1,8 @@
-"""`planc explain PLAN --model SRC [--devices N] [--var PATH] [--format text|json|html]`.
+"""`planc explain PLAN [--model SRC] [--devices N] [--var PATH] [--format text|json|html]
+[-o FILE]`.
+
+Without `--model`, the plan's own model (`model "PATH"`) or its `[tool.planc]` entry's,
+as `planc lint` finds it. `-o` writes any format to FILE, atomically.
 
 The layout every variable gets, what it costs, and why (`planc.reports.explain`), or,
 with `--var`, how one variable is resolved (`planc.resolve.tracing`). `--format html`
@@ -29,10 +33,6 @@ def run(args) -> int:
     defines = parse_defines(args.defines)
     counts = parse_devices(args.devices)
     html = args.format == "html"
-    if getattr(args, "output", None) and not html and (args.format != "json"
-                                                        or args.var is not None):
-        raise UsageError("explain -o writes the JSON table or the HTML page: add --format json "
-                         "(without --var) or --format html")
     if len(counts) > 1:
         raise UsageError(f"explain takes one device count, got `{args.devices}`; "
                          "use `planc lint --devices` to check several")
@@ -41,12 +41,13 @@ def run(args) -> int:
     if plan is None:  # on stdout: -o names the document, which a broken plan has none of
         emit_diagnostics(found, sources, args, to_file=False)
         return exit_code(found)
-    variables = load_variables(args.model)
+    model = _model_of(plan, args)
+    variables = load_variables(model)
     var = _find(variables, args.var) if args.var is not None else None
     if html:  # the page's module (and what it imports) only for a page
         from planc.reports.html import MAX_PAGE_VARIABLES, explain_page, too_many_variables
     if html and len(variables) > MAX_PAGE_VARIABLES:
-        emit_diagnostics(list(found) + [too_many_variables(len(variables), args.model)],
+        emit_diagnostics(list(found) + [too_many_variables(len(variables), model)],
                          sources, args, stream=sys.stderr, to_file=False)
         return EXIT_USAGE
     progress = args.format == "text" and sys.stderr.isatty()
@@ -72,10 +73,10 @@ def run(args) -> int:
         if args.format == "json":
             doc = document(plan, report, diags, [variable_row(report, var)])
             doc["trace"] = info
-            _write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+            _write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", args)
         else:
-            _write(trace_text(plan, report, info, color))
-            emit_diagnostics(diags, sources, args)
+            _write(trace_text(plan, report, info, color and not args.output), args)
+            emit_diagnostics(diags, sources, args, stream=sys.stderr if args.output else None)
         return exit_code(diags)
 
     diags = sorted(list(found) + list(report.diagnostics), key=Diagnostic.sort_key)
@@ -83,12 +84,31 @@ def run(args) -> int:
         doc = document(plan, report, diags, report.variable_dicts())
         _write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", args)
         return exit_code(diags)
+    if args.output:  # the table into the file, whole; the diagnostics to stderr
+        _write("".join(variables_pieces(plan, report, False)), args)
+        if diags:
+            emit_diagnostics(diags, sources, args, stream=sys.stderr, to_file=False)
+        return exit_code(diags)
     # A blank line between the summary and the diagnostics.
     pieces = variables_pieces(plan, report, color)
     _write_pieces(pieces + ["\n"] if diags else pieces)
     if diags:
         emit_diagnostics(diags, sources, args)
     return exit_code(diags)
+
+
+def _model_of(plan, args) -> str:
+    """The model source: `--model`, else the plan's `model`, else its `[tool.planc]`
+    entry's; UsageError when there is none."""
+    if args.model is not None:
+        return args.model
+    from planc.sources.project import project_for
+
+    source = plan.ir.model or project_for(plan.ir.file).model
+    if source is None:
+        raise UsageError(f"{args.plan} names no model: pass --model SRC (or add "
+                         '`model "PATH"` to the plan)')
+    return source
 
 
 def _write_pieces(pieces: list[str]) -> None:
@@ -99,7 +119,8 @@ def _write_pieces(pieces: list[str]) -> None:
 
 
 def _write(text: str, args=None) -> None:
-    # With -o: the JSON document (a golden for `planc lint --golden`), or the page.
+    # With -o: the table, the JSON document (a golden for `planc lint --golden`), or the
+    # page, written whole.
     write_output(text, getattr(args, "output", None))
 
 

@@ -505,3 +505,28 @@ def test_lint_diagnostics_follow_force_color_and_term_dumb_too(tmp_path):
     assert "\x1b[" in shown(FORCE_COLOR="1")
     assert "\x1b[" not in shown(FORCE_COLOR="1", NO_COLOR="1")
     assert "\x1b[" not in shown(TERM="dumb")
+
+
+# -- the plan's own model, and -o for every format (round 4) ---------------------------------
+
+def test_explain_without_model_uses_the_plans_model_statement(tmp_path, capsys):
+    (tmp_path / "gemma_2b.json").write_text(Path(GEMMA).read_text())
+    plan = tmp_path / "g.kd"
+    plan.write_text('model "gemma_2b.json"\n' + Path(GEMMA_PLAN).read_text())
+    assert main(["explain", str(plan), "-D", "tp=2", "--devices", "8"]) == 0
+    assert "token_embedding/embeddings" in capsys.readouterr().out
+
+
+def test_explain_without_any_model_says_how_to_give_one(tmp_path, capsys):
+    plan = tmp_path / "g.kd"
+    plan.write_text(Path(GEMMA_PLAN).read_text())
+    assert main(["explain", str(plan)]) == 2
+    assert "names no model: pass --model SRC" in capsys.readouterr().err
+
+
+def test_explain_writes_its_text_table_to_o(tmp_path, capsys):
+    out = tmp_path / "table.txt"
+    assert main([*DEMO, "-o", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    text = out.read_text()
+    assert "token_embedding/embeddings" in text and not ANSI.search(text)
