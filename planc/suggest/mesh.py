@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from planc.diagnostics import PlanError, error
 from planc.resolve import human_bytes
 from planc.suggest.layouts import FSDP, MODEL, Cost, layouts_for, small_can_stay_replicated
-from planc.suggest.sizes import size_text
+from planc.suggest.sizes import at_least, size_text
 from planc.suggest.zero import slot_bytes, zero1_layout
 
 STRATEGIES = ("auto", "fsdp", "tp", "fsdp_tp")
@@ -202,7 +202,7 @@ def _nothing_fits(variables, roles, devices, strategy, tp, budget, state, evalua
     total = sum(v.nbytes for v in variables)
     smallest, (least, least_at) = _smallest_device_count(variables, roles, devices, strategy,
                                                          tp, budget, state)
-    mb = -(-need // 10**6)
+    at = at_least(need)
     times = f" x {state} (parameters and optimizer state)" if state != 1 else ""
     if smallest:
         where = f"{smallest} devices would fit it"
@@ -216,8 +216,8 @@ def _nothing_fits(variables, roles, devices, strategy, tp, budget, state, evalua
         f"{size_text(budget)} per device: the best needs {human_bytes(best)} per device"
         f"{times}; {where}, or a budget of at least {human_bytes(need)} ({need:,} bytes)",
         None, help=(f"the model has {human_bytes(total)} of parameters",
-                    f"pass --devices {smallest} or --budget {mb}MB" if smallest else
-                    f"pass --budget {mb}MB"))
+                    f"pass --devices {smallest} or --budget {at}" if smallest else
+                    f"pass --budget {at}"))
 
 
 def _smallest_device_count(variables, roles, devices, strategy, tp, budget, state):

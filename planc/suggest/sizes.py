@@ -4,6 +4,8 @@
 (80000000000, 17179869184, 1024)
 >>> size_text(80 * 10**9), size_text(3 * 2**30), size_text(1000001)
 ('80 GB', '3 GiB', '1000001 B')
+>>> at_least(201_000), at_least(3 * 2**30 + 1), at_least(5)
+('197KiB', '3073MiB', '5B')
 """
 
 from __future__ import annotations
@@ -34,3 +36,13 @@ def size_text(n: int) -> str:
         if n % UNITS[unit] == 0:
             return f"{n // UNITS[unit]} {unit}"
     return f"{n} B"
+
+
+def at_least(n: int) -> str:
+    """The smallest size of three or more significant digits (or bytes) in one binary unit
+    that is at least `n` bytes, written as `--budget` takes it: `197KiB`, not `1MB`."""
+    for unit in ("TiB", "GiB", "MiB", "KiB"):
+        count = -(-n // UNITS[unit])
+        if count >= 100 or (count >= 1 and n % UNITS[unit] == 0):
+            return f"{count}{unit}"
+    return f"{n}B"

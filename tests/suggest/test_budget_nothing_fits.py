@@ -53,3 +53,14 @@ def test_the_library_raises_one_p501_not_a_recursion_error():
         suggest(MODEL, 8, budget=1)
     [d] = info.value.diagnostics
     assert d.code == "P501" and "no device count up to" in d.message
+
+
+def test_the_budget_it_suggests_is_the_smallest_readable_size_that_fits(manifest, capsys):
+    from planc.suggest.sizes import parse_size
+
+    code, _, err = _suggest(capsys, "--model", manifest, "--devices", "8", "--budget", "1KB")
+    need = int(re.search(r"a budget of at least [\d.]+ \w+ \(([\d,]+) bytes\)", err)
+               .group(1).replace(",", ""))
+    offered = re.search(r"--budget (\w+)", err.split("help:")[-1]).group(1)
+    assert need <= parse_size(offered) < need * 1.01
+    suggest(MODEL, 8, budget=parse_size(offered))  # the budget it names does fit
