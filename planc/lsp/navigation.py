@@ -104,6 +104,9 @@ def name_hover(word: str, kind: str, span: Span, ir: PlanIR | None) -> str:
                 size = ir.mesh.size_of(word)
             except KeyError:
                 pass
+        if ir is None:
+            return (f"**mesh axis** `{word}` (its size once the plan's errors are fixed)"
+                    f"\n\ndeclared at {where}")
         shown = "auto (sized by the device count)" if size is None else str(size)
         return f"**mesh axis** `{word}`: {shown} devices\n\ndeclared at {where}"
     value = ir.param_dict.get(word) if ir is not None else None

@@ -211,10 +211,16 @@ def _hover(ls: PlancServer, params: t.HoverParams):
     if nav.is_code(word.text):
         shown = nav.code_hover(word.text)
         return _markdown(shown) if shown else None
-    if good is not None and good.statements is not None:
-        found = nav.declarations(good.statements).get(word.text)
+    # The declarations of this very text where it parses, checker errors or not; else
+    # those of the last version that checked.
+    latest = doc.latest if doc else None
+    current = latest if latest is not None and latest.text == text and \
+        latest.statements is not None else good
+    if current is not None and current.statements is not None:
+        found = nav.declarations(current.statements).get(word.text)
         if found is not None:
-            return _markdown(nav.name_hover(word.text, found[0], found[1], good.ir))
+            ir = current.ir if current is good or current.ir is not None else None
+            return _markdown(nav.name_hover(word.text, found[0], found[1], ir))
     return None
 
 

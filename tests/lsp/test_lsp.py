@@ -403,3 +403,13 @@ def test_a_model_file_that_changes_is_read_again_on_save(project):
     assert not any(d.code == "P303" for d in first)
     [d] = [d for d in second if d.code == "P303"]
     assert "dense_0/kernel" in d.message and "(size 5)" in d.message
+
+
+def test_hover_still_answers_where_the_text_parses_while_the_plan_has_errors(project, lsp):
+    # BROKEN has an unknown axis (`modle`) from the first version: it never checked.
+    async def scenario(s):
+        uri = s.open(project / "p.kd", BROKEN)
+        await s.next_diagnostics(uri)
+        return await s.client.text_document_hover_async(t.HoverParams(
+            text_document=doc(uri), position=at(2, 20)))
+    assert lsp(scenario).contents.value.startswith("**mesh axis** `model`")
