@@ -281,10 +281,18 @@ def _golden_cell(row: dict) -> dict:
             "replicated": row.get("replicated")}
 
 
+def _mesh_text(mesh) -> str:
+    """`batch=4 x model=2`, as `planc explain` heads its table."""
+    if not isinstance(mesh, dict):
+        return str(mesh)
+    return " x ".join(f"{name}={size}" for name, size in mesh.items())
+
+
 def golden_drift(report, golden: dict, devices: int | None) -> list[Diagnostic]:
-    """One P323 error per variable whose row drifted from `golden` (any field of
-    `_GOLDEN_FIELDS`), one for a mesh of other sizes, one P324 per variable in only one
-    of them; nothing when `golden` was written for another count.
+    """One P323 error per rule and set of fields for the variables whose rows drifted from
+    `golden` (any field of `_GOLDEN_FIELDS`; the first is shown, the rest counted and
+    named in `variables`), one for a mesh of other sizes, one P324 per rule for the
+    variables in only one of them; nothing when `golden` was written for another count.
 
     Each points at the rule that now gives the variable its layout (else the plan's
     `layout` block, else the plan file).
@@ -297,22 +305,35 @@ def golden_drift(report, golden: dict, devices: int | None) -> list[Diagnostic]:
     out = []
     mesh = dict(report.mesh)
     if golden["mesh"] != mesh:
-        out.append(error("P323", f"the mesh drifted from the golden: {golden['mesh']} -> "
-                         f"{mesh}", fallback, file=None if fallback else report.file,
+        out.append(error("P323", f"the mesh drifted from the golden: {_mesh_text(golden['mesh'])}"
+                         f" -> {_mesh_text(mesh)}", fallback,
+                         file=None if fallback else report.file,
                          help="if the change is meant, write the golden again with "
                          "`planc explain ... --format json -o GOLDEN`"))
+    # One P323 per rule and kind of change: a `-D tp=4` moves every variable of a rule
+    # alike, and a row each would bury the one change under a hundred lines.
+    groups: dict[tuple, list] = {}
     for c in _golden_changes(golden["variables"], report.variable_dicts()):
         span = spans.get(c["path"]) or fallback
-        where = {"file": None if span else report.file, "variable": c["path"]}
-        if c["kind"] == "changed":
-            o, n = c["old"], c["new"]
-            what = ", ".join(f"{f.replace('_', ' ')} {o[f]} -> {n[f]}" for f in c["fields"])
-            out.append(error("P323", f"`{c['path']}` drifted from the golden: {what}", span,
-                             label="gives the layout now", **where,
+        key = (c["kind"], span, tuple(c.get("fields", ())))
+        groups.setdefault(key, []).append(c)
+    for (kind, span, fields), changes in groups.items():
+        first = changes[0]
+        paths = tuple(c["path"] for c in changes)
+        where = {"file": None if span else report.file, "variable": first["path"],
+                 "variables": paths}
+        more = (f" (and {len(changes) - 1} more variable{'s' if len(changes) > 2 else ''} "
+                "of this rule alike: " + ", ".join(f"`{p}`" for p in paths[1:4])
+                + (" ..." if len(changes) > 4 else "") + ")") if len(changes) > 1 else ""
+        if kind == "changed":
+            o, n = first["old"], first["new"]
+            what = ", ".join(f"{f.replace('_', ' ')} {o[f]} -> {n[f]}" for f in fields)
+            out.append(error("P323", f"`{first['path']}` drifted from the golden: {what}{more}",
+                             span, label="gives the layout now", **where,
                              help="if the change is meant, write the golden again with "
                              "`planc explain ... --format json -o GOLDEN`"))
         else:
-            side = "the golden only" if c["kind"] == "removed" else "the model, not the golden"
-            out.append(error("P324", f"`{c['path']}` is in {side}", span, **where,
+            side = "the golden only" if kind == "removed" else "the model, not the golden"
+            out.append(error("P324", f"`{first['path']}` is in {side}{more}", span, **where,
                              help="was the model changed? write the golden again if so"))
     return out

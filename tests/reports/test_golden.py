@@ -7,6 +7,8 @@ import pytest
 
 from planc.cli import main
 
+from conftest import ROOT
+
 MODEL = {"planc_manifest": 1, "variables": [
     {"path": "dense/kernel", "shape": [96, 48], "dtype": "float32"},
     {"path": "dense/bias", "shape": [48], "dtype": "float32"}]}
@@ -115,8 +117,17 @@ def test_a_golden_whose_name_is_not_utf8_is_named_escaped(golden, tmp_path):
     assert b"Traceback" not in result.stderr and result.stderr.count(b"\n") == 1
 
 
-def test_explain_writes_only_the_json_document_to_a_file(golden, tmp_path, capsys):
-    code = main(["explain", str(golden.parent / "p.kd"), "--model",
-                 str(golden.parent / "m.json"), "--devices", "8", "-o", str(tmp_path / "t")])
-    assert code == 2 and not (tmp_path / "t").exists()
-    assert "add --format json" in capsys.readouterr().err
+def test_one_param_change_is_one_p323_per_rule_not_one_per_variable(tmp_path, capsys):
+    plan = str(ROOT / "plans" / "gemma.kd")
+    model = str(ROOT / "plans" / "models" / "gemma_2b.json")
+    golden = tmp_path / "golden.json"
+    assert main(["explain", plan, "--model", model, "-D", "tp=2", "--devices", "8",
+                 "--format", "json", "-o", str(golden)]) == 0
+    capsys.readouterr()
+    assert main(["lint", plan, "--model", model, "-D", "tp=4", "--devices", "8",
+                 "--golden", str(golden)]) == 1
+    out = capsys.readouterr().out
+    drifts = [line for line in out.splitlines() if line.startswith("error[P323]")]
+    assert 1 < len(drifts) <= 8, drifts
+    assert "the mesh drifted from the golden: batch=4 x model=2 -> batch=2 x model=4" in out
+    assert "{'" not in out and "more variables of this rule alike" in out

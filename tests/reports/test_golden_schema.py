@@ -103,7 +103,7 @@ def test_a_mesh_of_other_sizes_is_drift(golden, capsys):
     code, doc = lint(golden, capsys)
     assert code == 1
     assert [d["message"] for d in doc["diagnostics"]] == [
-        "the mesh drifted from the golden: {'batch': 2, 'model': 4} -> {'batch': 4, 'model': 2}"]
+        "the mesh drifted from the golden: batch=2 x model=4 -> batch=4 x model=2"]
 
 
 def test_the_golden_planc_wrote_passes(golden, capsys):
