@@ -199,9 +199,9 @@ def test_var_opens_the_page_on_that_variable(capsys, tmp_path):
     assert data["variables"]["rows"][data["selected"]][0] == path
 
 
-def test_o_still_needs_a_file_format(capsys, tmp_path):
+def test_o_without_a_format_writes_the_text_table_not_a_page(capsys, tmp_path):
     code = main([*GEMMA_ARGS, "-o", str(tmp_path / "x")])
-    assert code == 2 and "--format html" in capsys.readouterr().err
+    assert code == 0 and not (tmp_path / "x").read_text().startswith("<!")
 
 
 def test_a_plan_with_errors_still_gets_its_page_with_the_problems_marked(capsys, tmp_path):
