@@ -21,7 +21,9 @@ from setuptools.command.build_py import build_py
 class BuildPyWithParser(build_py):
     def run(self):
         super().run()
-        if self.dry_run:
+        # An editable install (`make venv`'s) runs from the checkout, where `make venv`
+        # writes the modules itself (`make parser`); here its build tree holds no planc.
+        if self.dry_run or getattr(self, "editable_mode", False):
             return
         root = Path(self.build_lib).resolve()
         # Run against the build tree's planc (with its grammar), so the module is made
