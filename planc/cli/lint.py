@@ -32,6 +32,8 @@ def run(args) -> int:
     # With a checkpoint, a Keras model also names the datasets of its `.weights.h5`, so
     # the file is paired with it as `plan.load` pairs it.
     names = args.checkpoint is not None
+    if names:  # an Orbax checkpoint's metadata is read through jax: described, never run
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
     found = []
     if args.model:
         try:

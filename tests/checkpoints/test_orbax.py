@@ -416,3 +416,23 @@ def test_lint_names_an_orbax_directory_without_metadata(plans, saved):
     assert result.returncode == 1
     assert "error[P415]" in result.stdout and str(saved) in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_lint_of_an_orbax_checkpoint_with_truncated_data_files_is_one_p416_line(plans, saved):
+    import subprocess
+    import sys
+
+    a, _ = plans
+    for root, _, files in os.walk(saved / "state"):
+        for name in files:
+            if os.sep + "d" in root:  # the data files; the metadata stays readable
+                with open(os.path.join(root, name), "r+b") as f:
+                    f.truncate(10)
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    result = subprocess.run([sys.executable, "-m", "planc", "lint", a.file, "--checkpoint",
+                             str(saved)], capture_output=True, text=True, timeout=300,
+                            env=env)
+    assert "error[P416]" in result.stdout, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "Task exception was never retrieved" not in result.stderr
+    assert "TPU" not in result.stderr  # described on the CPU: libtpu never starts
