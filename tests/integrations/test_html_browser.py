@@ -286,3 +286,27 @@ def test_every_mesh_state_draws_without_error(browser, tmp_path, capsys, devices
         tab.evaluate("document.querySelectorAll('#vars tbody tr')[0].click()")
         assert tab.evaluate("document.querySelectorAll('#tensor .block').length") == 16
     assert tab.errors == []
+
+
+@pytest.mark.parametrize("mesh, model", [
+    ("mesh(data = 4096, model = 4096)\nmodel_parallel(batch = data)\n"
+     'layout { "a/kernel" -> (data, _) }\n', (Variable("a/kernel", (4096, 32), "float32"),)),
+    ("mesh(" + ", ".join(f"x{i} = 1" for i in range(28)) + ", data = 8)\n"
+     "model_parallel(batch = data)\n" 'layout { "a/kernel" -> (data, _) }\n',
+     (Variable("a/kernel", (64, 32), "float32"),)),
+])
+def test_a_huge_mesh_or_many_axes_of_one_draws_quickly_by_summary(browser, tmp_path, capsys,
+                                                                 mesh, model):
+    path = tmp_path / "m.json"
+    write_manifest(list(model), path)
+    plan = tmp_path / "big.kd"
+    plan.write_text(mesh)
+    tab = open_page(browser, write_page(tmp_path, "explain", str(plan), "--model", str(path)))
+    tab.evaluate("document.querySelectorAll('#vars tbody tr')[0].click()")
+    text = tab.evaluate("document.getElementById('mesh').textContent")
+    if "4096" in mesh:
+        assert "more than the page draws" in text
+        assert tab.evaluate("document.querySelectorAll('#mesh .device').length") == 0
+    else:  # 28 axes of size 1: the grid is data's 8 devices
+        assert tab.evaluate("document.querySelectorAll('#mesh .device').length") == 8
+    assert tab.errors == []

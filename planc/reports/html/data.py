@@ -49,6 +49,9 @@ SCHEMA = "planc.page/1"
 # Past this the page would be tens of megabytes and slow to open: `planc explain`
 # refuses with P532 (the JSON and text reports have no such limit).
 MAX_PAGE_VARIABLES = 100_000
+# Devices the page draws one by one (a box each, and each variable's blocks per device):
+# past this a mesh is listed by its axes. Chromium took over 150 s on 4096 x 4096.
+MAX_DRAWN_DEVICES = 4096
 MAX_DIAGNOSTICS = 1_000  # listed on the page; the rest are counted
 
 _ROW_COLUMNS = ("path", "shape", "dtype", "layout", "shard", "per_device", "bytes", "rule",
@@ -250,6 +253,10 @@ def _mesh(mesh: dict | None, slices: dict | None, devices: int | None,
         note = (f"the mesh does not fit {devices} devices (see the diagnostics)"
                 if devices is not None and not laid_out else
                 "an `auto` axis has no size: pass --devices to see the devices")
+    elif total > MAX_DRAWN_DEVICES:
+        note = (f"{total:,} devices: more than the page draws one by one "
+                f"({MAX_DRAWN_DEVICES:,}); each variable's layout is in its table, and "
+                "`planc explain --var PATH` shows its blocks")
     return {"axes": axes, "devices": (total if known else None) if axes else devices,
             "note": note}
 

@@ -6,11 +6,15 @@
 // The devices as one grid: each mesh axis goes across or down, whichever split gives
 // the grid nearest a 5:2 landscape (axes in mesh order within each); a gap marks
 // where the outer axis of a side steps. A single long row wraps at 32.
+// Axes of size 1 change no grid: only the others are tried (at most 12 of them, as the
+// page draws at most 4,096 devices), so the search is 2^12 splits at most.
 function layoutOf() {
-  var k = axes.length, best = null;
+  var live = [], best = null;
+  axes.forEach(function (a, j) { if (sizes[j] > 1) { live.push(j); } });
+  var k = live.length;
   for (var mask = 0; mask < (1 << k); mask++) {
     var across = [], down = [];
-    for (var j = 0; j < k; j++) { ((mask >> (k - 1 - j)) & 1 ? across : down).push(j); }
+    for (var j = 0; j < k; j++) { ((mask >> (k - 1 - j)) & 1 ? across : down).push(live[j]); }
     var nCols = product(across.map(function (a) { return sizes[a]; }));
     var nRows = product(down.map(function (a) { return sizes[a]; }));
     var score = Math.abs(Math.log(nCols / nRows) - Math.log(2.5));
@@ -35,7 +39,7 @@ function deviceGrid(parent, cell) {
   grid.style.gridTemplateColumns = "repeat(" + wrapAt + ", max-content)";
   for (var r = 0; r < lay.rows; r++) {
     for (var c = 0; c < lay.cols; c++) {
-      var at = new Array(axes.length), v = r, q;
+      var at = axes.map(function () { return 0; }), v = r, q;  // size-1 axes stay at 0
       for (q = lay.down.length - 1; q >= 0; q--) { at[lay.down[q]] = v % sizes[lay.down[q]]; v = Math.floor(v / sizes[lay.down[q]]); }
       v = c;
       for (q = lay.across.length - 1; q >= 0; q--) { at[lay.across[q]] = v % sizes[lay.across[q]]; v = Math.floor(v / sizes[lay.across[q]]); }
@@ -75,7 +79,7 @@ function drawMesh() {
     t.appendChild(tr);
   });
   s.appendChild(t);
-  if (!meshKnown) {
+  if (!meshDrawn) {
     s.appendChild(el("p", "note", data.mesh.note));
     return;
   }
@@ -105,7 +109,7 @@ function drawBlocks(i) {
   if (layout) { line += "   layout " + layout.text + "   shard " + cellOf(r, "shard") + "   " + human(r[col.per_device]) + " per device"; }
   box.appendChild(el("p", "mono", line));
   if (!layout) { box.appendChild(el("p", "note", "no layout: the plan does not fit")); return; }
-  if (!meshKnown) { box.appendChild(el("p", "note", "an `auto` axis has no size: pass --devices to see the blocks")); return; }
+  if (!meshDrawn) { box.appendChild(el("p", "note", data.mesh.note)); return; }
   var at = {};
   axes.forEach(function (a, k) { at[a.name] = k; });
   // Per dimension: the mesh positions of its axes (major to minor) and its shard count.

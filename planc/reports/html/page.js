@@ -12,6 +12,8 @@ var axes = data.mesh.axes;
 var sizes = axes.map(function (a) { return a.size; });
 var deviceCount = data.mesh.devices;
 var meshKnown = axes.length > 0 && sizes.every(function (s) { return s !== null; });
+// A mesh too large to draw device by device has a note instead (data.py's MAX_DRAWN).
+var meshDrawn = meshKnown && !data.mesh.note;
 var rows = vars.rows;
 var layouts = vars.layouts, shapes = vars.shapes, rules = vars.rules, dtypes = vars.dtypes;
 
