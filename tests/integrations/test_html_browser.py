@@ -310,3 +310,20 @@ def test_a_huge_mesh_or_many_axes_of_one_draws_quickly_by_summary(browser, tmp_p
     else:  # 28 axes of size 1: the grid is data's 8 devices
         assert tab.evaluate("document.querySelectorAll('#mesh .device').length") == 8
     assert tab.errors == []
+
+
+def test_a_3d_variable_split_on_its_first_and_last_dimensions_is_a_grid_of_blocks(
+        browser, tmp_path, capsys):
+    path = tmp_path / "m.json"
+    write_manifest([Variable("w", (4, 6, 8), "float32")], path)
+    plan = tmp_path / "p.kd"
+    plan.write_text('mesh(a = 2, b = 4)\nmodel_parallel(batch = a)\n'
+                    'layout { "w" -> (a, _, b) }\n')
+    tab = open_page(browser, write_page(tmp_path, "explain", str(plan), "--model", str(path)))
+    tab.evaluate("document.querySelectorAll('#vars tbody tr')[0].click()")
+    # The last split dimension (b: 4 blocks) across, the first (a: 2 blocks) down.
+    columns = tab.evaluate("getComputedStyle(document.getElementById('tensor'))"
+                           ".gridTemplateColumns.split(' ').length")
+    assert tab.evaluate("document.querySelectorAll('#tensor .block').length") == 8
+    assert columns == 5  # the head column and four blocks across
+    assert tab.errors == []

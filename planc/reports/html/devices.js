@@ -175,13 +175,15 @@ function drawBlocks(i) {
   if (holders.length > LIST) { box.appendChild(el("p", "note", "and " + (holders.length - LIST) + " more blocks")); }
 }
 
-// The split dimensions as a 2-D grid: the last dimension across, the one before it
-// down, alternating outward, so a matrix reads as it is written and any rank fits.
+// The split dimensions as a 2-D grid: the last split dimension across, the split one
+// before it down, alternating outward, so a matrix reads as it is written and any rank
+// fits.
 function tensorGrid(parent, dims, holders, rangeText) {
-  var rank = dims.length, across = [], down = [];
-  dims.forEach(function (d, j) {
-    if (d.parts > 1) { ((rank - 1 - j) % 2 === 0 ? across : down).push(j); }
-  });
+  // Alternating over the split dimensions only, last first (docs/html.md): a 3-D
+  // variable split on its first and last dimensions is a grid, not one long row.
+  var split = [], across = [], down = [];
+  dims.forEach(function (d, j) { if (d.parts > 1) { split.push(j); } });
+  split.forEach(function (j, n) { ((split.length - 1 - n) % 2 === 0 ? across : down).push(j); });
   var nCols = product(across.map(function (j) { return dims[j].parts; }));
   var nRows = product(down.map(function (j) { return dims[j].parts; }));
   if (nCols * nRows > 1024) {
