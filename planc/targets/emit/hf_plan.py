@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 from planc.check.checker import check
 from planc.diagnostics import Diagnostic, PlanError, Span, error
@@ -136,6 +137,8 @@ def _entry(rule: Rule, axis: str | None, problems: list) -> tuple[str, str] | No
     styles = _style_layouts(axis or "tp")
     style = styles.get(rule.layout.alternatives)
     if style is None:
+        style = _style_by_meaning(rule, axis or "tp")
+    if style is None:
         split = {a for alt in rule.layout.alternatives for d in alt.head + alt.tail
                  for a in d.axes}
         why = (f"splits over {', '.join(f'`{a}`' for a in sorted(split))}, but a Hugging Face "
@@ -165,6 +168,45 @@ def _entry(rule: Rule, axis: str | None, problems: list) -> tuple[str, str] | No
                               f"`{_KINDS[style]}`"))
         return None
     return key, style
+
+
+# Module names Hugging Face's own tp plans give embeddings (`model.embed_tokens`, GPT-2's
+# `wte`, BERT's `word_embeddings`, GPT-NeoX's `embed_in`, Llama's `tok_embeddings`).
+_EMBEDDING = re.compile(r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|embed_in|"
+                        r"tok_embeddings|embeddings?)(\.|$)")
+
+
+def _style_by_meaning(rule: Rule, axis: str) -> str | None:
+    """The style that lays a weight out as `rule` does, compared by meaning on the 2-D
+    weights Hugging Face's styles are for (`(_, tp)` is `rowwise`'s `(..., tp)` there),
+    for a rule naming one weight. Where two styles lay it out alike (`rowwise` and
+    `embedding_colwise` both split dimension 1), the module decides: an embedding (named
+    as Hugging Face's plans name them) takes the embedding style, any other the plain one."""
+    parsed = _name(rule.pattern)
+    if isinstance(parsed, str) or parsed[1] is not None or \
+            parsed[0].rsplit(".", 1)[-1] != "weight":
+        return None
+    dims = _weight_dims(rule.layout.alternatives)
+    if dims is None:
+        return None
+    alike = [name for alts, name in _style_layouts(axis).items()
+             if _weight_dims(alts) == dims]
+    if len(alike) <= 1:
+        return alike[0] if alike else None
+    module = parsed[0].rsplit(".", 1)[0]
+    embedding = _EMBEDDING.search(module) is not None
+    chosen = [n for n in alike if n.startswith("embedding_") == embedding]
+    return chosen[0] if len(chosen) == 1 else None
+
+
+def _weight_dims(alternatives):
+    """The axes of each dimension of a 2-D weight under `alternatives` (the first that
+    fits rank 2), or None."""
+    for alt in alternatives:
+        dims = alt.expand(2)
+        if dims is not None:
+            return tuple(tuple(d.axes) for d in dims)
+    return None
 
 
 _STYLE_HELP = ("use a style's layout over `{axis}`: `(..., {axis}, _) | ({axis})` (colwise), "

@@ -112,3 +112,16 @@ def test_with_the_model_a_layout_hf_would_not_give_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error[P311]" in err and "`model.norm.weight` [16]" in err
     assert "cannot split dimension -2 of a rank-1 parameter" in err
+
+
+def test_a_2d_weight_layout_is_matched_to_its_style_by_meaning_and_module(tmp_path, capsys):
+    plan = tmp_path / "p.kd"
+    plan.write_text('mesh(tp = 4)\nmodel_parallel(batch = tp)\nlayout {\n'
+                    '  "model\\.layers\\.\\d+\\.mlp\\.down_proj\\.weight" -> (_, tp)\n'
+                    '  "model\\.embed_tokens\\.weight" -> (_, tp)\n'
+                    '  default -> replicated\n}\n')
+    assert main(["compile", str(plan), "--target", "hf"]) == 0
+    doc = json.loads(capsys.readouterr().out)["base_model_tp_plan"]
+    # `(_, tp)` is `rowwise` on a Linear's weight and `embedding_colwise` on an embedding.
+    assert doc == {"layers.*.mlp.down_proj.weight": "rowwise",
+                   "embed_tokens.weight": "embedding_colwise"}
