@@ -24,7 +24,7 @@ def _local_devices() -> tuple[int, str]:
 
 def report(plan, environ=None) -> tuple[dict, list]:
     """`(facts, diagnostics)` for `plan` (or None) in `environ`; starts nothing."""
-    from planc.multihost import environments, preflight
+    from planc.multihost import environments, preflight, rollcall
     from planc.multihost.cluster import ClusterError, cluster_spec, jax_arguments
 
     environ = os.environ if environ is None else environ
@@ -52,6 +52,10 @@ def report(plan, environ=None) -> tuple[dict, list]:
              "starts": spec.multi_process}
     if spec.multi_process:
         facts["jax_arguments"] = jax_arguments(spec, 300)
+        # Whether the roll call asks every process for the job's secret (`planc launch`
+        # hands one out; processes started by hand have none, and any peer may report).
+        facts["roll_call"] = ("authenticated" if rollcall.SECRET in environ and
+                              environ[rollcall.SECRET] else "unauthenticated")
     if spec.processes is not None:
         facts["global_devices"] = local * spec.processes
     diags = preflight.check(spec, ir, environ, local_devices=local) if spec.multi_process \
@@ -90,6 +94,10 @@ def _text(facts: dict) -> str:
     if facts["mesh"] is not None:
         rows.append(("global mesh", ", ".join(f"{k}={v}" for k, v in facts["mesh"].items())))
     if facts["starts"]:
+        rows.append(("roll call", facts["roll_call"] + (
+            "" if facts["roll_call"] == "authenticated" else
+            ": any process that reaches the coordinator may claim an id (planc launch "
+            "hands its processes a secret)")))
         args = ", ".join(f"{k}={v!r}" for k, v in facts["jax_arguments"].items()
                          if k != "initialization_timeout")
         rows.append(("start", f"jax.distributed.initialize({args})"))

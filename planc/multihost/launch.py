@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 
-from planc.multihost import sweep
+from planc.multihost import rollcall, sweep
 from planc.stopping import Stopped, StopSignals
 from planc.multihost.cluster import (JAX_COORDINATOR_ADDRESS, JOB_ADDRESSES, NUM_PROCESSES,
                                      PROCESS_ID)
@@ -81,7 +81,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def child_environ(base: dict, *, processes: int, process_id: int, devices: int,
-                  coordinator: str, token: str = "") -> dict:
+                  coordinator: str, token: str = "", secret: str = "") -> dict:
     """The environment of process `process_id` of a local cluster.
 
         >>> env = child_environ({}, processes=2, process_id=1, devices=4,
@@ -103,6 +103,8 @@ def child_environ(base: dict, *, processes: int, process_id: int, devices: int,
                 "SLURM_STEP_NUM_NODES": "1", "SLURM_NNODES": "1",
                 "SLURM_STEP_NUM_TASKS": str(processes)})
     env[sweep.MARK] = token or "1"
+    if secret:  # the roll call's per-job secret: only this job's processes may report
+        env[rollcall.SECRET] = secret
     # JAX's coordinator otherwise listens on every interface; a rehearsal stays on loopback.
     env["JAX_COORDINATOR_BIND_ADDRESS"] = coordinator
     env["XLA_FLAGS"] = xla_flags(env.get("XLA_FLAGS"), devices)
@@ -281,6 +283,7 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
         environ = os.environ if environ is None else environ
         _check_command(cmd, environ)
         token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        secret = secrets.token_hex(32)
         group = _Group(signals, token)
         guard = sweep.start_guard(token)
         coordinator = f"127.0.0.1:{free_port()}"
@@ -291,7 +294,7 @@ def launch(cmd: list[str], processes: int, devices_per_process: int = 1,
         for i in range(processes):
             env = child_environ(environ, processes=processes, process_id=i,
                                 devices=devices_per_process, coordinator=coordinator,
-                                token=token)
+                                token=token, secret=secret)
             try:
                 p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,

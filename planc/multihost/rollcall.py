@@ -21,6 +21,8 @@ Nothing here imports jax.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 import selectors
@@ -35,6 +37,11 @@ MISSING = "planc-missing"
 REFUSED = "planc-refused"
 _LINE = 256  # bytes of one protocol line, at most
 _GOODBYE_SECONDS = 2.0  # how long process 0 waits for the others to hang up after `go`
+# The per-job secret `planc launch` hands every process of its job. With it, a process's
+# hello carries an HMAC of what it claims, and process 0 turns away a hello without the
+# right one: a stray or hostile peer cannot take a process id. Processes started by
+# hand, with no secret, form a cluster as before (`planc cluster` says it is open).
+SECRET = "PLANC_ROLLCALL_SECRET"
 _MAX_PENDING = 1024  # connections not yet introduced, at most: idle ones cost a socket each
 # Thousands of processes call at once on a large job: the kernel's queue holds them until
 # process 0 accepts (the system's own cap, somaxconn, still applies).
@@ -186,13 +193,17 @@ def _read_hello(conn, pending, present, spec, refused) -> None:
     del pending[conn]
     line = data.split(b"\n", 1)[0].decode(errors="replace").strip()
     parts = line.split()
-    if not line.startswith(HELLO) or len(parts) != 4 or \
-            not all(_NUMBER.fullmatch(p) for p in parts[2:]):
+    if not line.startswith(HELLO) or len(parts) not in (4, 5) or \
+            not all(_NUMBER.fullmatch(p) for p in parts[2:4]):
         conn.close()
         return
     count, pid = int(parts[2]), int(parts[3])
+    expected = _tag(count, pid, spec.coordinator)
     reason = None
-    if count != spec.processes:
+    if expected and not (len(parts) == 5 and hmac.compare_digest(parts[4], expected)):
+        reason = (f"a process claiming id {pid} did not prove it belongs to this job (the "
+                  f"roll call's secret, {SECRET})")
+    elif count != spec.processes:
         reason = (f"process {pid} was started for {count} processes, process 0 for "
                   f"{spec.processes}")
     elif not 0 < pid < spec.processes:
@@ -205,6 +216,21 @@ def _read_hello(conn, pending, present, spec, refused) -> None:
         conn.close()
         return
     present[pid] = conn
+
+
+def _tag(count: int, pid: int, coordinator: str) -> str:
+    """The hello's proof for this job: an HMAC of what it claims under the secret, or ""
+    with no secret."""
+    secret = os.environ.get(SECRET, "")
+    if not secret:
+        return ""
+    message = f"{HELLO} {count} {pid} {coordinator}".encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def authenticated() -> bool:
+    """Whether this process's roll call asks its peers for the job's secret."""
+    return bool(os.environ.get(SECRET))
 
 
 def _wait_for_hangups(conns: list[socket.socket]) -> None:
@@ -229,7 +255,8 @@ def report(spec: ClusterSpec, deadline: float, timeout: float,
     address = parse_address(spec.coordinator)
     conn = conn or connect(spec, deadline, timeout)
     with conn:
-        _send(conn, f"{HELLO} {spec.processes} {spec.process_id}")
+        tag = _tag(spec.processes, spec.process_id, spec.coordinator)
+        _send(conn, f"{HELLO} {spec.processes} {spec.process_id}" + (f" {tag}" if tag else ""))
         answer = _answer(conn, deadline + ANSWER_MARGIN)
     if answer == GO:
         return

@@ -270,6 +270,8 @@ def test_planc_cluster_says_what_initialize_would_do(tmp_path):
         "local devices   4 (cpu)",
         "global devices  8",
         "global mesh     batch=4, model=2",
+        "roll call       unauthenticated: any process that reaches the coordinator may "
+        "claim an id (planc launch hands its processes a secret)",
         "start           jax.distributed.initialize(coordinator_address=None, "
         "num_processes=None, process_id=None, cluster_detection_method='slurm')",
     ]

@@ -176,3 +176,42 @@ def test_lint_checks_the_coordinators_form_at_its_line(plan_file):
                     file="c.kd")
     [d] = exc.value.diagnostics
     assert d.code == "P110" and d.span.line == 3 and d.help == ("write it as [::1]:8476",)
+
+
+def test_with_the_jobs_secret_a_peer_without_it_cannot_take_an_id(monkeypatch):
+    import hashlib
+    import hmac
+
+    monkeypatch.setenv(rollcall.SECRET, "s3cret")
+    # A stray hello claims id 1 with no proof; the real process 1 (same environment,
+    # so the same secret) still forms the cluster.
+    assert _host_with(["planc-rollcall 1 2 1"]) is None
+    assert rollcall.authenticated()
+
+
+def test_with_the_jobs_secret_a_forged_proof_is_turned_away(monkeypatch):
+    monkeypatch.setenv(rollcall.SECRET, "s3cret")
+    outcome = _host_with(["planc-rollcall 1 2 1 " + "0" * 64], processes=3, timeout=1.5)
+    code, message = outcome
+    assert code == "P615" and "did not prove it belongs to this job" in message
+
+
+def test_without_a_secret_processes_started_by_hand_still_form_a_cluster(monkeypatch):
+    monkeypatch.delenv(rollcall.SECRET, raising=False)
+    outcome, _ = call(3, [1, 2])
+    assert outcome == {0: None, 1: None, 2: None} and not rollcall.authenticated()
+
+
+def test_planc_launch_hands_every_process_of_its_job_one_secret():
+    import subprocess
+    import sys
+
+    from multihost.workers.procs import ROOT, clean_env, launch_cmd
+
+    code = ("import os; print(os.environ.get('PLANC_ROLLCALL_SECRET', '') and "
+            "len(os.environ['PLANC_ROLLCALL_SECRET']))")
+    done = subprocess.run(launch_cmd("-n", "2", "--", sys.executable, "-c", code), cwd=ROOT,
+                          env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lengths = [line.rsplit(" ", 1)[-1] for line in done.stdout.splitlines() if line.strip()]
+    assert lengths == ["64", "64"], done.stdout
