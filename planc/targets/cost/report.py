@@ -11,7 +11,8 @@ JSON form, schema `planc.cost/1`:
       "time": {"lower_s": ..., "upper_s": ..., "estimate_s": ...},
       "mfu": 0.41,                       # FLOPs / (estimate_s x the chip's bf16 peak)
       "flops": {"total": ..., "matmul": ..., "elementwise": ..., "custom": ...},
-      "hbm_bytes": {"total": ..., "matmul": ..., "elementwise": ..., "custom": ..., "collective": ...},
+      "hbm_bytes": ...,                  # what one device reads and writes in HBM
+      "hbm_bytes_by_class": {"matmul": ..., "elementwise": ..., "custom": ..., "collective": ...},
       "collectives": [{"kind": "all-gather", "axes": ["fsdp"], "count": 12, "bytes": ...,
                        "time_s": ..., "links": 2}, ...],  # bytes: what one device sends
       "axes": [{"axis": "fsdp", "kind": "ring", "physical_dims": [0], "links": 2}, ...],
@@ -91,7 +92,8 @@ class CostReport:
             "mfu": round(self.mfu, 6),
             "flops": {"total": c.total_flops, **{k: v for k, v in c.flops.items()
                                                   if k != "collective"}},
-            "hbm_bytes": {"total": c.total_hbm_bytes, **c.hbm_bytes},
+            "hbm_bytes": c.total_hbm_bytes,
+            "hbm_bytes_by_class": dict(c.hbm_bytes),
             "collectives": [{"kind": t.collective.kind,
                              "axes": list(t.collective.axes or ()),
                              "count": t.collective.count,

@@ -112,6 +112,7 @@ def test_the_json_document_has_the_designs_keys_and_is_deterministic(tmp_path, m
     assert doc["schema"] == "planc.cost/1" and doc["calibration"] is None
     assert set(doc["time"]) == {"lower_s", "upper_s", "estimate_s"}
     assert {"total", "matmul", "elementwise", "custom"} <= set(doc["flops"])
+    assert doc["hbm_bytes"] == sum(doc["hbm_bytes_by_class"].values()) > 0
     assert all({"kind", "axes", "bytes", "time_s"} <= set(c) for c in doc["collectives"])
     assert all({"share", "variables", "rules"} <= set(b) for b in doc["bottleneck"])
 
