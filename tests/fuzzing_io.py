@@ -145,7 +145,7 @@ def check_checkpoint(path: str) -> list[str]:
     from planc.sources.model import array_problem
 
     try:
-        tensors, _ = checkpoint_tensors(path)
+        tensors, _, _ = checkpoint_tensors(path)
     except CheckpointError as e:
         problems = []
         if not e.code.startswith(("P41", "P42")) or "\n" in str(e) or len(str(e)) > 1000:
