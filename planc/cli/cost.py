@@ -1,5 +1,5 @@
 """`planc cost PLAN --step MODULE:ATTR --topology NAME [--calibration FILE] [--chip NAME]
-[-D NAME=VALUE] [--no-donate] [--format text|json] [-o FILE]`: how fast the training step
+[-D NAME=VALUE] [--no-donate] [--format text|json|html] [-o FILE]`: how fast the training step
 runs on the topology, predicted from the compile `planc aot` makes (the step built and
 compiled by `planc.targets.aot.step_builder`, costed by `planc.targets.cost`); this module
 reads the command line and prints.
@@ -31,8 +31,8 @@ def run(args) -> int:
     from planc.targets.cost.estimate import cost_of
 
     try:
-        compiled, _ = compile_named_step(plan.ir, args.step, args.topology,
-                                         donate=not args.no_donate)
+        compiled, built = compile_named_step(plan.ir, args.step, args.topology,
+                                             donate=not args.no_donate)
         report = cost_of(plan.ir, compiled, calibration=args.calibration, chip=args.chip)
     except PlanError as exc:
         diags = found + list(exc.diagnostics)
@@ -43,7 +43,15 @@ def run(args) -> int:
     diags = found + list(report.diagnostics)
     from planc.reports import cost as rendering
 
-    if args.format == "json":
+    if args.format == "html":
+        from planc.targets.aot.step_builder import parameter_variables
+
+        write_output(rendering.page(plan, report, diags,
+                                    parameter_variables(plan.ir, built.trees[0])), args.output)
+        if diags:
+            emit_diagnostics(diags, {**sources, **report.sources}, args, stream=sys.stderr,
+                             to_file=False)
+    elif args.format == "json":
         import json
 
         write_output(json.dumps(rendering.document(report, diags), indent=2,

@@ -306,7 +306,7 @@ def _cost_parser(sub) -> None:
                    help="do not donate params and opt_state")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE "
                    "(atomically)")
-    _common(p, formats=("text", "json"))
+    _common(p, formats=("text", "json", "html"))
 
 
 def _code_parser(sub) -> None:

@@ -88,11 +88,18 @@ def document(report, diagnostics) -> dict:
 def page(plan, report, diagnostics, parameters) -> str:
     """The HTML page of `report`, with the table of `parameters` (the step's parameters
     as `planc.Variable`s) as `planc explain` has it."""
-    from planc.reports.explain import document as explain_document
     from planc.reports.html import aot_page
+
+    return aot_page(document(report, diagnostics), **page_parts(plan, report, parameters))
+
+
+def page_parts(plan, report, parameters) -> dict:
+    """What a page of a compiled step shows beside its report: the parameters' table as
+    `planc explain` has it, and the mesh's slices."""
+    from planc.reports.explain import document as explain_document
     from planc.resolve import validate
 
     layouts = validate(plan.ir, parameters, report.devices)
-    explain = explain_document(plan, layouts, list(layouts.diagnostics), layouts.variable_dicts())
-    return aot_page(document(report, diagnostics), explain=explain,
-                    slices={a.name: a.slices for a in plan.ir.mesh.axes})
+    return {"explain": explain_document(plan, layouts, list(layouts.diagnostics),
+                                        layouts.variable_dicts()),
+            "slices": {a.name: a.slices for a in plan.ir.mesh.axes}}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from planc.resolve.memory import human_bytes
 
-__all__ = ["render_text", "document", "seconds_text", "cost_diff", "cost_diff_text"]
+__all__ = ["render_text", "document", "page", "seconds_text", "cost_diff", "cost_diff_text"]
 
 
 def seconds_text(s: float) -> str:
@@ -78,6 +78,17 @@ def document(report, diagnostics) -> dict:
     doc["diagnostics"] = [diagnostic_dict(d) for d in sorted(diagnostics, key=Diagnostic.sort_key)]
     doc["summary"] = severity_counts(diagnostics)
     return doc
+
+
+def page(plan, report, diagnostics, parameters) -> str:
+    """The HTML page of `report`: `planc aot`'s page of the same compile, with the time
+    section (`planc.reports.html.cost_data`)."""
+    from planc.reports import aot as aot_reports
+    from planc.reports.html import cost_page
+
+    return cost_page(document(report, diagnostics),
+                     aot_reports.document(report.aot, diagnostics),
+                     **aot_reports.page_parts(plan, report.aot, parameters))
 
 
 def _sent_by_axes(report) -> dict[str, int]:

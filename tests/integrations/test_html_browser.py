@@ -327,3 +327,22 @@ def test_a_3d_variable_split_on_its_first_and_last_dimensions_is_a_grid_of_block
     assert tab.evaluate("document.querySelectorAll('#tensor .block').length") == 8
     assert columns == 5  # the head column and four blocks across
     assert tab.errors == []
+
+
+def test_the_cost_page_shows_the_bounds_and_the_bottleneck_by_rule(browser, tmp_path, capsys,
+                                                                   monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "cost.html"
+    code = main(["cost", "examples/aot.kd", "--step", "examples.aot_step:build",
+                 "--topology", "cpu:8", "--format", "html", "-o", str(out)])
+    assert code == 0
+    tab = open_page(browser, out)
+    bounds = tab.evaluate("Array.from(document.querySelectorAll('#cost table')[0].rows,"
+                          " tr => tr.cells[0].textContent)")[1:]
+    assert bounds == ["lower", "estimate", "upper"]
+    text = tab.evaluate("document.getElementById('cost').textContent")
+    assert "calibration: none" in text and '"dense_0/kernel" -> (fsdp, model)' in text
+    assert tab.evaluate("document.getElementById('cost').hidden") is False
+    assert sorted(dom_paths(tab)) == ["dense_0/bias", "dense_0/kernel", "dense_1/bias",
+                                      "dense_1/kernel"]
+    assert tab.errors == []

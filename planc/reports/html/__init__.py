@@ -11,10 +11,10 @@ data, `page` renders it with its style sheet and script inlined (`page.css`; `pa
 from __future__ import annotations
 
 from planc.diagnostics import Diagnostic, error
-from planc.reports.html.data import MAX_PAGE_VARIABLES, aot_data, explain_data
+from planc.reports.html.data import MAX_PAGE_VARIABLES, aot_data, cost_data, explain_data
 from planc.reports.html.page import render_page
 
-__all__ = ["MAX_PAGE_VARIABLES", "explain_page", "aot_page", "too_many_variables"]
+__all__ = ["MAX_PAGE_VARIABLES", "explain_page", "aot_page", "cost_page", "too_many_variables"]
 
 
 def explain_page(doc: dict, **kw) -> str:
@@ -25,6 +25,12 @@ def explain_page(doc: dict, **kw) -> str:
 def aot_page(doc: dict, **kw) -> str:
     """The page of a `planc.aot/1` document (`aot_data` takes `kw`)."""
     return render_page(aot_data(doc, **kw))
+
+
+def cost_page(doc: dict, aot: dict, **kw) -> str:
+    """The page of a `planc.cost/1` document and its compile's `planc.aot/1` one
+    (`cost_data` takes `kw`)."""
+    return render_page(cost_data(doc, aot, **kw))
 
 
 def too_many_variables(count: int, source: str) -> Diagnostic:

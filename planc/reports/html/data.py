@@ -8,7 +8,7 @@ and bidi overrides reach the page as visible escapes, and the script only ever s
 as text. The object, schema ``planc.page/1``::
 
     {
-      "schema": "planc.page/1", "kind": "explain" | "aot",
+      "schema": "planc.page/1", "kind": "explain" | "aot" | "cost",
       "title": "plan gemma",
       "facts": [["file", "plans/gemma.kd"], ...],      # the header's label/value lines
       "mesh": {"axes": [{"name": "batch", "size": 4, "slices": 1}, ...],
@@ -102,6 +102,7 @@ def explain_data(doc: dict, *, slices: dict | None = None, distribution: str | N
         **_diagnostics(doc["diagnostics"]),
         "collectives": None,
         "largest": None,
+        "cost": None,
     }
 
 
@@ -335,7 +336,34 @@ def aot_data(doc: dict, *, explain: dict | None = None, slices: dict | None = No
         "largest": {"by_variable": [[shown(e["path"]), e["bytes"]]
                                     for e in largest["by_variable"]],
                     "by_rule": [[shown(e["rule"]), e["bytes"]] for e in largest["by_rule"]]},
+        "cost": None,
     }
+
+
+def cost_data(doc: dict, aot: dict, *, explain: dict | None = None,
+              slices: dict | None = None) -> dict:
+    """The page's data for a `planc.cost/1` document: the `planc.aot/1` page of the same
+    compile (`aot`), with the time section: the bounds and the estimate, the MFU, the
+    calibration, and the bottleneck terms with the variables and rules behind them."""
+    out = aot_data(aot, explain=explain, slices=slices)
+    out["kind"] = "cost"
+    time = doc["time"]
+    calibration = doc["calibration"]
+    out["cost"] = {
+        "time": [["lower", time["lower_s"]], ["estimate", time["estimate_s"]],
+                 ["upper", time["upper_s"]]],
+        "mfu": doc["mfu"],
+        "chip": shown(doc["chip"]) + (" (a cpu:N compile priced as it)" if doc["estimate"]
+                                      else ""),
+        "calibration": ("none: the chip's peak rates, nothing overlapped" if calibration is None
+                        else f"{shown(calibration['file'])} ({shown(calibration['chip'])})"),
+        "exact": doc["exact"],
+        "bottleneck": [{"term": shown(b["term"]), "share": b["share"], "seconds": b["seconds"],
+                        "variables": [shown(v) for v in b["variables"]],
+                        "rules": [shown(r) for r in b["rules"]]} for b in doc["bottleneck"]],
+    }
+    out.update(_diagnostics(doc["diagnostics"]))
+    return out
 
 
 def aot_memory(memory: dict, budget: int | None, estimate: bool) -> dict:

@@ -195,6 +195,33 @@ function bytesBar(n, most) {
   return wrap;
 }
 
+// As planc.reports.cost.seconds_text: 120 ms, 85.2 us.
+function seconds(s) {
+  if (s >= 1) { return s.toPrecision(3) + " s"; }
+  if (s >= 1e-3) { return (s * 1e3).toPrecision(3) + " ms"; }
+  return (s * 1e6).toPrecision(3) + " us";
+}
+
+function drawCost() {
+  if (!data.cost) { return; }
+  var c = data.cost, s = section("cost");
+  s.hidden = false;
+  s.appendChild(plainTable(["", "seconds per step"], c.time.map(function (t) {
+    return [t[0], seconds(t[1])];
+  }), [false, true]));
+  s.appendChild(el("p", "note", "MFU " + Math.round(100 * c.mfu) + "% on " + c.chip +
+    "; calibration: " + c.calibration +
+    (c.exact ? "" : "; a loop's trip count is unknown: every figure a lower bound")));
+  if (!c.bottleneck.length) { return; }
+  s.appendChild(el("h3", null, "bottleneck (share of the upper bound)"));
+  s.appendChild(plainTable(["share", "term", "seconds", "variables", "rules"],
+    c.bottleneck.map(function (b) {
+      return [Math.round(100 * b.share) + "%", b.term, seconds(b.seconds),
+              b.variables.slice(0, 3).join(", ") + (b.variables.length > 3 ? " ..." : ""),
+              b.rules.join("; ")];
+    }), [true, false, true, false, false]));
+}
+
 function drawCollectives() {
   if (data.collectives === null) { return; }
   var s = section("collectives");

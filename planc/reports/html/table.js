@@ -226,6 +226,7 @@ function select(i, scroll) {
 if (deviceCount > 64) { document.querySelector("main").classList.add("wide-mesh"); }
 drawMesh();
 drawMemory();
+drawCost();
 drawCollectives();
 drawVariables();
 drawLargest();
