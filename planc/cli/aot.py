@@ -42,13 +42,14 @@ def run(args) -> int:
         raise UsageError("planc aot needs --topology NAME: a TPU topology such as v5e:2x4 "
                          "(needs planc[tpu]), or cpu:N for N simulated CPU devices")
     prepare_jax(args.topology)
+    from planc.reports.html import refuse_too_many
     from planc.targets.aot.step_builder import compile_named_step
 
     try:
         report, built = compile_named_step(
             plan.ir, args.step, args.topology, donate=not args.no_donate,
-            inspect=(lambda built: _fits_page(built, args.step)) if args.format == "html"
-            else None)
+            inspect=(lambda built: refuse_too_many(built.parameter_count, args.step))
+            if args.format == "html" else None)
     except PlanError as exc:
         diags = found + list(exc.diagnostics)
         as_json = args.format == "json"  # the JSON document, to stdout or -o
@@ -74,14 +75,3 @@ def run(args) -> int:
         emit_diagnostics(diags, {**sources, **report.sources}, args, stream=sys.stderr,
                          to_file=False)
     return exit_code(diags)
-
-
-def _fits_page(built, spec: str) -> None:
-    """P532 when the step's parameters are more than the page holds."""
-    import jax
-
-    from planc.reports.html import MAX_PAGE_VARIABLES, too_many_variables
-
-    count = len(jax.tree_util.tree_leaves(built.trees[0]))
-    if count > MAX_PAGE_VARIABLES:
-        raise PlanError((too_many_variables(count, spec),))

@@ -56,12 +56,8 @@ def run(args) -> int:
         return 1 if _cost_changed(costed) else 0
     docs = []
     for path in (args.old, args.new):
-        # An override applies where its parameter exists: a plan that gained or lost a
-        # parameter can be compared with the one that has it. A name no plan declares
-        # is passed on, so the checker reports it (P109) with its did-you-mean.
-        mine = {k: v for k, v in defines.items()
-                if k in declared.get(path, ()) or k not in anywhere}
-        doc, problems = _document(path, args, mine, devices)
+        doc, problems = _document(path, args, _defines_for(path, defines, declared, anywhere),
+                                  devices)
         if doc is None:
             emit_diagnostics(problems[0], problems[1], args, to_file=False)
             return EXIT_USAGE
@@ -81,6 +77,14 @@ def run(args) -> int:
     write_output(text, args.output)
     changed = not doc["identical"] or (costed is not None and _cost_changed(costed))
     return 1 if changed else 0
+
+
+def _defines_for(path: str, defines: dict, declared: dict, anywhere: set) -> dict:
+    """The overrides that apply to plan `path`: an override applies where its parameter
+    exists, so a plan that gained or lost a parameter can be compared with the one that
+    has it. A name no plan declares is passed on, so the checker reports it (P109) with
+    its did-you-mean."""
+    return {k: v for k, v in defines.items() if k in declared.get(path, ()) or k not in anywhere}
 
 
 def _cost_changed(costed: dict) -> bool:
@@ -107,9 +111,8 @@ def _cost(args, defines, declared, anywhere):
 
     reports = []
     for path in (args.old, args.new):
-        mine = {k: v for k, v in defines.items()
-                if k in declared.get(path, ()) or k not in anywhere}
-        plan, found, sources = load(path, mine, args.allow_include_outside)
+        plan, found, sources = load(path, _defines_for(path, defines, declared, anywhere),
+                                    args.allow_include_outside)
         if plan is None:
             emit_diagnostics(found, sources, args, stream=sys.stderr, to_file=False)
             return EXIT_USAGE

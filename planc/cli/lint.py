@@ -102,14 +102,14 @@ def _topology_check(name: str, failures: list):
 
     prepare_jax(name)
     from planc.targets.aot.feasibility import lint_topology
-    from planc.targets.aot.topology import TopologyError
+    from planc.targets.aot.topology import TopologyError, shown_name
 
     def check(ir):
         try:
             return lint_topology(ir, name)
         except TopologyError as exc:
             d = exc.diagnostic
-            shown = name if len(name) <= 64 else name[:30] + "..." + name[-30:]
+            shown = shown_name(name)
             message = f"--topology {shown}: {d.message}" + "".join(f"; {h}" for h in d.help)
             if not any(f.message == message for f in failures):
                 failures.append(failure(message, shown))

@@ -5,17 +5,9 @@ the run)."""
 from __future__ import annotations
 
 from planc.resolve.memory import human_bytes
+from planc.targets.cost.report import seconds_text
 
-__all__ = ["render_text", "document", "page", "seconds_text", "cost_diff", "cost_diff_text"]
-
-
-def seconds_text(s: float) -> str:
-    """`0.120 s` as people read step times: `120 ms`, `85.2 us`."""
-    if s >= 1:
-        return f"{s:.3g} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} us"
+__all__ = ["render_text", "document", "page", "cost_diff", "cost_diff_text"]
 
 
 def _flops_text(n: float) -> str:
@@ -48,12 +40,9 @@ def render_text(report) -> str:
         lines += ["", "collectives per step (bytes each device sends)"]
         width = max(len(t.name) for t in collective_terms)
         for t in collective_terms:
-            from planc.targets.cost.model import moved_bytes
-
-            sent = moved_bytes(t.collective.kind, t.collective.bytes, t.collective.group_size)
             links = "DCN" if t.links == "dcn" else f"{t.links} link{'s' if t.links != 1 else ''}"
             lines.append(f"  {t.name:<{width}}  {t.collective.count:>5} x  "
-                         f"{human_bytes(sent):>10}  {seconds_text(t.seconds):>9}  ({links})")
+                         f"{human_bytes(t.sent):>10}  {seconds_text(t.seconds):>9}  ({links})")
     lines += ["", "bottleneck (share of the upper bound)"]
     for t, share in report.bottleneck:
         lines.append(f"  {share:>4.0%}  {t.name}  {seconds_text(t.seconds)}")
@@ -92,14 +81,11 @@ def page(plan, report, diagnostics, parameters) -> str:
 
 
 def _sent_by_axes(report) -> dict[str, int]:
-    from planc.targets.cost.model import moved_bytes
-
     out: dict[str, int] = {}
     for t in report.terms:
         if t.collective is not None:
             key = ",".join(t.collective.axes or ("?",))
-            c = t.collective
-            out[key] = out.get(key, 0) + moved_bytes(c.kind, c.bytes, c.group_size)
+            out[key] = out.get(key, 0) + t.sent
     return out
 
 

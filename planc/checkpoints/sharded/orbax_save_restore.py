@@ -266,12 +266,12 @@ def claimed(directory: str):
             break
         except FileExistsError:
             holder = _claim_holder(claim)
-            if holder is not None and not _gone(*holder) or attempt:
+            if attempt or (holder is not None and not _gone(*holder)):
                 who = f" (pid {holder[1]} on {holder[0]})" if holder else ""
                 raise FileExistsError(f"{directory} is being written by another planc{who}: "
                                       "a checkpoint has one writer") from None
             # A killed writer's claim: what it left is its own, and nobody else's.
-            _clean_stale(directory)
+            _clean(_leftovers(directory))
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(claim)
     try:
@@ -307,11 +307,6 @@ def _gone(host: str, pid: int) -> bool:
     except PermissionError:
         return False
     return False
-
-
-def _clean_stale(directory: str) -> None:
-    for path in sorted(_leftovers(directory)):
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _refuse_existing(directory: str) -> None:

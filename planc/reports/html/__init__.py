@@ -10,11 +10,12 @@ data, `page` renders it with its style sheet and script inlined (`page.css`; `pa
 
 from __future__ import annotations
 
-from planc.diagnostics import Diagnostic, error
+from planc.diagnostics import Diagnostic, PlanError, error
 from planc.reports.html.data import MAX_PAGE_VARIABLES, aot_data, cost_data, explain_data
 from planc.reports.html.page import render_page
 
-__all__ = ["MAX_PAGE_VARIABLES", "explain_page", "aot_page", "cost_page", "too_many_variables"]
+__all__ = ["MAX_PAGE_VARIABLES", "explain_page", "aot_page", "cost_page", "refuse_too_many",
+           "too_many_variables"]
 
 
 def explain_page(doc: dict, **kw) -> str:
@@ -31,6 +32,12 @@ def cost_page(doc: dict, aot: dict, **kw) -> str:
     """The page of a `planc.cost/1` document and its compile's `planc.aot/1` one
     (`cost_data` takes `kw`)."""
     return render_page(cost_data(doc, aot, **kw))
+
+
+def refuse_too_many(count: int, source: str) -> None:
+    """`PlanError` (P532) when `count` variables are more than the page holds."""
+    if count > MAX_PAGE_VARIABLES:
+        raise PlanError((too_many_variables(count, source),))
 
 
 def too_many_variables(count: int, source: str) -> Diagnostic:

@@ -59,10 +59,10 @@ def peak_findings(ir: PlanIR, topology_label: str, memory: dict, estimate: bool,
     if largest_variables:
         helps.append("largest arguments per device: " + ", ".join(
             f"`{p}` {human_bytes(b)}" for p, b in largest_variables[:3]))
-    suggested = _suggestions(contributors, axis_sizes, peak)
+    splits = [(c, _best_split(c, axis_sizes)) for c in contributors]
+    suggested = _suggestions(splits, peak)
     helps += suggested
-    reachable = sum(_best_split(c, axis_sizes)[0] for c in contributors
-                    if _best_split(c, axis_sizes) is not None)
+    reachable = sum(best[0] for _, best in splits if best is not None)
     if suggested and peak - reachable > budget.peak:
         helps.append(f"even all of these together save at most {human_bytes(reachable)}, "
                      f"short of the {human_bytes(peak - budget.peak)} over the budget: the "
@@ -96,10 +96,11 @@ def _parts(memory: dict, unaliased: int) -> str:
     return text
 
 
-def _suggestions(contributors, axis_sizes: dict, peak: int) -> list[str]:
+def _suggestions(splits, peak: int) -> list[str]:
+    """The lines for the best split of each contributor (`splits`: `(contributor, its
+    `_best_split`)`) that saves at least 1% of the peak, largest first."""
     found = []
-    for c in contributors:
-        best = _best_split(c, axis_sizes)
+    for c, best in splits:
         # A change that saves less than 1% of the peak is not worth a line.
         if best is not None and best[0] * 100 >= peak:
             found.append((best[0], c, best[1], best[2]))

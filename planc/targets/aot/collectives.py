@@ -104,7 +104,8 @@ def collectives(hlo: str, mesh_shape, axis_names, *, slice_positions=None,
             kind = _OPCODES.get(ins.opcode)
             if kind is None:
                 continue
-            nbytes, dims = _result_bytes(ins, kind), _result_dims(ins, kind)
+            result = _result(ins, kind)
+            nbytes, dims = shape_bytes(result), _dims(result)
             if comp in scatters:  # XLA:TPU's reduce-scatter: the fusion's result
                 kind, (nbytes, dims) = "reduce-scatter", scatters[comp]
             channel = _CHANNEL.search(ins.attrs)
@@ -181,23 +182,14 @@ def _dims(shape: str) -> tuple:
     return found[0][1] if found else ()
 
 
-def _result_dims(ins: Instruction, kind: str) -> tuple:
-    """The dims of the collective's (first) result on one device."""
-    if ins.opcode.endswith("-start") and ins.shape.startswith("(") and kind != "all-reduce":
-        elements = tuple_elements(ins.shape)
-        if len(elements) >= 2:
-            return _dims(elements[1])
-    return _dims(ins.shape)
-
-
-def _result_bytes(ins: Instruction, kind: str) -> int:
-    """Bytes of the collective's result on one device. An asynchronous start holds
+def _result(ins: Instruction, kind: str) -> str:
+    """The shape of the collective's result on one device. An asynchronous start holds
     `(operands, results, context...)`: its results are the second element."""
     if ins.opcode.endswith("-start") and ins.shape.startswith("(") and kind != "all-reduce":
         elements = tuple_elements(ins.shape)
         if len(elements) >= 2:
-            return shape_bytes(elements[1])
-    return shape_bytes(ins.shape)
+            return elements[1]
+    return ins.shape
 
 
 # -- replica groups -> mesh axes -----------------------------------------------------------------

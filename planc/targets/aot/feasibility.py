@@ -70,22 +70,36 @@ def check(ir: PlanIR, topology: Topology) -> tuple[PlanIR | None, list[Diagnosti
     return bound, found, grid
 
 
+def axis_points(grid, i: int):
+    """The chip coordinates of the devices along mesh axis `i` of `grid` (the other axes
+    at 0, in the first device's slice), an array of shape (devices, physical dims); None
+    for devices without coordinates (CPU)."""
+    import numpy as np
+
+    grid = np.asarray(grid)
+    index = [0] * grid.ndim
+    index[i] = slice(None)
+    first = getattr(grid.flat[0], "slice_index", 0)
+    along = [d for d in grid[tuple(index)].flat if getattr(d, "slice_index", 0) == first]
+    if any(getattr(d, "coords", None) is None for d in along):
+        return None
+    return np.array([tuple(d.coords) for d in along])
+
+
+def varying_dims(points) -> tuple[int, ...]:
+    """The physical dimensions along which `points` (from `axis_points`) differ."""
+    return tuple(k for k in range(points.shape[1]) if len(set(points[:, k].tolist())) > 1)
+
+
 def split_axes(grid, names) -> dict[str, tuple[int, ...]]:
     """{mesh axis: the physical dimensions it runs over} for each axis of `grid` (an array
     of TPU devices) that runs over more than one: a split physical axis."""
-    import numpy as np
-
     out = {}
     for i, name in enumerate(names):
-        index = [0] * grid.ndim
-        index[i] = slice(None)
-        points = np.array([tuple(d.coords) for d in np.asarray(grid)[tuple(index)].flat
-                           if getattr(d, "coords", None) is not None])
-        if points.size == 0:
-            continue
-        varying = tuple(k for k in range(points.shape[1]) if len(set(points[:, k])) > 1)
-        if len(varying) > 1:
-            out[name] = varying
+        points = axis_points(grid, i)
+        dims = varying_dims(points) if points is not None else ()
+        if len(dims) > 1:
+            out[name] = dims
     return out
 
 

@@ -37,6 +37,11 @@ class BuiltStep:
         self.trees = trees
         self.abstractly = abstractly
 
+    @property
+    def parameter_count(self) -> int:
+        """How many leaves the parameters have (what a page would list)."""
+        return len(jax.tree_util.tree_leaves(self.trees[0]))
+
 
 def compile_named_step(ir: PlanIR, spec: str, topology: str, *, donate: bool = True,
                        inspect=None):

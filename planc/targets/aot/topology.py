@@ -31,7 +31,7 @@ from planc import limits
 from planc.diagnostics import Diagnostic, error
 from planc.diagnostics.did_you_mean import closest
 
-__all__ = ["Topology", "TopologyError", "load_topology", "is_cpu_name"]
+__all__ = ["Topology", "TopologyError", "load_topology", "is_cpu_name", "shown_name"]
 
 _CPU = re.compile(r"cpu:(\d{1,7})")
 # The names JAX's TPU topologies take: GENERATION, a separator, a chip grid.
@@ -158,8 +158,8 @@ def _refuse_too_large(name: str, slices: int) -> None:
 
 
 def _too_large(name: str, what: str, limit: int) -> Diagnostic:
-    return error("P801", f"topology `{_shown(name)}` is too large to describe: {what}, and planc "
-                 f"builds at most {limit:,} compile-only devices", None,
+    return error("P801", f"topology `{shown_name(name)}` is too large to describe: {what}, "
+                 f"and planc builds at most {limit:,} compile-only devices", None,
                  help="check the topology name and the plan's `slices(...)`; the largest "
                       "TPU jobs are some tens of thousands of chips")
 
@@ -322,10 +322,10 @@ def _unknown(name: str, why: str, suggest: bool = False) -> Diagnostic:
                  "`jax.experimental.topologies` takes it: " +
                  ", ".join(f"`{g}`" for g in ("v5e:2x4", "v4:2x2x2", "v5p:4x4x8", "v6e:16x16"))
                  + "; `cpu:N` is N simulated CPU devices")
-    return error("P801", f"unknown topology `{_shown(name)}`: {why}", None, help=tuple(helps))
+    return error("P801", f"unknown topology `{shown_name(name)}`: {why}", None, help=tuple(helps))
 
 
-def _shown(name: str) -> str:
+def shown_name(name: str) -> str:
     """`name` as a message shows it: at most 64 characters."""
     return name if len(name) <= 64 else name[:30] + "..." + name[-30:]
 

@@ -24,7 +24,7 @@ import math
 import re
 
 from planc.targets.aot import hlo as hlo_text
-from planc.targets.aot.hlo import Instruction, Module, arrays, element_bits
+from planc.targets.aot.hlo import Instruction, Module, arrays
 
 __all__ = ["Counts", "count", "CLASSES"]
 
@@ -219,7 +219,3 @@ def _matmul_flops(module: Module, ins: Instruction) -> int:
         if label == "i" or label.isdigit():
             contracted *= size
     return 2 * out_elements * contracted
-
-
-def element_size(dtype: str) -> int:
-    return (element_bits(dtype) or 8) // 8

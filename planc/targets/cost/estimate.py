@@ -11,14 +11,13 @@ figure a lower bound), P815 (no chip to price the step on).
 from __future__ import annotations
 
 from planc.diagnostics import PlanError, error, note
-from planc.targets.aot.collectives import collectives as read_collectives
 from planc.targets.cost.attribution import explain
 from planc.targets.cost.calibration import UNCALIBRATED, CalibrationError, read_calibration
 from planc.targets.cost.chips import CHIPS, chip_for, chip_named
 from planc.targets.cost.counting import count
 from planc.targets.cost.links import axis_placements
 from planc.targets.cost.model import bounds, terms
-from planc.targets.cost.report import CostReport
+from planc.targets.cost.report import CostReport, seconds_text
 
 __all__ = ["cost_of", "DEFAULT_CPU_CHIP"]
 
@@ -36,10 +35,7 @@ def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None 
         raise PlanError((exc.diagnostic,), ir.source_dict) from None
     counts = count(program.hlo)
     placements = axis_placements(program.mesh, program.slice_axes, row.wraparound_from)
-    found = read_collectives(program.hlo, ir.mesh.shape, ir.mesh.names,
-                             slice_axes=program.slice_axes) if not aot_report.slices > 1 \
-        else aot_report.collectives
-    all_terms = terms(counts, found, row, cal, placements)
+    all_terms = terms(counts, aot_report.collectives, row, cal, placements)
     for t in all_terms:
         if t.collective is not None:
             t.variables, t.rules = explain(t.collective, program.parameters)
@@ -55,8 +51,8 @@ def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None 
                  "a `while_loop` whose end depends on values is not"))
     if budget is not None and estimate > budget:
         diagnostics.append(error(
-            "P813", f"the predicted step time {_ms(estimate)} on {aot_report.topology} "
-                    f"exceeds `budget(step = {_ms(budget)})`", ir.budget.span or ir.anchor,
+            "P813", f"the predicted step time {seconds_text(estimate)} on {aot_report.topology} "
+                    f"exceeds `budget(step = {seconds_text(budget)})`", ir.budget.span or ir.anchor,
             label="this budget",
             help=_budget_help(all_terms, upper)))
     return CostReport(
@@ -84,14 +80,6 @@ def _chip(ir, aot_report, name):
             help="the chips planc knows: " + ", ".join(f"`{c.name}`" for c in CHIPS) +
                  " (planc/targets/cost/chips.py, with their sources)"),), ir.source_dict)
     return row
-
-
-def _ms(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} us"
 
 
 def _budget_help(all_terms, upper) -> tuple[str, ...]:

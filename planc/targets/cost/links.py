@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from planc.targets.aot.feasibility import axis_points, varying_dims
+
 __all__ = ["AxisPlacement", "axis_placements"]
 
 
@@ -52,13 +54,8 @@ def axis_placements(mesh, slice_axes=(), wraparound_from: int = 0) -> dict[str, 
         if name in slice_axes:
             out[name] = AxisPlacement(name, "dcn", (), 1)
             continue
-        index = [0] * devices.ndim
-        index[i] = slice(None)
-        along = [d for d in devices[tuple(index)].flat
-                 if getattr(d, "slice_index", 0) == getattr(devices.flat[0], "slice_index", 0)]
-        points = np.array([tuple(d.coords) for d in along])
-        varying = tuple(int(k) for k in range(points.shape[1])
-                        if len(set(points[:, k].tolist())) > 1)
+        points = axis_points(devices, i)
+        varying = varying_dims(points)
         if len(varying) > 1:
             out[name] = AxisPlacement(name, "split", varying, 1)
         elif len(varying) == 1:

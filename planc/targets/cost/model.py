@@ -29,10 +29,10 @@ class Term:
     the `collective` it prices, with `variables` and `rules` behind it."""
 
     __slots__ = ("name", "kind", "seconds", "peak_seconds", "collective", "variables",
-                 "rules", "links")
+                 "rules", "links", "sent")
 
     def __init__(self, name, kind, seconds, peak_seconds, collective=None, variables=(),
-                 rules=(), links=None):
+                 rules=(), links=None, sent=0):
         self.name = name
         self.kind = kind
         self.seconds = seconds
@@ -41,6 +41,7 @@ class Term:
         self.variables = tuple(variables)
         self.rules = tuple(rules)
         self.links = links
+        self.sent = sent  # a collective's bytes sent by one device (`moved_bytes`)
 
 
 def moved_bytes(kind: str, result_bytes: int, group: int | None) -> int:
@@ -79,7 +80,7 @@ def terms(counts, collectives, chip, calibration, placements) -> list[Term]:
         peak = sent / rate
         over = "(" + ", ".join(axes) + ")" if len(axes) > 1 else (axes[0] if axes else "?")
         out.append(Term(f"{c.kind} over {over}", "collective", peak / efficiency, peak,
-                        collective=c, links=links))
+                        collective=c, links=links, sent=sent))
     return out
 
 

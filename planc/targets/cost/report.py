@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from planc.diagnostics import PlanError, severity_counts
 
-__all__ = ["CostReport", "SCHEMA", "TOP"]
+__all__ = ["CostReport", "SCHEMA", "TOP", "seconds_text"]
 
 SCHEMA = "planc.cost/1"
 TOP = 5  # bottleneck terms listed
@@ -97,7 +97,7 @@ class CostReport:
             "collectives": [{"kind": t.collective.kind,
                              "axes": list(t.collective.axes or ()),
                              "count": t.collective.count,
-                             "bytes": _sent(t), "time_s": t.seconds, "links": t.links}
+                             "bytes": t.sent, "time_s": t.seconds, "links": t.links}
                             for t in self.terms if t.collective is not None],
             "axes": [p.to_dict() for p in self.placements.values()],
             "bottleneck": [{"term": t.name, "share": round(share, 6), "seconds": t.seconds,
@@ -113,8 +113,10 @@ class CostReport:
         }
 
 
-def _sent(term) -> int:
-    from planc.targets.cost.model import moved_bytes
-
-    c = term.collective
-    return moved_bytes(c.kind, c.bytes, c.group_size)
+def seconds_text(s: float) -> str:
+    """`0.120` seconds as people read step times: `120 ms`, `85.2 us`, `1.5 s`."""
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} us"

@@ -130,14 +130,19 @@ def _owners(tree, params, leaves, param_leaves):
     if param_leaves:
         whole = structure.num_leaves
 
+        matched = set()  # ids of the subtrees found shaped like the parameters
+
         def mirrors_params(node):
             if whole != 1 and getattr(node, "shape", None) is not None:
                 return False  # an array: a leaf, not a tree of parameters
-            return jax.tree_util.tree_structure(node) == structure
+            if jax.tree_util.tree_structure(node) != structure:
+                return False
+            matched.add(id(node))
+            return True
 
         position = 0
         for part in jax.tree_util.tree_flatten(tree, is_leaf=mirrors_params)[0]:
-            if mirrors_params(part):
+            if id(part) in matched:
                 for k in range(whole):
                     if position + k < len(leaves) and \
                             _leaf_shape(leaves[position + k][1]) == shapes[k]:
