@@ -96,6 +96,18 @@ def install(where: str, coordinator: bool = False) -> None:
     if not _state["hooked"]:
         sys.excepthook = _hook(sys.excepthook)
         _state["hooked"] = True
+        # Python's own Ctrl-C, raised once: a second SIGINT (srun forwards each Ctrl-C,
+        # and people press it twice) would otherwise land inside the hook above, which
+        # then prints a traceback of its own instead of the one line. The first one's
+        # byte on the wakeup fd (`joining`) still ends the process.
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _interrupt_once)
+
+
+def _interrupt_once(signum, frame):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def joining() -> None:
