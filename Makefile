@@ -15,9 +15,11 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 # The docs extra: tests/docs/test_readme.py builds the documentation site. The `tpu` extra
-# (libtpu) lets the tests compile for real TPU topologies, compile-only.
+# (libtpu) lets the tests compile for real TPU topologies, compile-only. The `flax` and
+# `maxtext` extras: the tests of logical axis names run real Flax models and read MaxText
+# configs (not in `test`: Flax needs a newer jax than the oldest venv's).
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test,docs,tpu]'
+	$(PY) -m pip install --quiet -e '.[test,docs,tpu,flax,maxtext]'
 	$(PY) -m pip install --quiet --no-deps 'keras-hub>=0.22'
 	touch $(STAMP)
 

@@ -83,12 +83,23 @@ class Mesh(Frozen):
 
 
 class Dim(Frozen):
-    """One layout entry: split over `axes` (major to minor) in blocks of `block`; `()` = not split."""
+    """One layout entry: split over `axes` (major to minor) in blocks of `block`; `()` = not split.
+
+    `written` is the entry as the plan writes it where it names logical axes (`embed`),
+    which the `axes` table turned into `axes`; `()` where it names mesh axes only. It
+    says how the plan put it, not what it means, so it is left out of `==`.
+    """
 
     axes: tuple[str, ...] = ()
     block: int = 1
     span: Span | None = None
-    _not_compared = ("span",)
+    written: tuple[str, ...] = ()
+    _not_compared = ("span", "written")
+
+    @property
+    def logical(self) -> tuple[str, ...]:
+        """The logical names this entry was written with, in order (`()`: none)."""
+        return tuple(n for n in self.written if n not in self.axes) if self.written else ()
 
     @property
     def entry(self) -> AxisEntry:
@@ -155,7 +166,9 @@ class Rule(Frozen):
     """`"pattern" -> layout` (or `default -> layout` when `pattern` is None).
 
     `index` is the rule's position in file order within its block; `raw` the pattern as
-    written between the quotes.
+    written between the quotes. `names` is set on the rules the resolver makes from a
+    variable's own logical names (no pattern; a negative `index`): those names, read
+    through the `axes` table.
     """
 
     index: int
@@ -164,11 +177,16 @@ class Rule(Frozen):
     span: Span | None = None
     pattern_span: Span | None = None
     raw: str | None = None
+    names: tuple[str | None, ...] | None = None
     _not_compared = ("span", "pattern_span")
 
     @property
     def is_default(self) -> bool:
-        return self.pattern is None
+        return self.pattern is None and self.names is None
+
+    @property
+    def is_own_names(self) -> bool:
+        return self.names is not None
 
     @property
     def where(self) -> str:
@@ -176,6 +194,8 @@ class Rule(Frozen):
 
     @property
     def label(self) -> str:
+        if self.names is not None:
+            return "its own logical names " + self.layout.text
         return "default" if self.pattern is None else f'"{self.raw if self.raw is not None else self.pattern}"'
 
 
@@ -204,6 +224,53 @@ class Rename(Frozen):
     def text(self) -> str:
         """The rule as a plan writes it (the strings' values, `\"` unescaped)."""
         return f'"{self.pattern}" -> "{self.template}"' + (" transpose" if self.transpose else "")
+
+
+class LogicalAxis(Frozen):
+    """One entry of the `axes` table: the logical dimension `name` maps to the mesh `axes`
+    (major to minor; `()`: not split)."""
+
+    name: str
+    axes: tuple[str, ...] = ()
+    span: Span | None = None
+    _not_compared = ("span",)
+
+    @property
+    def text(self) -> str:
+        target = "_" if not self.axes else self.axes[0] if len(self.axes) == 1 else \
+            "(" + ", ".join(self.axes) + ")"
+        return f"{self.name} -> {target}"
+
+
+def assign_logical(table: Sequence[LogicalAxis], names: Sequence[str | None],
+                   taken=()) -> tuple[tuple[str, ...] | None, ...]:
+    """The mesh axes each of `names` (logical names, None for a dimension without one)
+    takes under `table`, as `flax.linen.logical_to_mesh_axes` assigns them.
+
+    The entries are read in table order; an entry applies to the dimension its name
+    stands at when that dimension has no axes yet and none of the entry's axes is taken
+    in this array, neither by an earlier entry nor as one of the mesh axes `taken` (those
+    written as themselves in the layout). A dimension no entry applies to gets None: its
+    name has no entry, or every entry's axes were taken (Flax leaves it unsplit).
+
+    >>> t = (LogicalAxis("embed", ("fsdp",)), LogicalAxis("mlp", ("fsdp",)),
+    ...      LogicalAxis("mlp", ("tp",)))
+    >>> assign_logical(t, ("embed", "mlp")), assign_logical(t, ("mlp", None, "heads"))
+    ((('fsdp',), ('tp',)), (('fsdp',), None, None))
+    """
+    out: list = [None] * len(names)
+    at: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name is not None:
+            at.setdefault(name, i)
+    used = set(taken)
+    for entry in table:
+        i = at.get(entry.name)
+        if i is None or out[i] is not None or not used.isdisjoint(entry.axes):
+            continue
+        out[i] = entry.axes
+        used.update(entry.axes)
+    return tuple(out)
 
 
 class Budget(Frozen):
@@ -281,6 +348,8 @@ class PlanIR(Frozen):
     statement); it is not part of the layout, so it leaves the fingerprint alone.
     `sources` are the source texts by file name, so diagnostics can be rendered later;
     `diagnostics` the warnings and notes found while checking (errors raise instead).
+    `logical_axes` is the `axes` table in file order (`logical_span`: where the first
+    `axes` block starts); `assign_logical` reads it.
     `written_mesh` is the mesh as the plan writes it once `mesh` has `auto` resolved for a
     device count (None while `mesh` is as written): the plan's fingerprint, its identity,
     is taken over it, so binding a device count leaves the fingerprint alone.
@@ -314,7 +383,9 @@ class PlanIR(Frozen):
     sources: tuple[tuple[str, str], ...] = ()
     diagnostics: tuple[Diagnostic, ...] = ()
     written_mesh: Mesh | None = None
-    _not_compared = ("axis_types_span", "layout_span", "rename_span", "model", "model_span",
+    logical_axes: tuple[LogicalAxis, ...] = ()
+    logical_span: Span | None = None
+    _not_compared = ("logical_span", "axis_types_span", "layout_span", "rename_span", "model", "model_span",
                      "state_span", "sources", "diagnostics", "written_mesh")
     _not_shown = ("sources", "diagnostics")
 
@@ -397,8 +468,19 @@ def layout_text(layout: Alternative | Sequence[Dim], *, replicated_word: bool = 
     return "(" + ", ".join(parts) + ")"
 
 
+def named_layout_text(dims: Sequence[Dim], names: Sequence[str | None]) -> str:
+    """A resolved layout with each dimension's logical name beside its mesh axes, as the
+    reports show it (`planc explain`, the HTML page, the editor's hover).
+
+    >>> named_layout_text((Dim(("fsdp",)), UNSPLIT, Dim(("tp",))), ("embed", None, "mlp"))
+    '(embed:fsdp, _, mlp:tp)'
+    """
+    parts = [_dim_text(Dim(d.axes, d.block)) for d in dims]
+    return "(" + ", ".join(p if n is None else f"{n}:{p}" for n, p in zip(names, parts)) + ")"
+
+
 def _dim_text(d: Dim) -> str:
-    axes = d.axes
+    axes = d.written or d.axes
     if len(axes) == 1 and d.block == 1:  # most dims
         return axes[0]
     if not axes:

@@ -241,6 +241,33 @@ class Plan:
         (a `ConstraintNote` warning) and `x` unchanged."""
         return self._activations().constrain(self._ir, x, name, mesh)
 
+    def logical_constraint(self, x, names, mesh=None):
+        """`x` laid out by the logical names of its dimensions, read through the plan's
+        `axes` table, as `flax.linen.with_logical_constraint` does with its rules; one
+        edit of the table moves parameters and activations together. A name with no
+        entry (P101), names that do not fit the rank (P344) or axes that do not divide the
+        value (P317) raise `PlanError`.
+
+        >>> import jax.numpy as jnp, planc
+        >>> plan = planc.loads("mesh(data = 2, tp = 4)\\nmodel_parallel(batch = data)\\n"
+        ...                    "axes { batch -> data  mlp -> tp }")
+        >>> tuple(plan.logical_constraint(jnp.ones((8, 16)), ("batch", "mlp")).sharding.spec)
+        ('data', 'tp')
+        """
+        return self._activations().logical_constraint(self._ir, x, names, mesh)
+
+    def logical_spec(self, names, shape=None):
+        """The `PartitionSpec` of an array whose dimensions are named `names`, through the
+        `axes` table (as `flax.linen.logical_to_mesh_axes`); with `shape`, checked to divide.
+
+        >>> import planc
+        >>> tuple(planc.loads("mesh(fsdp = 4, tp = 2)\\nmodel_parallel(batch = fsdp)\\n"
+        ...                   "axes { embed -> fsdp  mlp -> fsdp  mlp -> tp }"
+        ...                   ).logical_spec(("embed", "mlp")))
+        ('fsdp', 'tp')
+        """
+        return self._activations().logical_spec(self._ir, names, shape)
+
     def activation_spec(self, name: str, rank: int, mesh=None):
         """The `PartitionSpec` the `outputs` rules give a value `name` of `rank`, or None."""
         return self._activations().activation_spec(self._ir, name, rank, mesh)

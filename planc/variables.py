@@ -41,9 +41,12 @@ def itemsize(dtype: str) -> float:
     return _ITEMSIZE.get(dtype, 4)
 
 
-class Variable(namedtuple("Variable", ("path", "shape", "dtype"), defaults=("float32",))):
-    """One model variable as planc sees it: its `path` (str), `shape` (a tuple of ints)
-    and `dtype` (a numpy-style name, "float32" unless given).
+class Variable(namedtuple("Variable", ("path", "shape", "dtype", "names"),
+                          defaults=("float32", None))):
+    """One model variable as planc sees it: its `path` (str), `shape` (a tuple of ints),
+    `dtype` (a numpy-style name, "float32" unless given) and `names`, the logical names of
+    its dimensions where the model carries them (a tuple of str or None per dimension, as
+    Flax's `nnx.with_partitioning` sets them; None when it carries none).
 
     A named tuple: every source builds one per variable, a hundred thousand for a large
     model, and a tuple is built in one step where a frozen dataclass writes each field

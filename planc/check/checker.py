@@ -7,7 +7,7 @@ statements come from `planc.syntax.includes`, includes already inlined.
 
 The checker is one object in parts, each a module by the job it does: `base` (what every
 part shares), `declarations` (params, mesh, distribution, modes), `rules` (layout,
-outputs and rename blocks) and `settings` (budget, checks, cluster); this module drives
+outputs and rename blocks), `axes` (the logical-name table) and `settings` (budget, checks, cluster); this module drives
 them and assembles the IR.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from planc import limits
+from planc.check.axes import LogicalAxes
 from planc.check.declarations import Declarations
 from planc.check.overlaps import overlap_findings
 from planc.check.rules import Rules
@@ -58,7 +59,7 @@ def check_statements(collected: Collected, overrides: dict | None = None) -> Pla
 # compiled by `re` when first used (few plans need it), not on every import.
 
 
-class _Checker(Declarations, Rules, Settings):
+class _Checker(Declarations, LogicalAxes, Rules, Settings):
     """One plan's statements -> IR, gathering every diagnostic on the way."""
 
     def run(self, collected: Collected) -> PlanIR:
@@ -84,6 +85,7 @@ class _Checker(Declarations, Rules, Settings):
         mesh = self._slices(statements, params, mesh)
         axis_types = self._axis_types(statements, mesh)
         batch_axes = self._batch_axes(dist_stmt, distribution, mesh)
+        self.ir_table = self._logical_axes(statements, mesh)
         match = self._mode(statements.match, "match", ("full", "search"), "full")
         overlap = self._mode(statements.overlap, "overlap", ("error", "first"), "error")
         # Counted before any pattern is compiled, so a flood of rules costs no regex work.
@@ -120,6 +122,8 @@ class _Checker(Declarations, Rules, Settings):
             rename_span=_header(statements.rename[0], "rename") if statements.rename else None,
             model=model, model_span=model_span, state=state, state_default=state_default,
             state_span=_header(statements.state[0], "state") if statements.state else None,
+            logical_axes=self.ir_table,
+            logical_span=_header(statements.axes[0], "axes") if statements.axes else None,
         )
 
     def _host_budget_used(self, budget, rules) -> None:

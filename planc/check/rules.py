@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 from planc import limits
-from planc.check.base import CheckerBase
+from planc.check.base import CheckerBase, listing
 from planc.diagnostics import Label, warning
-from planc.ir import Alternative, Dim, Layout, Mesh, Rename, Rule, layout_text
+from planc.ir import Alternative, Dim, Layout, Mesh, Rename, Rule, assign_logical, layout_text
 from planc.matching import check_pattern, nesting_too_deep
 from planc.matching.backtracking import exponential
 from planc.syntax import ast
@@ -180,6 +180,7 @@ class Rules(CheckerBase):
         dims = head  # `tail` once `...` is read
         ellipsis: ast.Ellipsis | None = None
         used: dict[str, ast.Name] = {}
+        named: dict[str, ast.Name] = {}  # logical names, resolved once all are read
         axes = self._axis_set(mesh)
         for entry in node.entries:
             kind = entry.__class__
@@ -198,15 +199,27 @@ class Rules(CheckerBase):
             names = []
             for n in entry.axes:
                 text = n.text
-                if text in axes and text not in used:
-                    used[text] = n
-                elif text not in axes:
-                    self._unknown_axis(n, mesh)
+                if text in axes:
+                    if text not in used:
+                        used[text] = n
+                    else:
+                        self.err("P104", f"axis `{text}` is used twice in one layout", n.span,
+                                 label="used again",
+                                 secondary=(Label(used[text].span, "first used here"),),
+                                 help="a mesh axis can split at most one dimension of a "
+                                      "variable")
+                elif text in self.logical:
+                    if text in named:
+                        self.err("P154", f"logical name `{text}` is used twice in one layout",
+                                 n.span, label="used again",
+                                 secondary=(Label(named[text].span, "first used here"),),
+                                 help="a logical name stands for one dimension of a variable "
+                                      "(Flax refuses it twice too); give the other dimension "
+                                      "its own name")
+                    else:
+                        named[text] = n
                 else:
-                    self.err("P104", f"axis `{text}` is used twice in one layout", n.span,
-                             label="used again",
-                             secondary=(Label(used[text].span, "first used here"),),
-                             help="a mesh axis can split at most one dimension of a variable")
+                    self._unknown_name(n, mesh)
                 names.append(text)
             if entry.block is None:  # most splits
                 dims.append(Dim(tuple(names), 1, entry.span))
@@ -217,7 +230,55 @@ class Rules(CheckerBase):
                          entry.block.span, label="not positive")
                 block = 1
             dims.append(Dim(tuple(names), block, entry.span))
+        if named:
+            head, tail = self._through_table(head, tail, named, used)
         return Alternative(tuple(head), ellipsis is not None, tuple(tail), False, node.span)
+
+
+    def _unknown_name(self, name: ast.Name, mesh: Mesh) -> None:
+        """P101 for a layout entry that is neither a mesh axis nor a logical name."""
+        if not self.logical:
+            self._unknown_axis(name, mesh)
+            return
+        hint = self._hint(name.text, mesh.names, tuple(self.logical))
+        self.err("P101", f"unknown mesh axis or logical name `{name.text}`", name.span,
+                 label="not in the mesh or the `axes` table",
+                 help=hint or f"the mesh axes are {listing(mesh.names)}, the logical names "
+                              f"{listing(tuple(self.logical))}")
+
+    def _through_table(self, head, tail, named, used):
+        """`head` and `tail` with every logical name turned into the mesh axes the `axes`
+        table gives it in this layout; P155 for a name whose every entry finds its axes
+        taken (it is not split, as Flax leaves it)."""
+        dims = head + tail
+        slots = [n for d in dims for n in d.axes if n in named]
+        got = dict(zip(slots, assign_logical(self.ir_table, slots, used)))
+        taker: dict[str, str] = {a: f"the mesh axis `{a}` written here" for a in used}
+        for name in slots:
+            for a in got[name] or ():
+                taker[a] = f"`{name}`"
+        for name in slots:
+            if got[name] is not None:
+                continue
+            entries = self.logical[name]
+            why = "; ".join(
+                f"`{e.text}`: " + ", ".join(f"`{a}` is taken by {taker[a]}"
+                                           for a in e.axes if a in taker)
+                for e in entries)
+            self.diags.append(warning(
+                "P155", f"`{name}` gets no mesh axis in this layout, and is not split: "
+                f"every entry's axes are taken ({why})", named[name].span,
+                label="not split", secondary=tuple(Label(e.span, "entry taken") for e in entries),
+                help=f"add a fallback entry `{name} -> ...` with free axes, or `{name} -> _` "
+                     "to say it is meant whole"))
+        out = []
+        for d in dims:
+            if not any(n in named for n in d.axes):
+                out.append(d)
+                continue
+            resolved = tuple(a for n in d.axes for a in (got[n] or () if n in named else (n,)))
+            out.append(Dim(resolved, d.block if resolved else 1, d.span, d.axes))
+        return out[:len(head)], out[len(head):]
 
 
 def _raw_offset(raw: str, value_offset: int) -> int:

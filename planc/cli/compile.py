@@ -1,7 +1,7 @@
 """`planc compile`: a plan as a file people run.
 
     planc compile PLAN [-D NAME=VALUE ...] [--model SRC] [--devices N]
-                  [--target jax|keras|torch|hf|json] [-o FILE]
+                  [--target jax|keras|torch|hf|flax|maxtext|json] [-o FILE]
 
 - `--target jax` (default) writes a Python module that needs only `jax`, `numpy` and
   `re` (`planc.targets.emit.jax_module`).
@@ -10,6 +10,9 @@
   placements (`planc.targets.emit.torch_module`).
 - `--target hf` writes the plan as a Hugging Face tensor-parallel plan, JSON
   (`planc.targets.emit.hf_plan`).
+- `--target flax` writes the `axes` table as Flax logical axis rules, a Python module
+  with no imports (`planc.targets.emit.flax_rules`); `--target maxtext` as MaxText config
+  settings, YAML (`planc.targets.emit.maxtext_config`).
 - `--target json` writes the resolved plan as JSON, schema `planc.compiled/1`
   (`planc.targets.emit.compiled_json`).
 
@@ -95,6 +98,14 @@ def _render(target: str, ir: PlanIR, resolution, output: str | None) -> str:
         from planc.targets.emit.hf_plan import hf_plan_text
 
         return hf_plan_text(ir, resolution)
+    if target == "flax":
+        from planc.targets.emit.flax_rules import module_text
+
+        return module_text(ir, resolution)
+    if target == "maxtext":
+        from planc.targets.emit.maxtext_config import config_text
+
+        return config_text(ir, resolution)
     from planc.targets.emit.codegen import import_name
 
     if target == "keras":

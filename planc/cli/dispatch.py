@@ -179,7 +179,7 @@ def _compile_parser(sub) -> None:
     p.add_argument("plan", metavar="PLAN")
     p.add_argument("--model", metavar="SRC")
     p.add_argument("--devices", metavar="N")
-    p.add_argument("--target", choices=("jax", "keras", "torch", "hf", "json"), default="jax")
+    p.add_argument("--target", choices=("jax", "keras", "torch", "hf", "flax", "maxtext", "json"), default="jax")
     p.add_argument("-o", "--output", metavar="FILE")
     _common(p)
 
@@ -209,11 +209,16 @@ def _suggest_parser(sub) -> None:
 
 def _import_plan_parser(sub) -> None:
     p = sub.add_parser("import", help="a plan from a Keras LayoutMap, a keras-hub "
-                       "get_layout_map, a Hugging Face tp plan or a rule list",
+                       "get_layout_map, a Hugging Face tp plan, a rule list, Flax logical "
+                       "axis rules or a MaxText config",
                        epilog=_MODULE_WARNING)
-    p.add_argument("source", metavar="SRC", help="module:attr (a LayoutMap or a keras-hub "
-                   "backbone class), a Hugging Face config.json, or a JSON rule list")
+    p.add_argument("source", metavar="SRC", help="module:attr (a LayoutMap, a keras-hub "
+                   "backbone class or Flax logical axis rules), a Hugging Face config.json, a "
+                   "JSON rule list, or a MaxText YAML config")
     p.add_argument("-o", "--output", metavar="PLAN.kd", help="write the plan here (atomically)")
+    p.add_argument("--from", dest="source_kind", choices=("flax", "maxtext"), default=None,
+                   help="what SRC is, where its form does not say: flax (logical axis rules "
+                   "as a JSON list of [name, axes] pairs), maxtext (a YAML config)")
     p.add_argument("--mesh", metavar="NAME=SIZE,...", help="the mesh, for sources that carry "
                    "none, e.g. batch=2,model=4 or tp=8")
     p.add_argument("--head", metavar="HEAD_PLAN", help="the Hugging Face head's tp plan: a "

@@ -1,5 +1,5 @@
-"""`planc import SRC [-o PLAN.kd] [--mesh ...] [--head ...] [--keras-version X.Y]
-[--model MSRC] [--devices N]`: a plan from what a user already has.
+"""`planc import SRC [-o PLAN.kd] [--from flax|maxtext] [--mesh ...] [--head ...]
+[--keras-version X.Y] [--model MSRC] [--devices N]`: a plan from what a user already has.
 
 The plan goes to stdout, or atomically to `-o`; warnings go to stderr. Exit 0 (written),
 1 (the source has faults, or the plan does not give the model the source's layouts:
@@ -24,7 +24,8 @@ def run(args) -> int:
     try:
         imported = import_plan(args.source, mesh=args.mesh, head=args.head,
                                keras_version=args.keras_version, model=args.model,
-                               devices=devices, command=_command(args), file=args.output)
+                               devices=devices, command=_command(args), file=args.output,
+                               source_kind=args.source_kind)
     except SourceProblem as exc:
         raise UsageError(str(exc)) from None
     if imported.diagnostics:
@@ -38,7 +39,7 @@ def _command(args) -> str:
     # The header of the plan records how it was made; where it was written, and the
     # model it was proved against, do not change it.
     parts = ["planc import", args.source]
-    for flag, value in (("--mesh", args.mesh), ("--head", args.head),
+    for flag, value in (("--from", args.source_kind), ("--mesh", args.mesh), ("--head", args.head),
                         ("--keras-version", args.keras_version), ("--devices", args.devices)):
         if value is not None:
             parts.append(f"{flag} {value}")

@@ -59,7 +59,20 @@ class DraftRule:
 
 
 @dataclass(frozen=True)
+class DraftAxis:
+    """One entry of the `axes` table: a logical `name`, the mesh `axes` it maps to, and
+    where in the source it came from."""
+
+    name: str
+    axes: tuple[str, ...]
+    origin: Span | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
 class Draft:
+    """`batch` is the plan text after `batch =` (an axis, or `(a, b)`); `slices` the
+    axes that span several slices, and how many; `logical` the `axes` table."""
+
     name: str
     header: tuple[str, ...]
     mesh: tuple[tuple[str, int | None], ...]
@@ -69,6 +82,8 @@ class Draft:
     rules: tuple[DraftRule, ...]
     outputs: tuple[DraftRule, ...] = ()
     default_replicated: bool = False
+    logical: tuple[DraftAxis, ...] = ()
+    slices: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,9 +161,17 @@ def text_of(draft: Draft) -> tuple[str, list[Diagnostic]]:
     lines.append(f"plan {draft.name}")
     sizes = ", ".join(f"{n} = {'auto' if s is None else s}" for n, s in draft.mesh)
     lines.append(f"mesh({sizes})")
+    if draft.slices:
+        lines.append("slices(" + ", ".join(f"{n} = {k}" for n, k in draft.slices) + ")")
     lines.append(f"model_parallel(batch = {draft.batch})")
     lines.append(f"match {draft.match}")
     lines.append(f"overlap {draft.overlap}")
+    if draft.logical:
+        from planc.syntax.printer import logical_target
+
+        lines.append("axes {")
+        lines += [f"    {e.name} -> {logical_target(e.axes)}" for e in draft.logical]
+        lines.append("}")
     for block, rules, default in (("layout", draft.rules, draft.default_replicated),
                                   ("outputs", draft.outputs, False)):
         if not rules and not (default and block == "layout"):

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from planc.diagnostics import Diagnostic, PlanError, error
 from planc.fileio import os_error_text
-from planc.importing import hf_config, keras_map, rule_list
-from planc.importing.draft import PLAN_NAME, write
+from planc.importing import hf_config, keras_map, logical_rules, maxtext, rule_list, yamlpos
+from planc.importing.draft import PLAN_NAME, Draft, plan_name, write
 from planc.importing.jsonpos import JsonSyntax, parse
 from planc.importing.meshspec import concrete, parse_mesh
 from planc.importing.problems import SourceProblem
@@ -47,16 +47,22 @@ class Imported:
 
 def import_plan(source, *, mesh: str | None = None, head: str | None = None,
                 keras_version: str | None = None, model=None, devices: int | None = None,
-                command: str | None = None, file: str | None = None) -> Imported:
+                command: str | None = None, file: str | None = None,
+                source_kind: str | None = None) -> Imported:
     """The plan of `source` (see the module docstring), as formatted text.
 
     `mesh` is `"NAME=SIZE,..."`, `head` a JSON file or JSON text with a Hugging Face
     head plan, `keras_version` the Keras the map was written for (default: installed),
     `model` any model source: the plan is then resolved against it and every variable
     must get the layout the source gives; `file` is where the plan will be written (its
-    diagnostics point there). Raises `PlanError` (located diagnostics, exit 1) or
-    `SourceProblem` (one line, exit 2).
+    diagnostics point there). `source_kind` says what `source` is where its form
+    does not: "flax" (logical axis rules: a JSON list, or `module:attr` naming a tuple)
+    or "maxtext" (a YAML config; the default for `.yml` and `.yaml`). Raises
+    `PlanError` (located diagnostics, exit 1) or `SourceProblem` (one line, exit 2).
     """
+    if source_kind not in (None, "flax", "maxtext"):
+        raise SourceProblem(f"--from {source_kind}: planc imports from flax or maxtext "
+                            "(other sources are recognised by their form)")
     if devices is not None and (not isinstance(devices, int) or devices <= 0):
         raise SourceProblem(f"--devices must be a positive integer, got {devices!r}")
     axes = parse_mesh(mesh) if mesh is not None else None
@@ -65,11 +71,15 @@ def import_plan(source, *, mesh: str | None = None, head: str | None = None,
     try:
         if isinstance(source, (str, os.PathLike)) and os.path.isfile(source):
             draft, found, expected, label = _from_file(os.fspath(source), axes, head,
-                                                       keras_version, command, sources)
+                                                       keras_version, command, sources,
+                                                       source_kind)
         else:
             if head is not None:
                 raise SourceProblem("--head is for Hugging Face configs only")
-            draft, expected, label = _from_keras(source, axes, keras_version, devices, command)
+            if source_kind == "maxtext":
+                raise SourceProblem(f"{_name_of(source)}: a MaxText config is a YAML file")
+            draft, expected, label = _from_keras(source, axes, keras_version, devices, command,
+                                                 source_kind)
             found = []
         written = write(draft, file or PLAN_NAME)
         sources.update(written.sources)
@@ -126,10 +136,21 @@ def _json(path: str, sources: dict):
                                exc.span),), sources) from None
 
 
-def _from_file(path, axes, head, keras_version, command, sources):
+def _from_file(path, axes, head, keras_version, command, sources, source_kind=None):
     if keras_version is not None:
         raise SourceProblem("--keras-version is for Keras sources (module:attr) only")
+    if source_kind == "maxtext" or (source_kind is None and maxtext.is_maxtext_config(path)):
+        if head is not None:
+            raise SourceProblem("--head is for Hugging Face configs only")
+        draft = maxtext.draft(_yaml(path, sources), path, axes, command)
+        return draft, [], _logical_expected(draft), "MaxText's logical_axis_rules with Flax"
     root = _json(path, sources)
+    if source_kind == "flax":
+        if axes is None:
+            raise SourceProblem(f"{path} carries no mesh: give one with --mesh, e.g. "
+                                "--mesh fsdp=4,tp=2")
+        draft = _flax_draft(root, path, axes, command)
+        return draft, [], _logical_expected(draft), "Flax's logical_to_mesh_axes"
     if axes is None:
         raise SourceProblem(f"{path} carries no mesh: give one with --mesh, e.g. --mesh tp=8")
     if isinstance(root.value, list):
@@ -149,6 +170,44 @@ def _from_file(path, axes, head, keras_version, command, sources):
         if node is not None:
             styles.update({prefix + k.value: v.value for k, v in node.pairs})
     return draft, found, hf_styles.expected(styles, tp), "Hugging Face's tp plan"
+
+
+def _yaml(path: str, sources: dict):
+    text = _read(path)
+    sources[path] = text
+    try:
+        return yamlpos.parse(text, path)
+    except yamlpos.YamlSyntax as exc:
+        raise PlanError((error("P533", f"{os.path.basename(path)} is not YAML planc reads: "
+                               f"{exc.message}", exc.span),), sources) from None
+    except ImportError:
+        raise SourceProblem("reading a YAML config needs PyYAML: pip install 'planc[maxtext]'") \
+            from None
+
+
+def _logical_expected(draft: Draft):
+    """Flax's own answer for each variable, Flax imported only when a model is proved."""
+    want = None
+
+    def expected(variable):
+        nonlocal want
+        if want is None:
+            want = logical_rules.expected(draft.logical)
+        return want(variable)
+    return expected
+
+
+def _flax_draft(root, what: str, axes, command: str) -> Draft:
+    """The draft of Flax logical axis rules (`root`, a `[name, axes]` list) on `axes`."""
+    names = {n for n, _ in axes}
+    logical = logical_rules.entries_of(root, names, "the rules")
+    batch = next((e.axes for e in logical if e.name in ("batch", "activation_batch")), ())
+    batch = tuple(a for a in batch if a in names) or (axes[0][0],)
+    stem = os.path.splitext(os.path.basename(what.split(":")[-1]))[0]
+    return Draft(plan_name(stem), (f"written by `{command}`", "from Flax logical axis rules; "
+                                   "a model that names its dimensions is laid out by them"),
+                 tuple(axes), batch[0] if len(batch) == 1 else "(" + ", ".join(batch) + ")",
+                 "full", "error", (), logical=tuple(logical))
 
 
 def _head(head: str, sources: dict):
@@ -175,12 +234,20 @@ def _tp_axis(axes) -> str:
                         f"splits over one axis), got {', '.join(names)}")
 
 
-def _from_keras(source, axes, keras_version, devices, command):
+def _from_keras(source, axes, keras_version, devices, command, source_kind=None):
     if isinstance(source, os.PathLike) or (isinstance(source, str) and os.path.exists(source)):
         raise SourceProblem(f"{os.fspath(source)}: not a file a plan can be imported from "
                             "(a JSON config or rule list)")
     spec = _name_of(source)
     obj = keras_map.resolve(source) if isinstance(source, str) else source
+    if source_kind == "flax" or logical_rules.looks_like_rules(obj):
+        if axes is None:
+            raise SourceProblem(f"{spec} carries no mesh: give one with --mesh, e.g. "
+                                "--mesh fsdp=4,tp=2")
+        if keras_version is not None:
+            raise SourceProblem("--keras-version is for Keras sources only")
+        draft = _flax_draft(logical_rules.node_of(obj), spec, axes, command)
+        return draft, _logical_expected(draft), "Flax's logical_to_mesh_axes"
     version = keras_version or keras_map.installed_version()
     mode = keras_map.version_mode(version)
     layout_map, what, name = keras_map.layout_map_of(obj, spec, axes,

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from planc.diagnostics import CODES, Diagnostic, Span
-from planc.ir import PlanIR, Rule
+from planc.ir import PlanIR, Rule, named_layout_text
 from planc.syntax import Statements
 from planc.syntax.keywords import CONTEXTUAL, RESERVED
 
@@ -73,13 +73,17 @@ def rule_at(ir: PlanIR, file: str, line: int, column: int) -> Rule | None:
 
 
 def declarations(statements: Statements) -> dict[str, tuple[str, Span]]:
-    """Each axis and param name: ("axis" | "param", where it is declared)."""
+    """Each axis, param and logical name: ("axis" | "param" | "logical", where it is
+    declared; a logical name, at its first `axes` entry)."""
     out: dict[str, tuple[str, Span]] = {}
     for stmt in statements.params:
         out.setdefault(stmt.name.text, ("param", stmt.name.span))
     for mesh in statements.mesh:
         for decl in mesh.axes:
             out.setdefault(decl.name.text, ("axis", decl.name.span))
+    for section in statements.axes:
+        for rule in section.rules:
+            out.setdefault(rule.name.text, ("logical", rule.name.span))
     return out
 
 
@@ -109,6 +113,18 @@ def name_hover(word: str, kind: str, span: Span, ir: PlanIR | None) -> str:
                     f"\n\ndeclared at {where}")
         shown = "auto (sized by the device count)" if size is None else str(size)
         return f"**mesh axis** `{word}`: {shown} devices\n\ndeclared at {where}"
+    if kind == "logical":
+        entries = [e for e in ir.logical_axes if e.name == word] if ir is not None else []
+        if not entries:
+            return f"**logical name** `{word}`\n\ndeclared at {where}"
+        sizes = {a.name: a.global_size for a in ir.mesh.axes}
+        shown = []
+        for k, e in enumerate(entries):
+            axes = " x ".join(f"`{a}` ({sizes.get(a) or 'auto'})" for a in e.axes) or "not split"
+            shown.append(("- " if len(entries) > 1 else "") + axes
+                         + (" (a fallback, when the axes before are taken)" if k else ""))
+        return (f"**logical name** `{word}` maps to\n\n" + "\n".join(shown)
+                + f"\n\ndeclared at {where}")
     value = ir.param_dict.get(word) if ir is not None else None
     shown = "" if value is None else f" = {value!r}"
     return f"**param** `{word}`{shown}\n\ndeclared at {where}"
@@ -155,22 +171,34 @@ def rule_hover(rule: Rule, report=None, limit: int = 20) -> str:
     for a, shape, nbytes in rows[:limit]:
         shard = "?" if shape is None else "(" + ", ".join(map(str, shape)) + ")"
         full = "(" + ", ".join(map(str, a.variable.shape)) + ")"
-        lines.append(f"| `{a.variable.path}` | {full} {a.variable.dtype} | `{a.layout.text}` "
+        lines.append(f"| `{a.variable.path}` | {full} {a.variable.dtype} | `{_layout(a)}` "
                      f"| {shard} | {human_bytes(nbytes)} |")
     if len(rows) > limit:
         lines.append(f"\n... and {len(rows) - limit} more")
     return "\n".join(lines)
 
 
+def _layout(a) -> str:
+    """The layout of an assignment, each logical name beside its mesh axes
+    (`(embed:fsdp, mlp:tp)`), as `planc explain` shows it."""
+    from planc.resolve.report import logical_names
+
+    names = logical_names(a) if a.rule is not None else None
+    return a.layout.text if names is None else named_layout_text(a.layout.dims, names)
+
+
 def completions(ir: PlanIR | None, statements: Statements | None) -> list[tuple[str, str]]:
     """(label, kind) of everything a plan may write next: keywords, the layout words,
-    the axes and params declared (kind "keyword", "layout", "axis", "param")."""
+    the axes, params and logical names declared (kind "keyword", "layout", "axis",
+    "param", "logical")."""
     items = [(k, "keyword") for k in KEYWORDS if k != "replicated"]
     items += [(w, "layout") for w in LAYOUT_WORDS]
     names = declarations(statements) if statements is not None else {}
     if ir is not None:
         for axis in ir.mesh.names:
             names.setdefault(axis, ("axis", None))
+        for entry in ir.logical_axes:
+            names.setdefault(entry.name, ("logical", None))
     items += [(name, kind) for name, (kind, _) in sorted(names.items())]
     return items
 

@@ -251,7 +251,8 @@ def _definition(ls: PlancServer, params: t.DefinitionParams):
 
 
 _KINDS = {"keyword": t.CompletionItemKind.Keyword, "layout": t.CompletionItemKind.Constant,
-          "axis": t.CompletionItemKind.EnumMember, "param": t.CompletionItemKind.Variable}
+          "axis": t.CompletionItemKind.EnumMember, "param": t.CompletionItemKind.Variable,
+          "logical": t.CompletionItemKind.Field}
 
 
 @server.feature(t.TEXT_DOCUMENT_COMPLETION)

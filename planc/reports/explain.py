@@ -54,7 +54,7 @@ import sys
 
 from planc.diagnostics import severity_counts
 from planc.diagnostics.text import visible
-from planc.ir import Dim, layout_text
+from planc.ir import Dim, layout_text, named_layout_text
 from planc.resolve import Report, human_bytes, variable_dict
 from planc.variables import Variable
 
@@ -283,6 +283,8 @@ def _rule_cell(row: dict, plan_file: str | None = None) -> str:
     rule = row["rule"]
     if rule is None:
         return "-"
+    if rule.get("own_names"):
+        return "own names"
     if rule["pattern"] is None:
         return "default"
     if plan_file is not None and rule["file"] == plan_file:
@@ -294,6 +296,10 @@ def _layout_cell(row: dict) -> str:
     """`(model, _)`; `replicated` when no dimension is split, `()` for a scalar; ` on
     host` after a layout in host memory."""
     dims = [Dim.of(a, b) for a, b in zip(row["axes"], row["blocks"])]
+    logical = row.get("logical")
+    if logical:  # each logical name beside the mesh axes it took: `(embed:fsdp, mlp:tp)`
+        text = named_layout_text(dims, logical)
+        return text + " on host" if row.get("memory") == "host" else text
     text = layout_text(dims, replicated_word=True)
     return text + " on host" if row.get("memory") == "host" else text
 
@@ -417,7 +423,8 @@ def _plain_table(rows: list[dict], plan_file: str, marks: list[str] | None = Non
         return text
 
     def layout_of(row) -> str:
-        key = (tuple(map(_hashable, row["axes"])), tuple(row["blocks"]), row.get("memory"))
+        key = (tuple(map(_hashable, row["axes"])), tuple(row["blocks"]), row.get("memory"),
+               tuple(row.get("logical") or ()))
         text = layouts.get(key)
         if text is None:
             text = layouts[key] = _layout_cell(row)

@@ -57,7 +57,8 @@ def _short(value) -> str:
 
 _ROW_FIELDS = frozenset({"path", "shape", "dtype", "axes", "partition_spec", "blocks",
                          "shard_shape", "bytes", "bytes_per_device", "replicated", "rule",
-                         "alternative", "problem"})
+                         "alternative", "problem", "logical"})
+_OPTIONAL = {"problem", "logical"}
 
 
 def _row(row, i: int, seen: set) -> None:
@@ -74,7 +75,7 @@ def _row(row, i: int, seen: set) -> None:
     unknown = sorted(set(row) - _ROW_FIELDS)
     if unknown:
         raise SchemaProblem(f"{where} has a field planc does not write: `{_short(unknown[0])}`")
-    missing = [k for k in sorted(_ROW_FIELDS - {"problem"}) if k not in row]
+    missing = [k for k in sorted(_ROW_FIELDS - _OPTIONAL) if k not in row]
     if missing:
         raise SchemaProblem(f"{where} lacks `{missing[0]}`")
     _ints(row["shape"], f"{where}: shape", None)
@@ -92,9 +93,13 @@ def _row(row, i: int, seen: set) -> None:
         raise SchemaProblem(f"{where}: replicated is `{_short(row['replicated'])}`, not "
                             f"true or false")
     rule = row["rule"]
-    if rule is not None and not (isinstance(rule, dict) and set(rule) == {"file", "line",
-                                                                          "pattern"}):
+    if rule is not None and not (isinstance(rule, dict) and set(rule) - {"own_names"} == {
+            "file", "line", "pattern"} and rule.get("own_names", True) is True):
         raise SchemaProblem(f"{where}: rule is not null or {{file, line, pattern}}")
+    logical = row.get("logical", [])
+    if not isinstance(logical, list) or (logical and len(logical) != rank) or not all(
+            n is None or isinstance(n, str) for n in logical):
+        raise SchemaProblem(f"{where}: logical is not a name or null per dimension")
     if type(row["alternative"]) is not int or not -1 <= row["alternative"] <= _MAX:
         raise SchemaProblem(f"{where}: alternative is `{_short(row['alternative'])}`, not "
                             f"an integer >= -1")

@@ -25,8 +25,11 @@
       "bytes_per_device": 1048576,        # null while an `auto` size is unknown
       "replicated": false,
       "rule": {"file": "plans/gemma.kd", "line": 14, "pattern": "decoder_block..."}
-               # pattern null for `default`; the whole field null when no rule applied
+               # pattern null for `default`; the whole field null when no rule applied;
+               # "own_names": true when the variable's own logical names decided
       "alternative": 0                    # which `|` alternative was taken; -1: none fit
+      # Only where a dimension was laid out by a logical name (`axes`):
+      "logical": ["embed", "mlp", null],  # per dimension: the logical name, or null
       # Only for a plan with `state` rules or `on host` layouts (the memory is itemised):
       "memory": "device" | "host",        # where the variable is placed
       "state": {"axes": [...], "partition_spec": [...], "blocks": [...],
@@ -222,14 +225,18 @@ def variable_dict(a: Assignment, shard: tuple[int, ...] | None, per_device: int 
     common = cache.get(key)
     if common is None:
         rule = None
+        logical = None
         if a.rule is not None:
             span = a.rule.span
             rule = {"file": span.file if span else None,
                     "line": span.line if span else None, "pattern": a.rule.pattern}
+            if a.rule.is_own_names:
+                rule["own_names"] = True
+            logical = logical_names(a)
         common = cache[key] = (axes_json(a.layout.axes), list(a.layout.blocks),
-                               a.layout.is_replicated, rule)
-    axes, blocks, replicated, rule = common
-    return {
+                               a.layout.is_replicated, rule, logical)
+    axes, blocks, replicated, rule, logical = common
+    row = {
         "path": v.path,
         "shape": list(v.shape),
         "dtype": v.dtype,
@@ -243,6 +250,26 @@ def variable_dict(a: Assignment, shard: tuple[int, ...] | None, per_device: int 
         "rule": None if rule is None else dict(rule),
         "alternative": a.alternative,
     }
+    if logical is not None:
+        row["logical"] = list(logical)
+    return row
+
+
+def logical_names(a: Assignment) -> tuple | None:
+    """The logical name each dimension of `a`'s variable was laid out by (None for a
+    dimension without one), or None when no dimension has one: the layout's rule writes
+    none and the variable's own names did not decide."""
+    alts = a.rule.layout.alternatives
+    if a.alternative < 0 or a.alternative >= len(alts):
+        return None
+    dims = alts[a.alternative].expand(len(a.variable.shape))
+    if dims is None or not any(d.written for d in dims):
+        return None
+    out = []
+    for d in dims:
+        names = d.logical
+        out.append(None if not names else names[0] if len(names) == 1 else "+".join(names))
+    return tuple(out) if any(n is not None for n in out) else None
 
 
 def memory_dict(a: Assignment, slot: Assignment, slot_bytes: int | None, device: int | None,

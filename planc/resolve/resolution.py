@@ -136,6 +136,7 @@ class Reason(enum.Enum):
     ONLY = "only"  # exactly one rule matches
     FIRST = "first"  # several match; `overlap first` takes the first
     AMBIGUOUS = "ambiguous"  # several match under `overlap error`: P302, the first is used
+    OWN_NAMES = "own_names"  # none matches; the variable's own logical names, through `axes`
     DEFAULT = "default"  # none matches; `default` applies
     DATA_PARALLEL = "data_parallel"  # none matches; data_parallel replicates every variable
     LEFT_TO_XLA = "left_to_xla"  # no `outputs` rule names the activation
@@ -156,6 +157,9 @@ class Reason(enum.Enum):
         if self is Reason.AMBIGUOUS:
             return (f"{len(hits)} rules match under `overlap error`: an error (P302); the first "
                     "is used so the checks can go on")
+        if self is Reason.OWN_NAMES:
+            return ("no rule matches: the variable's own logical names, read through the "
+                    "`axes` table")
         if self is Reason.DEFAULT:
             return "no rule matches: `default` applies"
         if self is Reason.DATA_PARALLEL:

@@ -58,6 +58,14 @@ class Resolver:
         self._fit_cache, self._known = _caches_of(ir, section, len(self.rules))
         self._near_budget = Budget()
         self._near_rules: dict[str, Rule | None] = {}
+        # A variable's own logical names are read through the `axes` table in `layout`
+        # only (a slot mirrors its parameter; an activation has no names of its own).
+        self._reads_names = section == "layout" and bool(ir.logical_axes)
+        self._own = None
+        if self._reads_names:  # imported here: a plan without `axes` never needs it
+            from planc.resolve.own_names import OwnNames
+
+            self._own = OwnNames(ir)
 
     # -- one variable -----------------------------------------------------------------------
 
@@ -104,18 +112,22 @@ class Resolver:
             self._report_decision(Variable(path, ()), hits, rule, reason, problems)
         return rule, problems
 
-    def decide(self, path: str, hits: tuple[int, ...]) -> tuple[Rule | None, Reason]:
+    def decide(self, path: str, hits: tuple[int, ...], names=None
+               ) -> tuple[Rule | None, Reason]:
         """The rule that lays out `path` (None: none does, it stays replicated), and why.
 
         `hits` are the indices of the rules whose patterns match it, `matcher.match(path)`.
         A rule whose pattern is exactly the path wins outright; else the one match wins,
-        or, of several, the first (an error under `overlap error`); no match takes
+        or, of several, the first (an error under `overlap error`); no match takes the
+        variable's own logical `names` through the `axes` table where it has them, else
         `default`. Every answer the resolver gives is this decision.
         """
         literal = self.matcher.literal(path)
         if literal is not None:
             return self.rules[literal], Reason.LITERAL
         if not hits:
+            if names is not None:
+                return self._own.rule(names), Reason.OWN_NAMES
             if self.default is not None:
                 return self.default, Reason.DEFAULT
             # An activation no output rule names is left to XLA, a parameter no state
@@ -136,7 +148,8 @@ class Resolver:
         return rule, Reason.AMBIGUOUS
 
     def _winner(self, var: Variable, hits: tuple[int, ...], problems) -> Rule | None:
-        rule, reason = self.decide(var.path, hits)
+        names = self._own.usable(var, problems) if self._reads_names else None
+        rule, reason = self.decide(var.path, hits, names)
         self._report_decision(var, hits, rule, reason, problems)
         return rule
 
@@ -178,7 +191,11 @@ class Resolver:
                       f"\"{path}\", or write `overlap first` to let the first rule win"),
                 variable=path, rule=rules[0].where))
         elif reason is Reason.UNMATCHED:
-            problems.append(self._unmatched(var))
+            # Names that cannot be read (P344, just said) are why no layout applies.
+            if not any(p.code == "P344" for p in problems):
+                problems.append(self._unmatched(var))
+        elif reason is Reason.OWN_NAMES:
+            problems.extend(self._own.findings(rule, var))
 
     def _unmatched(self, var: Variable) -> Diagnostic:
         path = var.path
@@ -312,7 +329,9 @@ class Resolver:
         and the variable stays replicated), and why each alternative tried before it
         failed (every one, when none fits). Cached per rule and shape.
         """
-        key = (rule.index, rule.pattern is None, shape)
+        # A rule made from a variable's own names is known by those names: each resolver
+        # numbers its own, and the cache is shared by every resolver of the plan.
+        key = (rule.index, rule.pattern is None, rule.names, shape)
         cached = self._fit_cache.get(key)
         if cached is None:
             cached = self._fit_cache[key] = self._fit_uncached(rule, shape)
@@ -440,7 +459,10 @@ class Resolver:
         known = self._known
         literals = self.matcher._literals
         default = self.default
-        unmatched_key = None if default is None else -1
+        # A plan with an `axes` table sends a path no rule matches down the general path:
+        # the variable's own names, where it has them, come before `default`.
+        unmatched_key = None if default is None or self._reads_names else -1
+        usable = self._own.usable if self._reads_names else None
         assignment_of = tuple.__new__
         for var in variables:
             path = var.path
@@ -486,7 +508,7 @@ class Resolver:
             for i in hits:
                 matched[i] += 1
             found: list[Diagnostic] = []
-            rule, reason = self.decide(path, hits)
+            rule, reason = self.decide(path, hits, usable(var, found) if usable else None)
             self._report_decision(var, hits, rule, reason, found)
             if rule is None:
                 assignment = Assignment(var, replicated(var.rank), None)

@@ -15,6 +15,7 @@ from planc.matching import Matcher
 from planc.resolve.memory import shard_bytes
 from planc.resolve.report import Report, axes_json
 from planc.resolve.resolver import Resolver
+from planc.resolve.resolution import Reason
 from planc.variables import Variable
 
 # What binding the plan to the device count found: shown with every trace.
@@ -52,14 +53,20 @@ def trace(resolver: Resolver, var: Variable) -> dict:
         rules.append({**_where(r), "matches": r.index in hits, "literal": r.index == literal,
                       "matches_other_mode": r.index in other})
     default = resolver.default
-    winner, reason = resolver.decide(path, hits)
+    names = resolver._own.usable(var, []) if resolver._own is not None else None
+    winner, reason = resolver.decide(path, hits, names)
+    why = reason.sentence(winner, hits, var.rank)
+    if names is not None and reason is not Reason.OWN_NAMES:
+        # Where a path rule and the variable's own names both apply, say which decided.
+        why += (f"; it overrides the variable's own logical names "
+                f"({', '.join('_' if n is None else n for n in names)})")
     info = {
         "path": path, "shape": list(var.shape), "dtype": var.dtype,
         "match": ir.match, "overlap": ir.overlap,
         "rules": rules,
         "default": None if default is None else {**_where(default),
                                                   "layout": default.layout.text},
-        "reason": reason.value, "why": reason.sentence(winner, hits, var.rank),
+        "reason": reason.value, "why": why,
         "winner": None if winner is None else _where(winner),
         "alternatives": [], "taken": None,
     }
@@ -67,6 +74,8 @@ def trace(resolver: Resolver, var: Variable) -> dict:
     if winner is not None:
         info["alternatives"], info["taken"] = _alternatives(resolver, winner, var)
     layout = assignment.layout
+    if names is not None:
+        info["names"] = list(names)
     info["axes"] = axes_json(layout.axes)
     info["layout"] = layout.text
     info["blocks"] = list(layout.blocks)

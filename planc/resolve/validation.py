@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from planc.check.binding import bind
 from planc.gc_pause import collector_paused
-from planc.diagnostics import Diagnostic, unique
+from planc.diagnostics import Diagnostic, note, unique
 from planc.ir import PlanIR
 from planc.progress import with_progress
 from planc.resolve.whole_model import (budget_findings, large_replicated_findings,
@@ -57,7 +57,32 @@ def _validate(ir: PlanIR, model, devices: int | None, progress: bool) -> Report:
         slots = slot_assignments(resolution.assignments, state.assignments)
     elif ir.itemised_memory:  # every slot mirrors its parameter
         slots = resolution.assignments
+    if ir.logical_axes:
+        found += unused_logical_names(ir, variables)
     return _finish(ir, resolution.assignments, found, devices, resolver, variables, slots)
+
+
+def unused_logical_names(ir: PlanIR, variables) -> list[Diagnostic]:
+    """P345 for each `axes` name that no rule's layout writes and no variable names."""
+    used = {n for v in variables if v.names for n in v.names}
+    for r in ir.rules + ir.state + ir.outputs + tuple(
+            d for d in (ir.default, ir.state_default, ir.outputs_default) if d is not None):
+        for alt in r.layout.alternatives:
+            for d in alt.head + alt.tail:
+                used.update(d.logical)
+    out = []
+    seen = set()
+    for e in ir.logical_axes:
+        if e.name in used or e.name in seen:
+            continue
+        seen.add(e.name)
+        out.append(note(
+            "P345", f"logical name `{e.name}` is written in no layout and named by no "
+            "variable of the model", e.span, label="no variable uses it",
+            help="an activation constrained by `plan.logical_constraint` may use it; "
+                 "otherwise remove the entry or correct the name (`planc explain` shows "
+                 "the names the model gives its variables)"))
+    return out
 
 
 def resolved(ir: PlanIR, model, devices: int | None = None) -> tuple:
@@ -103,7 +128,7 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
     get = cache.get
     hits = []
     append = hits.append
-    for (path, shape, dtype), layout, _, _ in assignments:
+    for (path, shape, dtype, _), layout, _, _ in assignments:
         key = (id(layout), shape, dtype)  # the assignments keep each layout alive
         hit = get(key)
         if hit is None:

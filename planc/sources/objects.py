@@ -81,12 +81,28 @@ def model_of_object(obj: Any, origin: str | None = None, *,
         return _call_abstractly(obj, origin, weights_names)
     if _is_variable_list(obj):
         return Model(finish(_checked_variables(obj, origin), origin))
+    if "flax" in sys.modules:
+        from planc.sources import flax
+
+        if flax.is_nnx(obj):
+            return Model(finish(_nnx_variables(flax.nnx_leaves(obj), origin), origin))
     if _is_keras_like(obj):
         variables = finish(_keras_variables(obj, origin), origin)
         return Model(variables, _weights_names(obj, origin) if weights_names else None)
     out: list[Variable] = []
     _walk(obj, None, out, origin, set())
     return Model(finish(out, origin))
+
+
+def _nnx_variables(leaves, origin: str) -> list[Variable]:
+    out = []
+    for path, value, names in leaves:
+        try:
+            shape, dtype = key_data_shape(value)
+            out.append(make_variable(path, shape, dtype)._replace(names=names))
+        except ValueError as e:
+            raise SourceError(f"{origin}: {e}") from None
+    return out
 
 
 def _weights_names(model: Any, origin: str):
@@ -108,9 +124,19 @@ def _is_variable_list(obj: Any) -> bool:
 
 def _checked_variables(variables, origin: str) -> list[Variable]:
     try:
-        return [make_variable(v.path, v.shape, v.dtype) for v in variables]
+        out = [make_variable(v.path, v.shape, v.dtype) for v in variables]
     except ValueError as e:
         raise SourceError(f"{origin}: {e}") from None
+    for i, v in enumerate(variables):
+        names = v.names
+        if names is None:
+            continue
+        if not isinstance(names, tuple) or not all(n is None or isinstance(n, str)
+                                                   for n in names):
+            raise SourceError(f"{origin}: `{v.path}` has names {names!r}: a tuple of logical "
+                              "names (str) or None, one per dimension")
+        out[i] = out[i]._replace(names=names)
+    return out
 
 
 def _is_keras_like(obj: Any) -> bool:
@@ -178,7 +204,7 @@ def _is_key_dtype(dtype: Any) -> bool:
         return str(dtype).startswith("key<")
 
 
-def _key_data_shape(leaf: Any) -> tuple[Any, Any]:
+def key_data_shape(leaf: Any) -> tuple[Any, Any]:
     # A typed PRNG key array (jax.random.key) has a dtype such as key<fry> that has no
     # byte size of its own; it is read as its key data, as jax.random.key_data gives it
     # and checkpoints store it: uint32 with the key's trailing dimension(s).
@@ -211,12 +237,15 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
             raise SourceError(f"{origin}: a single array has no path; put it in a dict "
                               f"to name it")
         try:
-            shape, dtype = _key_data_shape(obj)
+            shape, dtype = key_data_shape(obj)
             out.append(make_variable(path, shape, dtype))
         except ValueError as e:
             raise SourceError(f"{origin}: {e}") from None
         return
     if _is_static(obj):
+        return
+    if "flax" in sys.modules and _is_box(obj):
+        _walk_box(obj, path, out, origin, active)
         return
 
     children = _children(obj, path, origin)
@@ -246,7 +275,7 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
                             if type(d) is not int or d < 0:
                                 break
                         else:
-                            append(new_variable(Variable, (child_path, shape, name)))
+                            append(new_variable(Variable, (child_path, shape, name, None)))
                             continue
                 if _is_key_dtype(child.dtype):
                     _walk(child, child_path, out, origin, active)
@@ -259,6 +288,25 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
                 _walk(child, child_path, out, origin, active)
     finally:
         active.discard(id(obj))
+
+
+def _is_box(obj: Any) -> bool:
+    from planc.sources.flax import is_linen_box
+
+    return is_linen_box(obj)
+
+
+def _walk_box(box: Any, path: str | None, out: list[Variable], origin: str,
+              active: set[int]) -> None:
+    """A Linen box is the variable it holds, at its own path, with the logical names a
+    `LogicallyPartitioned` gives it."""
+    from planc.sources.flax import logical_names_of_box
+
+    start = len(out)
+    _walk(box.value, path, out, origin, active)
+    names = logical_names_of_box(box)
+    if names is not None and len(out) == start + 1:
+        out[start] = out[start]._replace(names=names)
 
 
 def _is_dataclass(obj: Any) -> bool:
@@ -420,9 +468,17 @@ def _call_abstractly(fn: Callable[[], Any], spec: str, weights_names: bool) -> M
     captured: dict[str, Model] = {}
 
     def traced() -> None:
-        # The result is read inside the trace, so a Keras model (not a JAX type) can
-        # come back too, and nothing but shapes, dtypes and names ever leaves it.
-        captured["model"] = model_of_object(fn(), spec, weights_names=weights_names)
+        # The result is read inside the trace, so a Keras model or a Flax module (not
+        # JAX types) can come back too, and nothing but shapes, dtypes and names ever
+        # leaves it.
+        if "flax" in sys.modules:
+            from planc.sources.flax import building
+
+            with building():
+                built = fn()
+        else:
+            built = fn()
+        captured["model"] = model_of_object(built, spec, weights_names=weights_names)
 
     uids = _keras_uids()
     try:

@@ -275,11 +275,25 @@ class RenameSection(Node):
     rules: tuple[RenameRule, ...]
 
 
+class LogicalRule(Node):
+    """`NAME -> AXES` of an `axes` table: the logical dimension `name` maps to the mesh
+    axes `axes` (major to minor; `()` for `_`, not split)."""
+
+    name: Name
+    axes: tuple[Name, ...] = ()
+
+
+class AxesSection(Node):
+    """`axes { NAME -> AXES ... }`: logical dimension names -> mesh axes, in table order."""
+
+    rules: tuple[LogicalRule, ...]
+
+
 Statement = (
     PlanStmt | ParamStmt | MeshStmt | SlicesStmt | AxisTypesStmt | DataParallelStmt
     | ModelParallelStmt | MatchStmt | OverlapStmt | LayoutSection | OutputsSection
     | StateSection | BudgetStmt
-    | CheckStmt | IncludeStmt | ClusterStmt | RenameSection | ModelStmt
+    | CheckStmt | IncludeStmt | ClusterStmt | RenameSection | ModelStmt | AxesSection
 )
 
 

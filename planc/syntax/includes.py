@@ -20,7 +20,7 @@ from planc.syntax.parser import parse
 
 
 _KINDS = ("plan", "params", "mesh", "slices", "axis_types", "distribution", "match", "overlap",
-          "layout", "outputs", "state", "budget", "checks", "cluster", "rename", "model")
+          "layout", "outputs", "state", "budget", "checks", "cluster", "rename", "model", "axes")
 
 
 class Statements:
@@ -79,7 +79,7 @@ _KIND = {
     ast.OverlapStmt: "overlap", ast.LayoutSection: "layout", ast.OutputsSection: "outputs",
     ast.StateSection: "state",
     ast.BudgetStmt: "budget", ast.CheckStmt: "checks", ast.ClusterStmt: "cluster",
-    ast.RenameSection: "rename", ast.ModelStmt: "model",
+    ast.RenameSection: "rename", ast.ModelStmt: "model", ast.AxesSection: "axes",
 }
 
 

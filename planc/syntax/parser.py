@@ -349,6 +349,23 @@ class _Builder:
     def rename_rule(self, items):
         return ast.RenameRule(self._span_of(items), items[0], items[2], tuple(items[3:]))
 
+    def axes_stmt(self, items):
+        return ast.AxesSection(self._between(items[0], items[-1]), tuple(items[2:-1]))
+
+    def logical_rule(self, items):
+        name, target = items[0], items[2]
+        return ast.LogicalRule(joined(name.span, target.span), name, target.axes)
+
+    def logical_one(self, items):
+        return _Target((items[0],), items[0].span)
+
+    def logical_none(self, items):
+        return _Target((), items[0].span)
+
+    def logical_many(self, items):
+        return _Target(tuple(i for i in items if isinstance(i, ast.Name)),
+                       self._between(items[0], items[-1]))
+
     def kwarg(self, items):
         return ast.KwArg(joined(items[0].span, items[2].span), items[0], items[2])
 
@@ -452,6 +469,15 @@ class _Spliced:
 
 
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+class _Target:
+    """What a logical name maps to, while its rule is built: the mesh axes and their span."""
+
+    __slots__ = ("axes", "span")
+
+    def __init__(self, axes: tuple, span: Span):
+        self.axes, self.span = axes, span
 
 
 class _BlockSize:

@@ -6,7 +6,7 @@ and after). It does not decide whether the result means what the input meant: th
 `planc.check.formatting`, which checks the printed text before `planc fmt` writes it.
 
 Canonical order: `plan`, `include`, `param`, `mesh`, `slices`, `axis_types`, the distribution,
-`match`, `overlap`, `budget`, `check`, `cluster`, `layout`, `state`, `outputs`, `rename`. The checker groups
+`match`, `overlap`, `budget`, `check`, `cluster`, `axes`, `layout`, `state`, `outputs`, `rename`. The checker groups
 statements by kind, so moving statements between kinds is safe, with one exception: an
 `include` inlines its statements where it stands, so moving a local statement across an
 include can change the order of params and rules. `include_safe_order` keeps every
@@ -25,13 +25,13 @@ INDENT = "    "
 _ORDER = (
     (ast.PlanStmt,), (ast.ModelStmt,), (ast.IncludeStmt,), (ast.ParamStmt,), (ast.MeshStmt,), (ast.SlicesStmt,),
     (ast.AxisTypesStmt,), (ast.DataParallelStmt, ast.ModelParallelStmt), (ast.MatchStmt,), (ast.OverlapStmt,),
-    (ast.BudgetStmt,), (ast.CheckStmt,), (ast.ClusterStmt,), (ast.LayoutSection,),
+    (ast.BudgetStmt,), (ast.CheckStmt,), (ast.ClusterStmt,), (ast.AxesSection,), (ast.LayoutSection,),
     (ast.StateSection,), (ast.OutputsSection,), (ast.RenameSection,),
 )
 _RANK = {cls: rank for rank, group in enumerate(_ORDER) for cls in group}
 # Statements printed as a braced section of one line per rule or setting.
 _SECTIONS = (ast.LayoutSection, ast.StateSection, ast.OutputsSection, ast.ClusterStmt,
-             ast.RenameSection)
+             ast.RenameSection, ast.AxesSection)
 _DURATION = r"([0-9_.]+)[ \t]*([a-z]+)"
 _SIZE = r"([0-9_]+)[ \t]*([A-Za-z]+)"  # compiled by `re` when a size is first printed
 
@@ -43,6 +43,14 @@ def canonical_text(module: ast.Module, text: str, order) -> str:
     `include_safe_order`); `text` gives integers as written and the blank lines.
     """
     return _Printer(text, module).render(order)
+
+
+def logical_target(axes) -> str:
+    """The mesh axes of an `axes` entry as a plan writes them: `_`, `fsdp`, `(data, fsdp)`."""
+    names = [a.text if hasattr(a, "text") else a for a in axes]
+    if not names:
+        return "_"
+    return names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
 
 
 # -- statement order --------------------------------------------------------------------------
@@ -241,7 +249,7 @@ class _Printer:
             return
         keyword = {ast.LayoutSection: "layout", ast.StateSection: "state",
                    ast.OutputsSection: "outputs", ast.ClusterStmt: "cluster",
-                   ast.RenameSection: "rename"}[type(stmt)]
+                   ast.RenameSection: "rename", ast.AxesSection: "axes"}[type(stmt)]
         items = list(stmt.rules if not isinstance(stmt, ast.ClusterStmt) else stmt.args)
         brace_line = self.brace_line(stmt)
         inside = [c for c in self.module.comments
@@ -280,6 +288,9 @@ class _Printer:
             lines = [" ".join([f"{h.ljust(width)} -> {self.string(r.template)}",
                                *(o.text for o in r.options)])
                      for h, r in zip(heads, items)]
+        elif isinstance(stmt, ast.AxesSection):
+            width = max((len(r.name.text) for r in items), default=0)
+            lines = [f"{r.name.text.ljust(width)} -> {logical_target(r.axes)}" for r in items]
         else:
             heads = [self.rule_head(r) for r in items]
             width = max((len(h) for h in heads), default=0)

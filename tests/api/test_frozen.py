@@ -72,7 +72,7 @@ def test_the_dataclasses_view_matches_the_fields():
     assert dataclasses.replace(split, grouped=True) == ast.Split(S1, split.axes, None, True)
     assert [(f.name, f.compare) for f in dataclasses.fields(Rule)] == [
         ("index", True), ("pattern", True), ("layout", True), ("span", False),
-        ("pattern_span", False), ("raw", True)]
+        ("pattern_span", False), ("raw", True), ("names", True)]
     assert {f.name for f in dataclasses.fields(PlanIR) if not f.repr} == {"sources",
                                                                          "diagnostics"}
 

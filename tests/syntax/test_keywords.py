@@ -29,11 +29,12 @@ def test_the_reserved_words_are_the_parsers_keyword_terminals_in_its_order():
     assert list(RESERVED) == words
 
 
-def test_model_and_state_are_the_contextual_keywords_and_are_not_reserved():
+def test_model_state_and_axes_are_the_contextual_keywords_and_are_not_reserved():
     found = [m.groups() for t in _terminals() if t.pattern.type == "re"
              for m in [_LOOKAHEAD.fullmatch(t.pattern.value)] if m]
-    assert sorted(w for w, _ in found) == sorted(w for w, _ in CONTEXTUAL) == ["model", "state"]
-    assert "model" not in RESERVED and "state" not in RESERVED
+    assert (sorted(w for w, _ in found) == sorted(w for w, _ in CONTEXTUAL)
+            == ["axes", "model", "state"])
+    assert not {"model", "state", "axes"} & set(RESERVED)
     lookahead = dict(CONTEXTUAL)
     model, state = "model" + lookahead["model"], "state" + lookahead["state"]
     assert re.match(model, 'model  "m.json"') and not re.match(model, "model = 2")
@@ -55,6 +56,13 @@ def test_a_reserved_word_cannot_name_a_plan(word):
         planc.loads(f"plan {word}\nmesh(batch = auto)\ndata_parallel\n")
 
 
+def test_axes_names_a_param_an_axis_and_the_logical_table():
+    plan = planc.loads("param n = 2\nmesh(axes = n)\nmodel_parallel(batch = axes)\n"
+                       "axes {\n  embed -> axes\n}\nlayout {\n  \"k\" -> (embed, _)\n}\n")
+    assert plan.mesh_axes["axes"] == 2
+    assert [(e.name, e.axes) for e in plan.ir.logical_axes] == [("embed", ("axes",))]
+
+
 def test_model_names_a_plan_and_an_axis():
     plan = planc.loads("plan model\nmesh(batch = auto, model = 2)\n"
                        "model_parallel(batch = batch)\nlayout {\n  \"k\" -> (_, model)\n}\n")
@@ -68,7 +76,7 @@ def test_statements_start_with_exactly_the_statement_keywords():
         new_parser().parse("->")
     expected = set(caught.value.expected)
     assert {word_of[t] for t in expected if t in word_of} == set(STATEMENT_KEYWORDS)
-    assert expected - set(word_of) == {"$END", "MODEL", "STATE"}
+    assert expected - set(word_of) == {"$END", "MODEL", "STATE", "AXES"}
 
 
 def test_names_planc_writes_avoid_exactly_the_reserved_words(tmp_path, capsys):

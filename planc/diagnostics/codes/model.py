@@ -79,8 +79,8 @@ ENTRIES = {
     'P311': dict(
         severity='error',
         title='layout the target cannot express',
-        what='a layout the target cannot express (several axes on one dimension outside JAX; `on host` or `state` rules on the Keras, torch and hf targets)',
-        why='The target cannot write this layout (for example several axes on one dimension outside JAX, a dimension over axes against the mesh order for DTensor, a layout that is no Hugging Face style for `--target hf`, or, for Keras and the torch and hf targets, a memory kind (`on host`) or an optimizer slot laid out apart from its parameter (`state`): Keras lays out slots itself, and the torch targets place parameters only).',
+        what='a layout the target cannot express (several axes on one dimension outside JAX; `on host` or `state` rules on the Keras, torch and hf targets; any path rule, or no `axes` table, on the flax and maxtext targets)',
+        why='The target cannot write this layout (for example several axes on one dimension outside JAX, a dimension over axes against the mesh order for DTensor, a layout that is no Hugging Face style for `--target hf`, or, for Keras and the torch and hf targets, a memory kind (`on host`) or an optimizer slot laid out apart from its parameter (`state`): Keras lays out slots itself, and the torch targets place parameters only; Flax\'s and MaxText\'s logical axis rules map names to mesh axes and never paths).',
         example='a multi-axis dimension on a non-JAX Keras backend; `((b, a), _)` on `mesh(a, b)` for `--target torch`; `state { ... }` for `--target keras`',
         fix='Use a layout the target can express (the help says which), or the JAX target.'),
     'P312': dict(
@@ -204,4 +204,25 @@ ENTRIES = {
         why='Its slots would be replicated in device memory whatever the `state` rules and `on host` layouts say: silently.',
         example='`plan.init(fn)` where `fn` returns `(encoder_params, decoder_params)`',
         fix='Pass the parameters the state belongs to; return groups of parameters as a dict or a list, not a 2-tuple.'),
+    'P343': dict(
+        severity='warning',
+        title='a variable\'s own logical name with no `axes` entry',
+        what='a variable that names its dimensions (Flax `nnx.with_partitioning`, Linen `LogicallyPartitioned`) with a name the plan\'s `axes` table has no entry for; the bytes it keeps whole are shown',
+        why='Flax leaves such a dimension unsplit without a word: a missing name replicates the variable silently.',
+        example='a kernel named `(\'embed\', \'hidden\')` and a table without `hidden`',
+        fix='Add an entry for the name (`hidden -> tp`), or `hidden -> _` to say it is meant whole.'),
+    'P344': dict(
+        severity='error',
+        title='a variable\'s logical names do not fit its rank',
+        what='a variable whose own logical names are more or fewer than its dimensions, or name one dimension twice',
+        why='Flax refuses such metadata when it shards; read as it stands, names would land on the wrong dimensions.',
+        example='a kernel of shape (8, 16) whose metadata says `(\'embed\',)`',
+        fix='Fix the names where the model sets them (`nnx.with_partitioning(init, (\'embed\', \'mlp\'))`), or lay the variable out with a path rule.'),
+    'P345': dict(
+        severity='note',
+        title='logical name that nothing uses',
+        what='an `axes` name that no layout writes and no variable of the model names',
+        why='A table entry for a dimension no variable has is a typo or a leftover that hides the name meant, unless an activation uses it (`plan.logical_constraint`), which lint cannot see: so a note.',
+        example='`axes { emebd -> fsdp }` for a model whose kernels name `embed`',
+        fix='Remove the entry, or correct the name.'),
 }

@@ -154,4 +154,11 @@ ENTRIES = {
         why='A page of that many rows would be tens of megabytes and slow to open.',
         example='an unstacked mixture of experts with a million expert weights',
         fix='Use `--format json` or the text table, which have no such limit, or `--var PATH` for one variable.'),
+    'P533': dict(
+        severity='error',
+        title='import source is not YAML planc reads',
+        what='a MaxText config (`.yml`, `.yaml`, or `--from maxtext`) that is not one YAML document',
+        why='The settings cannot be read, so no mesh or rule could be taken from them.',
+        example='`logical_axis_rules: [[embed, fsdp]` (a bracket left open)',
+        fix='Fix the YAML at the place shown.'),
 }

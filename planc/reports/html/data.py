@@ -40,7 +40,7 @@ from __future__ import annotations
 import os
 
 from planc.diagnostics.text import visible
-from planc.ir import Dim, layout_text
+from planc.ir import Dim, layout_text, named_layout_text
 
 __all__ = ["SCHEMA", "MAX_PAGE_VARIABLES", "MAX_DIAGNOSTICS", "shown", "explain_data",
            "aot_data"]
@@ -171,7 +171,8 @@ def variables_table(rows: list[dict], plan_file: str | None) -> dict:
     shapes, dtypes, layouts, rules = _Index(), _Index(), _Index(), _Index()
     out = []
     for r in rows:
-        layout = (_layout(r["axes"], r["blocks"]) if "axes" in r else None)
+        layout = (_layout(r["axes"], r["blocks"], logical=r.get("logical"))
+                  if "axes" in r else None)
         row = [shown(r["path"]), shapes.add(r["shape"]), dtypes.add(shown(r["dtype"])),
                layouts.add(layout), shapes.add(r.get("shard_shape")),
                r.get("bytes_per_device"), r.get("bytes"),
@@ -215,14 +216,18 @@ def _key(value):
     return value
 
 
-def _layout(axes: list, blocks: list, memory: str = "device") -> dict:
+def _layout(axes: list, blocks: list, memory: str = "device", logical=None) -> dict:
     dims = [Dim.of(a, b) for a, b in zip(axes, blocks)]
     # The table has one memory column, the parameter's: a slot's memory is said in its
     # layout, as the plan writes it (`replicated on host`).
     on = "" if memory == "device" else f" on {memory}"
+    if logical:  # each logical name beside its mesh axes, as `planc explain` writes it
+        text = named_layout_text(dims, logical)
+    else:
+        text = layout_text(dims, replicated_word=True)
     return {"axes": [None if a is None else [shown(n) for n in ([a] if isinstance(a, str) else a)]
                      for a in axes],
-            "text": shown(layout_text(dims, replicated_word=True) + on)}
+            "text": shown(text + on)}
 
 
 def _rule_text(rule: dict | None, plan_file: str | None) -> str:
@@ -233,6 +238,8 @@ def _rule_text(rule: dict | None, plan_file: str | None) -> str:
     where = "" if rule["file"] == plan_file else os.path.basename(rule["file"] or "")
     line = "" if rule["line"] is None else (f":{rule['line']}" if where else f"line {rule['line']}")
     at = where + line
+    if rule.get("own_names"):
+        return shown(f"its own logical names, through `axes` at {at}")
     if rule["pattern"] is None:
         return shown(f"default at {at}")
     return shown('"' + rule["pattern"].replace('"', '\\"') + f'" at {at}')

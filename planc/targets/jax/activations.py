@@ -27,7 +27,8 @@ from planc.targets.jax import sharding as target
 from planc.targets.jax.compat import require
 from planc.variables import Variable
 
-__all__ = ["use", "constrain", "activation_spec", "shard_map", "ConstraintNote"]
+__all__ = ["use", "constrain", "activation_spec", "shard_map", "ConstraintNote",
+           "logical_constraint", "logical_spec"]
 
 
 class ConstraintNote(UserWarning):
@@ -92,6 +93,74 @@ def constrain(ir: PlanIR, x, name: str, mesh=None):
         _warn(bound, missing)
         return x
     return target.place(x, target._shardings_of(bound, mesh, [assignment])[0])
+
+
+def logical_constraint(ir: PlanIR, x, names, mesh=None):
+    """`x` laid out by the logical names of its dimensions, through the plan's `axes`
+    table (as `flax.linen.with_logical_constraint` does with its rules)."""
+    mesh, bound = target._mesh(ir, mesh)
+    layout = _logical_layout(bound, names, _shape_of(x))
+    return target.place(x, target._shardings_of(bound, mesh, [layout])[0])
+
+
+def logical_spec(ir: PlanIR, names, shape=None) -> PartitionSpec:
+    """The `PartitionSpec` the `axes` table gives an array whose dimensions are named
+    `names` (as `flax.linen.logical_to_mesh_axes`); with `shape`, checked to divide."""
+    names = _names(names)
+    shape = tuple(shape) if shape is not None else None
+    if shape is None:
+        bound, fits = ir, False
+    else:
+        bound, fits = target._ir_for_devices(ir), True
+    assignment = _logical_layout(bound, names, shape if fits else (0,) * len(names))
+    return target._spec(assignment.layout)
+
+
+def _names(names) -> tuple:
+    if isinstance(names, str) or not isinstance(names, (tuple, list)) or not all(
+            n is None or isinstance(n, str) for n in names):
+        raise TypeError("names must be a tuple of logical names (str) or None, one per "
+                        f"dimension, not {names!r}")
+    return tuple(names)
+
+
+def _logical_layout(ir: PlanIR, names, shape):
+    """The assignment of a value of `shape` whose dimensions are named `names`: every
+    name must have an `axes` entry (P101), one per dimension (P344), and the axes they
+    take must divide the value (P317)."""
+    from planc.diagnostics.did_you_mean import did_you_mean
+    from planc.resolve.own_names import OwnNames
+
+    names = _names(names)
+    if not ir.logical_axes:
+        raise PlanError((error("P101", "the plan has no `axes` table to read logical names "
+                               "through", ir.anchor, help="add `axes { NAME -> AXES ... }` "
+                               "mapping each logical name to mesh axes"),), ir.source_dict)
+    own = OwnNames(ir)
+    problems: list = []
+    value = Variable("the value", shape, "float32", names)
+    for n in names:
+        if n is not None and n not in own.entries:
+            hint = did_you_mean(n, list(own.entries))
+            problems.append(error("P101", f"unknown logical name `{n}`: the `axes` table has "
+                                  "no entry for it", ir.logical_span,
+                                  help=hint or f"add `{n} -> AXES` (or `{n} -> _`) to the table"))
+    usable = own.usable(value, problems)
+    if problems:
+        raise PlanError(tuple(problems), ir.source_dict)
+    resolver = target._resolver(ir)
+    rule = own.rule(usable)
+    layout, alt, misfits = resolver.fit(rule, shape)
+    if alt < 0:
+        raise PlanError(tuple(error(
+            "P317", f"a value of shape {list(shape)} named {rule.layout.text} does not fit: "
+            + resolver.indivisible_text(rule.layout.alternatives[0], value, m), ir.logical_span,
+            label="the table it is laid out by",
+            help="reshape the value, or give the name a fallback entry that divides it")
+            for m in misfits if m.dim is not None), ir.source_dict)
+    from planc.resolve.resolution import Assignment
+
+    return Assignment(value, layout, rule, alt)
 
 
 def activation_spec(ir: PlanIR, name: str, rank: int, mesh=None) -> PartitionSpec | None:

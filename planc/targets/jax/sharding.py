@@ -62,7 +62,7 @@ from planc.targets.emit.runtime.tree import _leaf_shape, _owners, _stray
 from planc.targets.expressible import indivisible_batch, scalar_batch
 from planc.targets.jax.compat import (axis_type, require, require_host_memory,
                                      require_host_outputs)
-from planc.targets.jax.paths import leaves_with_paths
+from planc.targets.jax.paths import leaves_with_paths, own_names
 from planc.variables import Variable
 
 __all__ = [
@@ -246,10 +246,15 @@ def tree_paths(tree) -> tuple[list[tuple[str, object]], object]:
     return leaves_with_paths(tree)
 
 
-def _resolve_leaves(ir: PlanIR, leaves, section: str = "layout") -> tuple[tuple, list]:
+def _resolve_leaves(ir: PlanIR, leaves, section: str = "layout", named=None
+                    ) -> tuple[tuple, list]:
     """The assignments of `[(path, leaf)]` by the plan's `section` rules, and the errors
-    found."""
-    resolution = _resolver(ir, section).resolve_all(_variables(leaves))
+    found; `named` maps paths to the logical names their Flax boxes give them."""
+    variables = _variables(leaves)
+    if named:
+        variables = [v._replace(names=named[v.path]) if v.path in named else v
+                     for v in variables]
+    resolution = _resolver(ir, section).resolve_all(variables)
     errors = [d for d in resolution.diagnostics if d.is_error]
     return resolution.assignments, errors
 
@@ -269,7 +274,7 @@ def _variables(leaves) -> list[Variable]:
             shape = _leaf_shape(leaf)
             if type(raw) is tuple:
                 shapes[raw] = shape
-        append(new(Variable, (path, shape, "float32")))
+        append(new(Variable, (path, shape, "float32", None)))
     return out
 
 
@@ -325,10 +330,12 @@ def _tree_assignments(ir: PlanIR, tree, params=None):
     its parameter's slot layout (see the module docstring)."""
     leaves, treedef = tree_paths(tree)
     if params is None:
-        assignments, errors = _resolve_leaves(ir, leaves)
+        named = own_names(tree) if ir.logical_axes else None
+        assignments, errors = _resolve_leaves(ir, leaves, named=named)
         return treedef, leaves, assignments, errors
     param_leaves, _ = tree_paths(params)
-    slots, errors = _resolve_leaves(ir, param_leaves)
+    named = own_names(params) if ir.logical_axes else None
+    slots, errors = _resolve_leaves(ir, param_leaves, named=named)
     if ir.has_state_rules:
         state, state_errors = _resolve_leaves(ir, param_leaves, "state")
         errors += state_errors

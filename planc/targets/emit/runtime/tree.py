@@ -102,16 +102,25 @@ def _walk(node, path, emit):
             return
         prefix = path + "/" if path else ""
         for text, child in children:
-            _walk(child, prefix + text, emit)
+            _walk(child, prefix + text if text is not None else path, emit)
 
 
 def _children(node):
     """[(key text, child), ...] of a node JAX opens, from JAX one level deep; None when
-    JAX takes `node` as a leaf."""
+    JAX takes `node` as a leaf. A Flax box (an NNX variable, a Linen `Partitioned`),
+    which holds its array as `.value`, gives it the key None: the array takes the box's
+    own path, as Flax names it (`nnx.to_flat_state`, `nn.unbox`)."""
     flat, _ = jax.tree_util.tree_flatten_with_path(node, is_leaf=lambda n: n is not node)
     if len(flat) == 1 and flat[0][0] == () and flat[0][1] is node:
         return None
+    if len(flat) == 1 and _is_flax_box(node, flat[0][0]):
+        return [(None, flat[0][1])]
     return [(_key_text(keys[0]), child) for keys, child in flat]
+
+
+def _is_flax_box(node, keys):
+    return (type(node).__module__.startswith("flax.") and len(keys) == 1
+            and getattr(keys[0], "name", None) == "value")
 
 
 def _owners(tree, params, leaves, param_leaves):

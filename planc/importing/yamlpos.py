@@ -1,0 +1,66 @@
+"""YAML read with the place of every value: the same `Node` tree as `jsonpos` gives for
+JSON, so the importers read both alike and a bad entry gets a file:line:col diagnostic.
+
+PyYAML composes the document (its safe loader: no Python objects are built from tags) and
+constructs each node's value; marks become spans.
+
+>>> root = parse("rules:\\n  - [embed, fsdp]\\n", "c.yml")
+>>> root.get("rules").items[0].value, root.get("rules").items[0].span.line
+(['embed', 'fsdp'], 2)
+"""
+
+from __future__ import annotations
+
+from planc.diagnostics import Span
+from planc.importing.jsonpos import JsonSyntax, Node
+
+__all__ = ["parse", "YamlSyntax"]
+
+
+class YamlSyntax(JsonSyntax):
+    """Text that is not YAML, or a YAML document planc does not read: `message`, `span`."""
+
+
+def parse(text: str, file: str) -> Node:
+    """The tree of the one YAML document in `text`; raises `YamlSyntax` at a fault."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise YamlSyntax("the document is empty", Span(file, 1, 1, 1, 2))
+        return _node(loader, node, file, 0)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise YamlSyntax(" ".join(str(p) for p in (exc.context, exc.problem) if p),
+                         Span(file, line, col, line, col + 1)) from None
+    except yaml.YAMLError as exc:
+        raise YamlSyntax(str(exc).splitlines()[0], Span(file, 1, 1, 1, 2)) from None
+    finally:
+        loader.dispose()
+
+
+def _node(loader, node, file: str, depth: int) -> Node:
+    import yaml
+
+    if depth > 64:
+        raise YamlSyntax("nested more than 64 deep", _span(node, file))
+    span = _span(node, file)
+    value = loader.construct_object(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return Node(value, span, tuple(_node(loader, n, file, depth + 1) for n in node.value))
+    if isinstance(node, yaml.MappingNode):
+        return Node(value, span, (), tuple((_node(loader, k, file, depth + 1),
+                                            _node(loader, v, file, depth + 1))
+                                           for k, v in node.value))
+    return Node(value, span)
+
+
+def _span(node, file: str) -> Span:
+    s, e = node.start_mark, node.end_mark
+    end_line, end_col = e.line + 1, e.column + 1
+    if (end_line, end_col) <= (s.line + 1, s.column + 1):
+        end_line, end_col = s.line + 1, s.column + 2
+    return Span(file, s.line + 1, s.column + 1, end_line, end_col)

@@ -1,0 +1,145 @@
+"""`planc import` of MaxText configs and Flax logical axis rules into an `axes` table, and
+`planc compile --target maxtext | flax` back: the same table, and for every parameter of a
+MaxText-style model the same `PartitionSpec` as Flax's own `logical_to_mesh_axes`."""
+
+import json
+import sys
+from pathlib import Path
+
+import flax.linen as nn
+import pytest
+import yaml
+
+import planc
+from planc.cli import main
+
+DATA = Path(__file__).parent / "data"
+BASE = DATA / "maxtext_base.yml"
+TESTS = Path(__file__).parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _models_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS))
+
+
+def imported(tmp_path, capsys, *args) -> Path:
+    out = tmp_path / "imported.kd"
+    assert main(["import", *map(str, args), "-o", str(out)]) == 0, capsys.readouterr().err
+    return out
+
+
+def normal(spec):
+    return tuple(None if not e else (e,) if isinstance(e, str) else tuple(e) for e in spec)
+
+
+def test_a_maxtext_config_becomes_a_mesh_and_an_axes_table(tmp_path, capsys):
+    plan = planc.load_plan(imported(tmp_path, capsys, BASE))
+    assert plan.ir.mesh.names[:3] == ("data", "stage", "fsdp")
+    assert plan.ir.mesh.auto_axis.name == "fsdp" and plan.mesh_axes["tensor"] == 2
+    assert plan.ir.batch_axes == ("data", "fsdp", "fsdp_transpose", "expert")
+    embed = [e.axes for e in plan.ir.logical_axes if e.name == "embed"]
+    assert len(embed) == 4 and embed[-1] == ("fsdp", "sequence", "context", "expert")
+    assert [e.axes for e in plan.ir.logical_axes if e.name == "kv"] == [()]
+
+
+def test_the_imported_table_gives_every_parameter_flaxs_partition_spec(tmp_path, capsys):
+    plan = planc.load_plan(imported(tmp_path, capsys, BASE)).with_devices(8)
+    rules = tuple(tuple(r) for r in yaml.safe_load(BASE.read_text())["logical_axis_rules"])
+    rules = tuple((n, tuple(a) if isinstance(a, list) else a) for n, a in rules)
+    report = plan.validate("models_flax:nnx_decoder")
+    assert not report.errors and len(report.assignments) == 12
+    for a in report.assignments:
+        want = nn.logical_to_mesh_axes(a.variable.names, rules)
+        assert normal(a.layout.axes) == normal(want), a.variable.path
+
+
+def test_import_with_model_proves_the_plan_against_flax(tmp_path, capsys):
+    imported(tmp_path, capsys, BASE, "--model", "models_flax:nnx_decoder", "--devices", "8")
+    assert "P529" not in capsys.readouterr().err
+
+
+def test_compiling_to_maxtext_and_importing_again_is_the_same_plan(tmp_path, capsys):
+    first = imported(tmp_path, capsys, BASE)
+    out = tmp_path / "written.yml"
+    assert main(["compile", str(first), "--target", "maxtext", "-o", str(out)]) == 0
+    written = yaml.safe_load(out.read_text())
+    assert written["ici_fsdp_parallelism"] == -1 and written["ici_tensor_parallelism"] == 2
+    again = tmp_path / "again.kd"
+    assert main(["import", str(out), "-o", str(again)]) == 0
+    a, b = planc.load_plan(first).ir, planc.load_plan(again).ir
+    assert (a.mesh, a.logical_axes, a.batch_axes) == (b.mesh, b.logical_axes, b.batch_axes)
+    third = tmp_path / "third.yml"
+    assert main(["compile", str(again), "--target", "maxtext", "-o", str(third)]) == 0
+    # The same settings, byte for byte, below the header (which names the plan).
+    assert out.read_text().split("\n")[2:] == third.read_text().split("\n")[2:]
+
+
+def test_the_flax_target_is_a_module_flax_reads_with_the_same_answers(tmp_path, capsys):
+    plan_file = imported(tmp_path, capsys, BASE)
+    out = tmp_path / "rules_module.py"
+    assert main(["compile", str(plan_file), "--target", "flax", "-o", str(out)]) == 0
+    namespace: dict = {}
+    exec(compile(out.read_text(), str(out), "exec"), namespace)
+    plan = planc.load_plan(plan_file)
+    for names in (("embed", "mlp"), ("vocab", "embed"), ("embed", "q_heads", "kv"),
+                  ("layers", "embed", "mlp")):
+        assert normal(nn.logical_to_mesh_axes(names, namespace["LOGICAL_AXIS_RULES"])) == \
+            normal(plan.logical_spec(names))
+
+
+def test_flax_rules_from_python_and_from_json_give_one_plan(tmp_path, capsys):
+    (tmp_path / "my_rules.py").write_text(
+        'RULES = (("batch", "data"), ("embed", "fsdp"), ("mlp", ("tp",)), ("kv", None))\n')
+    (tmp_path / "rules.json").write_text(json.dumps(
+        [["batch", "data"], ["embed", "fsdp"], ["mlp", ["tp"]], ["kv", None]]))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from_py = imported(tmp_path, capsys, "my_rules:RULES", "--mesh", "data=2,fsdp=2,tp=2")
+        py_text = from_py.read_text()
+        from_json = imported(tmp_path, capsys, tmp_path / "rules.json", "--from", "flax",
+                             "--mesh", "data=2,fsdp=2,tp=2")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("my_rules", None)
+    a, b = planc.loads(py_text).ir, planc.load_plan(from_json).ir
+    assert a.logical_axes == b.logical_axes and a.batch_axes == ("data",)
+
+
+def test_a_rule_naming_an_axis_outside_the_mesh_points_into_the_yaml(tmp_path, capsys):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("mesh_axes: [data, fsdp]\nlogical_axis_rules: [\n  [embed, fsdp],\n"
+                   "  [mlp, tensor],\n]\n")
+    assert main(["import", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P525]: axis `tensor` is not in the mesh" in err and "bad.yml:4:9" in err
+
+
+def test_yaml_that_does_not_parse_is_P533_at_its_place(tmp_path, capsys):
+    bad = tmp_path / "broken.yml"
+    bad.write_text("mesh_axes: [data, fsdp]\nlogical_axis_rules: [[embed, fsdp]\n")
+    assert main(["import", str(bad), "-o", str(tmp_path / "out.kd")]) == 1
+    err = capsys.readouterr().err
+    assert "error[P533]" in err and "broken.yml:3:" in err
+    assert not (tmp_path / "out.kd").exists()
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("ici_fsdp_parallelism: 0", "`ici_fsdp_parallelism` must be a positive integer"),
+    ("ici_fsdp_parallelism: -1\nici_data_parallelism: -1", "two mesh axes are `-1`"),
+])
+def test_bad_parallelism_settings_are_refused(tmp_path, capsys, setting, message):
+    bad = tmp_path / "c.yml"
+    bad.write_text(f"mesh_axes: [data, fsdp]\n{setting}\nlogical_axis_rules: [[embed, fsdp]]\n")
+    assert main(["import", str(bad)]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_a_plan_with_path_rules_is_refused_by_the_flax_target_at_each_rule(tmp_path, capsys):
+    plan = tmp_path / "p.kd"
+    plan.write_text('mesh(fsdp = 2, tp = 4)\nmodel_parallel(batch = fsdp)\n'
+                    'axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (embed, tp)\n}\n')
+    out = tmp_path / "out.py"
+    assert main(["compile", str(plan), "--target", "flax", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P311]" in err and "p.kd:7:3" in err and not out.exists()
