@@ -25,7 +25,7 @@ _NOT_MEANING = {"file", "sources", "diagnostics", "layout_span", "rename_span", 
 # Fields added after fingerprints were first published: left out while empty, so a plan
 # that does not use them keeps the fingerprint it always had.
 _LEFT_OUT_EMPTY = {"renames", "axis_types", "peak", "state", "state_default", "host", "step",
-                   "logical_axes", "names"}
+                   "logical_axes", "names", "stages", "imbalance"}
 
 
 def _canonical(value):

@@ -273,12 +273,57 @@ def assign_logical(table: Sequence[LogicalAxis], names: Sequence[str | None],
     return tuple(out)
 
 
+class StageRule(Frozen):
+    r"""`"pattern" -> STAGE` of a `stages` block. `stage` is `("first",)`, `("last",)` or
+    an integer expression encoded as `planc.check.expression` encodes a `check`, where
+    `("group", N)` is the pattern's group N read as an integer and `/` divides to the
+    floor; `names` are the params and axis sizes it reads."""
+
+    index: int
+    pattern: str
+    stage: tuple
+    names: tuple[str, ...] = ()
+    span: Span | None = None
+    pattern_span: Span | None = None
+    raw: str | None = None
+    _not_compared = ("span", "pattern_span")
+
+    @property
+    def label(self) -> str:
+        return f'"{self.raw if self.raw is not None else self.pattern}"'
+
+
+class Stages(Frozen):
+    """`stages(AXIS, microbatches = N, schedule = S) { RULES }`: pipeline stages over mesh
+    axis `axis`. `schedule` is "gpipe", "1f1b" or "interleaved" (with `virtual` stages per
+    position); there are size(axis) x `virtual` stages, stage k on position k % size."""
+
+    axis: str
+    microbatches: int
+    schedule: str = "1f1b"
+    virtual: int = 1
+    rules: tuple[StageRule, ...] = ()
+    span: Span | None = None
+    _not_compared = ("span",)
+
+    def count(self, mesh: Mesh) -> int | None:
+        """The number of stages (None while the axis is `auto`)."""
+        size = mesh.size_of(self.axis)
+        return None if size is None else size * self.virtual
+
+    @property
+    def schedule_text(self) -> str:
+        return f"interleaved({self.virtual})" if self.schedule == "interleaved" else self.schedule
+
+
 class Budget(Frozen):
-    """`budget(per_device = SIZE, host = SIZE, state = K, peak = SIZE, step = DURATION)`,
-    sizes in bytes, None where not given (at least one is). `per_device` bounds the
-    variables' device bytes (times `state`), `host` their pinned-host bytes, `peak` the
-    compiled step's per-device peak (`planc aot`), `step` the predicted step time in
-    seconds (`planc cost`). `host_span` is where `host = SIZE` stands."""
+    """`budget(per_device = SIZE, host = SIZE, state = K, peak = SIZE, step = DURATION,
+    imbalance = PERCENT)`, sizes in bytes, None where not given (at least one is).
+    `per_device` bounds the variables' device bytes (times `state`), `host` their
+    pinned-host bytes, `peak` the compiled step's per-device peak (`planc aot`), `step`
+    the predicted step time in seconds (`planc cost`), `imbalance` (a fraction) the
+    largest pipeline stage over the mean, in time and in bytes. `host_span` is where
+    `host = SIZE` stands, `imbalance_span` where `imbalance = ...` does."""
 
     per_device: int | None
     state: int = 1
@@ -287,7 +332,9 @@ class Budget(Frozen):
     host: int | None = None
     host_span: Span | None = None
     step: float | None = None
-    _not_compared = ("span", "host_span")
+    imbalance: float | None = None
+    imbalance_span: Span | None = None
+    _not_compared = ("span", "host_span", "imbalance_span")
 
 
 class Check(Frozen):
@@ -348,6 +395,7 @@ class PlanIR(Frozen):
     statement); it is not part of the layout, so it leaves the fingerprint alone.
     `sources` are the source texts by file name, so diagnostics can be rendered later;
     `diagnostics` the warnings and notes found while checking (errors raise instead).
+    `stages` is the pipeline's `stages` statement (None without one).
     `logical_axes` is the `axes` table in file order (`logical_span`: where the first
     `axes` block starts); `assign_logical` reads it.
     `written_mesh` is the mesh as the plan writes it once `mesh` has `auto` resolved for a
@@ -385,6 +433,7 @@ class PlanIR(Frozen):
     written_mesh: Mesh | None = None
     logical_axes: tuple[LogicalAxis, ...] = ()
     logical_span: Span | None = None
+    stages: Stages | None = None
     _not_compared = ("logical_span", "axis_types_span", "layout_span", "rename_span", "model", "model_span",
                      "state_span", "sources", "diagnostics", "written_mesh")
     _not_shown = ("sources", "diagnostics")

@@ -268,6 +268,27 @@ class Plan:
         """
         return self._activations().logical_spec(self._ir, names, shape)
 
+    def pipeline(self, layer_fn, mesh=None):
+        """`run(stacked, inputs)`: `layer_fn(layer_params, x) -> x` scanned over the layers
+        stacked on the leading dimension of `stacked`, run as the plan's `stages` over its
+        pipeline axis, each of the plan's microbatches (the leading dimension of `inputs`)
+        in turn; the result, and its gradients, equal the plain scan's
+        (`planc.targets.jax.pipeline`).
+
+        >>> import jax, jax.numpy as jnp, planc
+        >>> plan = planc.loads("mesh(pipe = 2, data = 4)\\nmodel_parallel(batch = data)\\n"
+        ...                    "stages(pipe, microbatches = 4) { \\".*\\" -> 0 }")
+        >>> run = plan.pipeline(lambda w, x: jnp.tanh(x @ w))
+        >>> w, x = jnp.ones((4, 3, 3)) / 3, jnp.ones((4, 2, 3))
+        >>> scanned = jax.vmap(lambda x: jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None),
+        ...                                           x, w)[0])(x)
+        >>> bool(jnp.allclose(run(w, x), scanned))
+        True
+        """
+        from planc.targets.jax.pipeline import pipeline
+
+        return pipeline(self._ir, layer_fn, mesh)
+
     def activation_spec(self, name: str, rank: int, mesh=None):
         """The `PartitionSpec` the `outputs` rules give a value `name` of `rank`, or None."""
         return self._activations().activation_spec(self._ir, name, rank, mesh)
@@ -380,6 +401,22 @@ class Plan:
         `Replicate()`, one per mesh axis. Without `mesh`, `auto` takes its size from the
         job's process count. A layout DTensor cannot express is a P311 at its rule."""
         return self._torch().placements(self._ir, path, shape, mesh)
+
+    def pipeline_stages(self, module, mesh=None, device=None) -> list:
+        """This process's `torch.distributed.pipelining.PipelineStage`s of `module`: its
+        coordinate on the pipeline axis picks its stage (V of them for `interleaved(V)`),
+        each a copy of `module` keeping only the stage's modules, as `planc compile
+        --target torchtitan` lists them (`planc.targets.torch.pipeline`)."""
+        from planc.targets.torch.pipeline import pipeline_stages
+
+        return pipeline_stages(self._ir, module, mesh, device)
+
+    def pipeline_schedule(self, stages, loss_fn=None):
+        """The plan's schedule (`ScheduleGPipe`, `Schedule1F1B`,
+        `ScheduleInterleaved1F1B`) over `stages` with the plan's microbatches."""
+        from planc.targets.torch.pipeline import pipeline_schedule
+
+        return pipeline_schedule(self._ir, stages, loss_fn)
 
     def distribute_module(self, module, mesh=None):
         """`module` (a `torch.nn.Module`) with every parameter a DTensor placed by the plan,

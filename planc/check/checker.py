@@ -7,7 +7,8 @@ statements come from `planc.syntax.includes`, includes already inlined.
 
 The checker is one object in parts, each a module by the job it does: `base` (what every
 part shares), `declarations` (params, mesh, distribution, modes), `rules` (layout,
-outputs and rename blocks), `axes` (the logical-name table) and `settings` (budget, checks, cluster); this module drives
+outputs and rename blocks), `axes` (the logical-name table), `stages` (the pipeline)
+and `settings` (budget, checks, cluster); this module drives
 them and assembles the IR.
 """
 
@@ -21,6 +22,7 @@ from planc.check.declarations import Declarations
 from planc.check.overlaps import overlap_findings
 from planc.check.rules import Rules
 from planc.check.settings import Settings
+from planc.check.stages import StagesChecker
 from planc.diagnostics import Diagnostic, PlanError, Span, warning
 from planc.ir import PlanIR
 from planc.sources.module_attr import is_module_attr
@@ -59,7 +61,7 @@ def check_statements(collected: Collected, overrides: dict | None = None) -> Pla
 # compiled by `re` when first used (few plans need it), not on every import.
 
 
-class _Checker(Declarations, LogicalAxes, Rules, Settings):
+class _Checker(Declarations, LogicalAxes, Rules, Settings, StagesChecker):
     """One plan's statements -> IR, gathering every diagnostic on the way."""
 
     def run(self, collected: Collected) -> PlanIR:
@@ -108,6 +110,13 @@ class _Checker(Declarations, LogicalAxes, Rules, Settings):
         if budget is not None and budget.host is not None:
             self._host_budget_used(budget, (*rules, default, *state, state_default))
         checks = self._checks(statements, params, mesh)
+        stages = self._stages(statements, params, mesh)
+        if budget is not None and budget.imbalance is not None and stages is None \
+                and not statements.stages:
+            self.diags.append(warning(
+                "P164", "`imbalance` bounds pipeline stages, and this plan has no `stages`",
+                budget.imbalance_span, label="nothing to bound",
+                help="add `stages(AXIS, microbatches = N) { ... }`, or remove `imbalance =`"))
         cluster = self._cluster(statements, params)
         model, model_span = self._model(statements)
         return PlanIR(
@@ -122,7 +131,7 @@ class _Checker(Declarations, LogicalAxes, Rules, Settings):
             rename_span=_header(statements.rename[0], "rename") if statements.rename else None,
             model=model, model_span=model_span, state=state, state_default=state_default,
             state_span=_header(statements.state[0], "state") if statements.state else None,
-            logical_axes=self.ir_table,
+            logical_axes=self.ir_table, stages=stages,
             logical_span=_header(statements.axes[0], "axes") if statements.axes else None,
         )
 

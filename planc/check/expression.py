@@ -3,6 +3,10 @@
 The checker encodes the expression it has name-checked as nested tuples without spans:
 
     ("int", 8)  ("name", "model")  ("unary", "-", X)  ("binary", "%", X, Y)
+    ("group", 1)   (a stage rule's `\\1`, read from the environment as "\\1")
+
+`/` divides to the floor, as `//` does: stage expressions write `\\1 / 8`; a `check`
+refuses it (P163), where `//` says the same without a reader wondering.
 
 That encoding is what the IR holds, what two plans compare, and what `planc compile`
 writes into its modules. `_eval` is the evaluator of both: planc calls it, and the
@@ -26,6 +30,8 @@ def encode(node) -> tuple:
         return ("int", node.value)
     if isinstance(node, ast.Name):
         return ("name", node.text)
+    if isinstance(node, ast.GroupRef):
+        return ("group", node.number)
     if isinstance(node, ast.Paren):
         return encode(node.inner)
     if isinstance(node, ast.UnaryOp):
@@ -67,6 +73,8 @@ def _eval(node, env):
         return node[1]
     if kind == "name":
         return env[node[1]]
+    if kind == "group":
+        return env["\\" + str(node[1])]
     if kind == "unary":
         value = _eval(node[2], env)
         return (not value) if node[1] == "not" else -value
@@ -80,7 +88,7 @@ def _eval(node, env):
         raise ZeroDivisionError("`**` is not supported")
     value = {
         "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-        "//": lambda: a // b, "%": lambda: a % b, "==": lambda: a == b,
+        "//": lambda: a // b, "/": lambda: a // b, "%": lambda: a % b, "==": lambda: a == b,
         "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
         ">": lambda: a > b, ">=": lambda: a >= b,
     }[op]()

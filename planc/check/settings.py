@@ -4,13 +4,14 @@ as every name they read has a size) and the `cluster` settings."""
 from __future__ import annotations
 
 from planc.check.base import CheckerBase
+from planc.check.stages import refuse_in_check
 from planc.check.conditions import evaluate_check, sizes_env
 from planc.check.expression import encode, names_in
 from planc.ir import Budget, Check, Cluster, Mesh, Setting
 from planc.syntax import ast
 
 _CLUSTER_KEYS = ("coordinator", "processes", "process_id", "detect")
-_BUDGET_KEYS = ("per_device", "host", "state", "peak", "step")
+_BUDGET_KEYS = ("per_device", "host", "state", "peak", "step", "imbalance")
 
 
 class Settings(CheckerBase):
@@ -22,6 +23,7 @@ class Settings(CheckerBase):
             return None
         stmt = statements.budget[0]
         per_device, state, host, host_span, peak, step = None, 1, None, None, None, None
+        imbalance, imbalance_span = None, None
         for kw in stmt.args:
             key = kw.name.text
             if key == "per_device":
@@ -34,14 +36,17 @@ class Settings(CheckerBase):
                 peak = self._int_value(kw.value, params, "`peak`")
             elif key == "step":
                 step = self._duration_value(kw.value)
+            elif key == "imbalance":
+                imbalance, imbalance_span = self._percent_value(kw.value), kw.span
             else:
                 self.err("P119", f"unknown budget setting `{key}`", kw.name.span,
                          label="unknown", help=self._hint(key, _BUDGET_KEYS) or
                          "budget takes `per_device = SIZE`, `host = SIZE`, `peak = SIZE`, "
-                         "`step = DURATION` and `state = K`")
+                         "`step = DURATION`, `imbalance = PERCENT` and `state = K`")
         given = {kw.name.text for kw in stmt.args}
-        if per_device is None and host is None and peak is None and step is None:
-            if not given & {"per_device", "host", "peak", "step"}:
+        if (per_device is None and host is None and peak is None and step is None
+                and imbalance is None):
+            if not given & {"per_device", "host", "peak", "step", "imbalance"}:
                 self.err("P119", "`budget` needs `per_device = SIZE`, `host = SIZE`, "
                          "`peak = SIZE` or `step = DURATION`", stmt.span, label="no size",
                          help="e.g. `budget(per_device = 80 GB)`, `budget(peak = 16 GiB)` "
@@ -50,9 +55,20 @@ class Settings(CheckerBase):
             return None
         if any(k in given and v is None
                for k, v in (("per_device", per_device), ("host", host), ("peak", peak),
-                            ("step", step))):
+                            ("step", step), ("imbalance", imbalance))):
             return None  # the bad size is reported; no budget is checked half-read
-        return Budget(per_device, state, stmt.span, peak, host, host_span, step)
+        return Budget(per_device, state, stmt.span, peak, host, host_span, step, imbalance,
+                      imbalance_span)
+
+    def _percent_value(self, node) -> float | None:
+        """A positive share (a fraction) from a percent literal, or None after P112."""
+        if isinstance(node, ast.PercentLit) and node.value > 0:
+            return node.value
+        self.err("P112", "`imbalance` must be a positive share such as `10%`", node.span,
+                 label="zero" if isinstance(node, ast.PercentLit) else "not a share",
+                 help="the largest stage may be this much over the mean, in time and in "
+                      "bytes: `budget(imbalance = 10%)`")
+        return None
 
     def _duration_value(self, node) -> float | None:
         """A positive time in seconds from a duration literal, or None after a diagnostic."""
@@ -68,7 +84,8 @@ class Settings(CheckerBase):
         env = sizes_env(dict((k, v) for k, (_, v) in params.items()), mesh)
         for stmt in statements.checks:
             names = []
-            ok = self._check_names(stmt.expr, params, mesh, names)
+            ok = refuse_in_check(self, stmt.expr)
+            ok = self._check_names(stmt.expr, params, mesh, names) and ok
             if not ok:
                 continue
             check = Check(encode(stmt.expr), stmt.message.value,

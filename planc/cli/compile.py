@@ -1,7 +1,8 @@
 """`planc compile`: a plan as a file people run.
 
     planc compile PLAN [-D NAME=VALUE ...] [--model SRC] [--devices N]
-                  [--target jax|keras|torch|hf|flax|maxtext|json] [-o FILE]
+                  [--target jax|keras|torch|hf|flax|maxtext|megatron|torchtitan|json]
+                  [-o FILE]
 
 - `--target jax` (default) writes a Python module that needs only `jax`, `numpy` and
   `re` (`planc.targets.emit.jax_module`).
@@ -13,6 +14,10 @@
 - `--target flax` writes the `axes` table as Flax logical axis rules, a Python module
   with no imports (`planc.targets.emit.flax_rules`); `--target maxtext` as MaxText config
   settings, YAML (`planc.targets.emit.maxtext_config`).
+- `--target megatron` writes the plan's `stages` as Megatron-LM's
+  `pipeline_model_parallel_layout` (`planc.targets.emit.megatron_layout`),
+  `--target torchtitan` as torchtitan's `[parallelism]` settings
+  (`planc.targets.emit.torchtitan_parts`).
 - `--target json` writes the resolved plan as JSON, schema `planc.compiled/1`
   (`planc.targets.emit.compiled_json`).
 
@@ -106,6 +111,16 @@ def _render(target: str, ir: PlanIR, resolution, output: str | None) -> str:
         from planc.targets.emit.maxtext_config import config_text
 
         return config_text(ir, resolution)
+    if target == "torchtitan":
+        from planc.targets.emit.torchtitan_parts import toml_text
+
+        return toml_text(ir, [a.variable for a in resolution.assignments]
+                         if resolution is not None else None)
+    if target == "megatron":
+        from planc.targets.emit.megatron_layout import megatron_text
+
+        return megatron_text(ir, [a.variable for a in resolution.assignments]
+                             if resolution is not None else None)
     from planc.targets.emit.codegen import import_name
 
     if target == "keras":

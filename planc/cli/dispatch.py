@@ -179,7 +179,8 @@ def _compile_parser(sub) -> None:
     p.add_argument("plan", metavar="PLAN")
     p.add_argument("--model", metavar="SRC")
     p.add_argument("--devices", metavar="N")
-    p.add_argument("--target", choices=("jax", "keras", "torch", "hf", "flax", "maxtext", "json"), default="jax")
+    p.add_argument("--target", choices=("jax", "keras", "torch", "hf", "flax", "maxtext",
+                                        "megatron", "torchtitan", "json"), default="jax")
     p.add_argument("-o", "--output", metavar="FILE")
     _common(p)
 
@@ -216,9 +217,12 @@ def _import_plan_parser(sub) -> None:
                    "backbone class or Flax logical axis rules), a Hugging Face config.json, a "
                    "JSON rule list, or a MaxText YAML config")
     p.add_argument("-o", "--output", metavar="PLAN.kd", help="write the plan here (atomically)")
-    p.add_argument("--from", dest="source_kind", choices=("flax", "maxtext"), default=None,
-                   help="what SRC is, where its form does not say: flax (logical axis rules "
-                   "as a JSON list of [name, axes] pairs), maxtext (a YAML config)")
+    p.add_argument("--from", dest="source_kind", choices=("flax", "maxtext", "megatron"),
+                   default=None, help="what SRC is, where its form does not say: flax "
+                   "(logical axis rules as a JSON list of [name, axes] pairs), maxtext (a "
+                   "YAML config), megatron (SRC is a pipeline_model_parallel_layout string)")
+    p.add_argument("--layers", metavar="N", help="--from megatron: the model's transformer "
+                   "layers, each of which the layout must place")
     p.add_argument("--mesh", metavar="NAME=SIZE,...", help="the mesh, for sources that carry "
                    "none, e.g. batch=2,model=4 or tp=8")
     p.add_argument("--head", metavar="HEAD_PLAN", help="the Hugging Face head's tp plan: a "

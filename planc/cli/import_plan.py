@@ -25,7 +25,7 @@ def run(args) -> int:
         imported = import_plan(args.source, mesh=args.mesh, head=args.head,
                                keras_version=args.keras_version, model=args.model,
                                devices=devices, command=_command(args), file=args.output,
-                               source_kind=args.source_kind)
+                               source_kind=args.source_kind, layers=_layers(args.layers))
     except SourceProblem as exc:
         raise UsageError(str(exc)) from None
     if imported.diagnostics:
@@ -35,11 +35,21 @@ def run(args) -> int:
     return EXIT_OK
 
 
+def _layers(text):
+    if text is None:
+        return None
+    if not text.isdigit() or int(text) <= 0 or len(text) > 9:
+        raise UsageError(f"--layers expects a positive integer, got `{text}`")
+    return int(text)
+
+
 def _command(args) -> str:
     # The header of the plan records how it was made; where it was written, and the
     # model it was proved against, do not change it.
-    parts = ["planc import", args.source]
-    for flag, value in (("--from", args.source_kind), ("--mesh", args.mesh), ("--head", args.head),
+    parts = ["planc import", f'"{args.source}"' if args.source_kind == "megatron"
+             else args.source]
+    for flag, value in (("--from", args.source_kind), ("--layers", args.layers),
+                        ("--mesh", args.mesh), ("--head", args.head),
                         ("--keras-version", args.keras_version), ("--devices", args.devices)):
         if value is not None:
             parts.append(f"{flag} {value}")

@@ -84,6 +84,9 @@ class Draft:
     default_replicated: bool = False
     logical: tuple[DraftAxis, ...] = ()
     slices: tuple[tuple[str, int], ...] = ()
+    params: tuple[tuple[str, int | str], ...] = ()
+    stages: str | None = None  # the `stages(...)` head, as plan text
+    stage_rules: tuple[DraftRule, ...] = ()  # their layouts: each rule's stage, as text
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,9 @@ def text_of(draft: Draft) -> tuple[str, list[Diagnostic]]:
     problems = []
     lines = [f"# {_comment(h)}" if h else "#" for h in draft.header]
     lines.append(f"plan {draft.name}")
+    for name, value in draft.params:
+        shown = f'"{value}"' if isinstance(value, str) else str(value)
+        lines.append(f"param {name} = {shown}")
     sizes = ", ".join(f"{n} = {'auto' if s is None else s}" for n, s in draft.mesh)
     lines.append(f"mesh({sizes})")
     if draft.slices:
@@ -171,6 +177,16 @@ def text_of(draft: Draft) -> tuple[str, list[Diagnostic]]:
 
         lines.append("axes {")
         lines += [f"    {e.name} -> {logical_target(e.axes)}" for e in draft.logical]
+        lines.append("}")
+    if draft.stages is not None:
+        lines.append(draft.stages + " {")
+        for r in draft.stage_rules:
+            literal = quoted(r.pattern)
+            if literal is None:
+                problems.append(_unwritable(r))
+                continue
+            tail = f"  # {_comment(r.comment)}" if r.comment else ""
+            lines.append(f"    {literal} -> {r.layout}{tail}")
         lines.append("}")
     for block, rules, default in (("layout", draft.rules, draft.default_replicated),
                                   ("outputs", draft.outputs, False)):

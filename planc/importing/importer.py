@@ -48,7 +48,7 @@ class Imported:
 def import_plan(source, *, mesh: str | None = None, head: str | None = None,
                 keras_version: str | None = None, model=None, devices: int | None = None,
                 command: str | None = None, file: str | None = None,
-                source_kind: str | None = None) -> Imported:
+                source_kind: str | None = None, layers: int | None = None) -> Imported:
     """The plan of `source` (see the module docstring), as formatted text.
 
     `mesh` is `"NAME=SIZE,..."`, `head` a JSON file or JSON text with a Hugging Face
@@ -56,13 +56,19 @@ def import_plan(source, *, mesh: str | None = None, head: str | None = None,
     `model` any model source: the plan is then resolved against it and every variable
     must get the layout the source gives; `file` is where the plan will be written (its
     diagnostics point there). `source_kind` says what `source` is where its form
-    does not: "flax" (logical axis rules: a JSON list, or `module:attr` naming a tuple)
-    or "maxtext" (a YAML config; the default for `.yml` and `.yaml`). Raises
-    `PlanError` (located diagnostics, exit 1) or `SourceProblem` (one line, exit 2).
+    does not: "flax" (logical axis rules: a JSON list, or `module:attr` naming a tuple),
+    "maxtext" (a YAML config; the default for `.yml` and `.yaml`) or "megatron" (`source`
+    is a `pipeline_model_parallel_layout` string over `layers` transformer layers).
+    Raises `PlanError` (located diagnostics, exit 1) or `SourceProblem` (one line, exit 2).
     """
-    if source_kind not in (None, "flax", "maxtext"):
-        raise SourceProblem(f"--from {source_kind}: planc imports from flax or maxtext "
-                            "(other sources are recognised by their form)")
+    if source_kind not in (None, "flax", "maxtext", "megatron"):
+        raise SourceProblem(f"--from {source_kind}: planc imports from flax, maxtext or "
+                            "megatron (other sources are recognised by their form)")
+    if layers is not None and source_kind != "megatron":
+        raise SourceProblem("--layers is for --from megatron only")
+    if source_kind == "megatron":
+        return _from_megatron(source, mesh, layers, command or _command(
+            source, mesh, head, keras_version, devices), file, model, devices)
     if devices is not None and (not isinstance(devices, int) or devices <= 0):
         raise SourceProblem(f"--devices must be a positive integer, got {devices!r}")
     axes = parse_mesh(mesh) if mesh is not None else None
@@ -90,6 +96,27 @@ def import_plan(source, *, mesh: str | None = None, head: str | None = None,
         raise PlanError(tuple(exc.diagnostics), {**sources, **exc.sources}) from None
     if any(d.is_error for d in found):
         raise PlanError(tuple(found), sources)
+    return Imported(written.text, tuple(found), sources)
+
+
+def _from_megatron(text, mesh, layers, command, file, model, devices) -> Imported:
+    from planc.importing import megatron
+
+    if not isinstance(text, str):
+        raise SourceProblem("--from megatron takes the layout string itself, e.g. "
+                            "\"Et*3|(t*4|)*6,t*3L\"")
+    axes = parse_mesh(mesh) if mesh is not None else None
+    draft, sources = megatron.draft(text, layers, axes, command)
+    try:
+        written = write(draft, file or PLAN_NAME)
+    except PlanError as exc:
+        raise PlanError(tuple(exc.diagnostics), {**sources, **exc.sources}) from None
+    sources.update(written.sources)
+    found = []
+    if model is not None:
+        found = list(compare(written, model_variables(model), devices, None, "the layout"))
+        if any(d.is_error for d in found):
+            raise PlanError(tuple(found), sources)
     return Imported(written.text, tuple(found), sources)
 
 

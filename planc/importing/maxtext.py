@@ -64,9 +64,33 @@ def draft(root: Node, path: str, mesh, command: str) -> Draft:
                             if isinstance(k, str) and k.startswith("dcn_")):
         header += ("a `dcn_*_parallelism: -1` is read as one slice: the config does not say "
                    "how many the job runs on (write `slices(AXIS = N)` for more)",)
+    params, stages = _pipeline(root, dict(axes))
     return Draft(plan_name(os.path.splitext(os.path.basename(path))[0]), header, axes,
                  batch[0] if len(batch) == 1 else "(" + ", ".join(batch) + ")", "full",
-                 "error", (), logical=tuple(logical), slices=slices)
+                 "error", (), logical=tuple(logical), slices=slices, params=params,
+                 stages=stages)
+
+
+def _pipeline(root: Node, sizes: dict):
+    """`(params, stages head)` of MaxText's pipeline settings, or `((), None)` without a
+    pipeline (`stage` of size 1, or absent)."""
+    stage = sizes.get("stage")
+    if stage == 1 or "stage" not in sizes:
+        return (), None
+    problems: list = []
+    micro = _setting(root, "num_pipeline_microbatches", problems, allow_auto=True)
+    repeats = _setting(root, "num_pipeline_repeats", problems, allow_auto=False)
+    per = root.get("num_layers_per_pipeline_stage")
+    if problems:
+        raise PlanError(tuple(problems), {})
+    if micro == -1:  # MaxText's default: as many microbatches as stages
+        micro = stage
+    params = ()
+    if per is not None and isinstance(per.value, int) and not isinstance(per.value, bool) \
+            and stage is not None:
+        params = (("layers", per.value * stage * repeats),)
+    schedule = f"interleaved({repeats})" if repeats > 1 else "gpipe"
+    return params, f"stages(stage, microbatches = {micro}, schedule = {schedule})"
 
 
 def _mesh(root: Node):

@@ -53,8 +53,8 @@ def compare(written: Written, variables, devices: int | None, expected: Expected
     variables it covers, as planc reports 80 decoder layers). `source` names the source."""
     report = validate(written.ir, variables, devices)
     found = list(report.diagnostics)
-    if any(d.is_error for d in found):
-        return found
+    if any(d.is_error for d in found) or expected is None:
+        return found  # None: the source gives no layouts, only what the plan checks
     differences: dict[tuple, list] = {}
     for a in report.assignments:
         want = expected(a.variable)

@@ -93,6 +93,7 @@ class Report(Frozen):
     ir: PlanIR | None = None  # the plan as validated
     slots: tuple[Assignment, ...] = ()
     kinds: ItemisedBytes | None = None
+    stages: object = None  # a `planc.resolve.stages.StagePlan` when the plan has `stages`
     _not_compared = ("sources", "ir")
     _not_shown = ("shard_shapes", "bytes_per_device", "sources", "ir", "slots", "kinds")
 
@@ -208,6 +209,7 @@ class Report(Frozen):
             "memory": self.memory.to_dict(),
             "diagnostics": [diagnostic_dict(d) for d in self.diagnostics],
             "summary": severity_counts(self.diagnostics),
+            **({"stages": self.stages.to_dict()} if self.stages is not None else {}),
         }
 
 

@@ -143,8 +143,16 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
     kinds = None
     if slots:
         kinds = itemised_bytes(ir, assignments, per_device, slots, sizes)
+    staged = None
+    if ir.stages is not None and assignments:
+        from planc.resolve.stages import place_stages
+
+        staged = place_stages(ir, assignments, per_device, kinds.slot if kinds else None)
+        if staged is not None:
+            found += staged.diagnostics
+    positions = staged.positions_of_variables() if staged is not None else None
     memory = memory_summary(ir, assignments, per_device, sizes_of, replicated, total, count,
-                            len(variables), kinds)
+                            len(variables), kinds, positions)
     if resolver is not None:
         found += budget_findings(ir, memory)
         found += large_replicated_findings(ir, assignments, sizes_of, replicated, count, sizes)
@@ -158,4 +166,5 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
     mesh = {a.name: a.global_size for a in ir.mesh.axes}
     shown = devices if _is_count(devices) else count
     return Report(ir.name, ir.file, diags, tuple(assignments), shown, mesh, memory,
-                  tuple(shards), tuple(per_device), ir.source_dict, ir, tuple(slots), kinds)
+                  tuple(shards), tuple(per_device), ir.source_dict, ir, tuple(slots), kinds,
+                  staged)

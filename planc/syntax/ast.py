@@ -41,6 +41,26 @@ class DurationLit(Node):
     text: str
 
 
+class PercentLit(Node):
+    """A share such as `10%`; `value` is the fraction (0.1)."""
+
+    value: float
+    text: str
+
+
+class GroupRef(Node):
+    """`\\1` in a stage expression: the pattern's group `number`, read as an integer."""
+
+    number: int
+
+
+class CallValue(Node):
+    """A setting's value with an argument, as `interleaved(2)`."""
+
+    name: Name
+    arg: IntLit
+
+
 class StrLit(Node):
     """A raw string: `value` has `\\"` unescaped and every other backslash kept; `raw`
     is the characters between the quotes, exactly as written."""
@@ -275,6 +295,22 @@ class RenameSection(Node):
     rules: tuple[RenameRule, ...]
 
 
+class StageRule(Node):
+    """`"REGEX" -> STAGE` of a `stages` block: STAGE is `first`, `last` (names) or an
+    integer expression over the pattern's groups, params and axis sizes."""
+
+    pattern: StrLit
+    stage: Expr
+
+
+class StagesStmt(Node):
+    """`stages(AXIS, microbatches = N, schedule = S) { RULES }`: pipeline stages."""
+
+    axis: Name
+    args: tuple[KwArg, ...]
+    rules: tuple[StageRule, ...]
+
+
 class LogicalRule(Node):
     """`NAME -> AXES` of an `axes` table: the logical dimension `name` maps to the mesh
     axes `axes` (major to minor; `()` for `_`, not split)."""
@@ -294,6 +330,7 @@ Statement = (
     | ModelParallelStmt | MatchStmt | OverlapStmt | LayoutSection | OutputsSection
     | StateSection | BudgetStmt
     | CheckStmt | IncludeStmt | ClusterStmt | RenameSection | ModelStmt | AxesSection
+    | StagesStmt
 )
 
 

@@ -20,7 +20,7 @@ from planc.syntax.parser import parse
 
 
 _KINDS = ("plan", "params", "mesh", "slices", "axis_types", "distribution", "match", "overlap",
-          "layout", "outputs", "state", "budget", "checks", "cluster", "rename", "model", "axes")
+          "layout", "outputs", "state", "budget", "checks", "cluster", "rename", "model", "axes", "stages")
 
 
 class Statements:
@@ -80,6 +80,7 @@ _KIND = {
     ast.StateSection: "state",
     ast.BudgetStmt: "budget", ast.CheckStmt: "checks", ast.ClusterStmt: "cluster",
     ast.RenameSection: "rename", ast.ModelStmt: "model", ast.AxesSection: "axes",
+    ast.StagesStmt: "stages",
 }
 
 

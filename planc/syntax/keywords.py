@@ -12,7 +12,7 @@ stays the budget's setting (`budget(state = 3)`).
 >>> "layout" in RESERVED, "_" in RESERVED, "model" in RESERVED
 (True, True, False)
 >>> STATEMENT_KEYWORDS[:3], [word for word, _ in CONTEXTUAL]
-(('plan', 'param', 'mesh'), ['state', 'axes', 'model'])
+(('plan', 'param', 'mesh'), ['state', 'stages', 'axes', 'model'])
 """
 
 from __future__ import annotations

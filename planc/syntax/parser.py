@@ -147,7 +147,8 @@ class _Builder:
     def leaves(self) -> dict:
         """The terminals that become nodes: name -> f(text, start, end) -> node."""
         return {"NAME": self._name, "INT": self._int_lit, "SIZE": self._size,
-                "DURATION": self._duration,
+                "DURATION": self._duration, "PERCENT": self._percent,
+                "DIGITWORD": self._name, "GROUP": self._group,
                 "STRING": self._string, "AUTO": self._auto, "UNSPLIT": self._unsplit,
                 "ELLIPSIS": self._ellipsis, "REPLICATED": self._replicated}
 
@@ -193,6 +194,17 @@ class _Builder:
                                              else 0)) * _SECONDS[unit]
         return ast.DurationLit(span, value, text)
 
+    def _percent(self, text: str, start: int, end: int) -> ast.PercentLit:
+        span = self._at(start, end)
+        whole, _, fraction = text.rstrip("% \t").partition(".")
+        value = self._int(whole, span) + (int(fraction[:12]) / 10 ** len(fraction[:12])
+                                          if fraction else 0)
+        return ast.PercentLit(span, value / 100, text)
+
+    def _group(self, text: str, start: int, end: int) -> ast.GroupRef:
+        span = self._at(start, end)
+        return ast.GroupRef(span, self._int(text[1:], span))
+
     def _string(self, text: str, start: int, end: int) -> ast.StrLit:
         raw = text[1:-1]
         return ast.StrLit(self._at(start, end), _unescape(raw), raw)
@@ -230,6 +242,15 @@ class _Builder:
 
     def DURATION(self, t: Token):
         return self._duration(t.value, t.start_pos, t.end_pos)
+
+    def PERCENT(self, t: Token):
+        return self._percent(t.value, t.start_pos, t.end_pos)
+
+    def DIGITWORD(self, t: Token):
+        return self._name(t.value, t.start_pos, t.end_pos)
+
+    def GROUP(self, t: Token):
+        return self._group(t.value, t.start_pos, t.end_pos)
 
     def STRING(self, t: Token):
         return self._string(t.value, t.start_pos, t.end_pos)
@@ -365,6 +386,21 @@ class _Builder:
     def logical_many(self, items):
         return _Target(tuple(i for i in items if isinstance(i, ast.Name)),
                        self._between(items[0], items[-1]))
+
+    def stages_stmt(self, items):
+        # STAGES ( NAME (, kwarg)* ,? ) { stage_rule* }
+        axis = items[2]
+        args = tuple(i for i in items if isinstance(i, ast.KwArg))
+        rules = tuple(i for i in items if isinstance(i, ast.StageRule))
+        return ast.StagesStmt(self._between(items[0], items[-1]), axis, args, rules)
+
+    def stage_rule(self, items):
+        pattern, stage = items[0], items[2]
+        return ast.StageRule(joined(pattern.span, stage.span), pattern, stage)
+
+    def call(self, items):
+        return ast.CallValue(joined(items[0].span, self._token_span(items[-1])), items[0],
+                             items[2])
 
     def kwarg(self, items):
         return ast.KwArg(joined(items[0].span, items[2].span), items[0], items[2])

@@ -6,7 +6,7 @@ and after). It does not decide whether the result means what the input meant: th
 `planc.check.formatting`, which checks the printed text before `planc fmt` writes it.
 
 Canonical order: `plan`, `include`, `param`, `mesh`, `slices`, `axis_types`, the distribution,
-`match`, `overlap`, `budget`, `check`, `cluster`, `axes`, `layout`, `state`, `outputs`, `rename`. The checker groups
+`match`, `overlap`, `budget`, `check`, `cluster`, `axes`, `stages`, `layout`, `state`, `outputs`, `rename`. The checker groups
 statements by kind, so moving statements between kinds is safe, with one exception: an
 `include` inlines its statements where it stands, so moving a local statement across an
 include can change the order of params and rules. `include_safe_order` keeps every
@@ -25,13 +25,13 @@ INDENT = "    "
 _ORDER = (
     (ast.PlanStmt,), (ast.ModelStmt,), (ast.IncludeStmt,), (ast.ParamStmt,), (ast.MeshStmt,), (ast.SlicesStmt,),
     (ast.AxisTypesStmt,), (ast.DataParallelStmt, ast.ModelParallelStmt), (ast.MatchStmt,), (ast.OverlapStmt,),
-    (ast.BudgetStmt,), (ast.CheckStmt,), (ast.ClusterStmt,), (ast.AxesSection,), (ast.LayoutSection,),
+    (ast.BudgetStmt,), (ast.CheckStmt,), (ast.ClusterStmt,), (ast.AxesSection,), (ast.StagesStmt,), (ast.LayoutSection,),
     (ast.StateSection,), (ast.OutputsSection,), (ast.RenameSection,),
 )
 _RANK = {cls: rank for rank, group in enumerate(_ORDER) for cls in group}
 # Statements printed as a braced section of one line per rule or setting.
 _SECTIONS = (ast.LayoutSection, ast.StateSection, ast.OutputsSection, ast.ClusterStmt,
-             ast.RenameSection, ast.AxesSection)
+             ast.RenameSection, ast.AxesSection, ast.StagesStmt)
 _DURATION = r"([0-9_.]+)[ \t]*([a-z]+)"
 _SIZE = r"([0-9_]+)[ \t]*([A-Za-z]+)"  # compiled by `re` when a size is first printed
 
@@ -249,7 +249,10 @@ class _Printer:
             return
         keyword = {ast.LayoutSection: "layout", ast.StateSection: "state",
                    ast.OutputsSection: "outputs", ast.ClusterStmt: "cluster",
-                   ast.RenameSection: "rename", ast.AxesSection: "axes"}[type(stmt)]
+                   ast.RenameSection: "rename", ast.AxesSection: "axes",
+                   ast.StagesStmt: "stages"}[type(stmt)]
+        if isinstance(stmt, ast.StagesStmt):
+            keyword = f"stages({', '.join([stmt.axis.text] + [self.kwargs((a,)) for a in stmt.args])})"
         items = list(stmt.rules if not isinstance(stmt, ast.ClusterStmt) else stmt.args)
         brace_line = self.brace_line(stmt)
         inside = [c for c in self.module.comments
@@ -288,6 +291,10 @@ class _Printer:
             lines = [" ".join([f"{h.ljust(width)} -> {self.string(r.template)}",
                                *(o.text for o in r.options)])
                      for h, r in zip(heads, items)]
+        elif isinstance(stmt, ast.StagesStmt):
+            heads = [self.string(r.pattern) for r in items]
+            width = max((len(h) for h in heads), default=0)
+            lines = [f"{h.ljust(width)} -> {self.expr(r.stage)}" for h, r in zip(heads, items)]
         elif isinstance(stmt, ast.AxesSection):
             width = max((len(r.name.text) for r in items), default=0)
             lines = [f"{r.name.text.ljust(width)} -> {logical_target(r.axes)}" for r in items]
@@ -384,6 +391,10 @@ class _Printer:
             return self.string(v)
         if isinstance(v, ast.Name):
             return v.text
+        if isinstance(v, ast.PercentLit):
+            return v.text.replace(" ", "").replace("\t", "")
+        if isinstance(v, ast.CallValue):
+            return f"{v.name.text}({self.source(v.arg)})"
         if isinstance(v, ast.EnvCall):
             if v.default is None:
                 return f"env({self.string(v.var)})"
@@ -417,6 +428,8 @@ class _Printer:
             return self.source(e)
         if isinstance(e, ast.Name):
             return e.text
+        if isinstance(e, ast.GroupRef):
+            return f"\\{e.number}"
         if isinstance(e, ast.Paren):
             return f"({self.expr(e.inner)})"
         if isinstance(e, ast.UnaryOp):

@@ -88,7 +88,10 @@ def test_every_reserved_word_of_the_grammar_is_a_keyword():
     for word in RESERVED:
         [(tok, _)] = [(t, v) for t, v in PlancLexer().get_tokens(word) if v == word]
         assert tok in Keyword, word
-    assert sorted(w for w, _ in CONTEXTUAL) == ["model", "state"]
+    assert sorted(w for w, _ in CONTEXTUAL) == ["axes", "model", "stages", "state"]
+    for text, word in (("axes {", "axes"), ("stages(pipe)", "stages")):
+        toks = [(t, v) for t, v in PlancLexer().get_tokens(text) if v == word]
+        assert toks and toks[0][0] in Keyword, word
 
 
 def test_model_is_a_keyword_only_before_a_string():

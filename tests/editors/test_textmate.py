@@ -110,8 +110,10 @@ def test_every_reserved_word_of_the_grammar_gets_a_keyword_scope():
         want = "constant.language." if word in CONSTANT_WORDS else "keyword."
         assert (start, end) == (0, len(word)) and scope.startswith(want), (word, scope)
     for word, lookahead in CONTEXTUAL:
-        # What follows the word where it is a keyword: a string (`model`), a `{` (`state`).
-        after = next(a for a in ('"x"', "{") if re.match(word + lookahead, f"{word} {a}"))
+        # What follows the word where it is a keyword: a string (`model`), a `{` (`state`,
+        # `axes`), a `(` (`stages`).
+        after = next(a for a in ('"x"', "{", "(")
+                     if re.match(word + lookahead, f"{word} {a}"))
         assert tokenize_line(f"{word} {after}", compiled)[0] == (0, len(word),
                                                                  "keyword.other.planc")
         assert tokenize_line(f"{word} = 2", compiled)[0][2] == "variable.other.planc"

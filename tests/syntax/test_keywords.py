@@ -29,12 +29,12 @@ def test_the_reserved_words_are_the_parsers_keyword_terminals_in_its_order():
     assert list(RESERVED) == words
 
 
-def test_model_state_and_axes_are_the_contextual_keywords_and_are_not_reserved():
+def test_model_state_axes_and_stages_are_the_contextual_keywords_and_are_not_reserved():
     found = [m.groups() for t in _terminals() if t.pattern.type == "re"
              for m in [_LOOKAHEAD.fullmatch(t.pattern.value)] if m]
     assert (sorted(w for w, _ in found) == sorted(w for w, _ in CONTEXTUAL)
-            == ["axes", "model", "state"])
-    assert not {"model", "state", "axes"} & set(RESERVED)
+            == ["axes", "model", "stages", "state"])
+    assert not {"model", "state", "axes", "stages"} & set(RESERVED)
     lookahead = dict(CONTEXTUAL)
     model, state = "model" + lookahead["model"], "state" + lookahead["state"]
     assert re.match(model, 'model  "m.json"') and not re.match(model, "model = 2")
@@ -76,7 +76,7 @@ def test_statements_start_with_exactly_the_statement_keywords():
         new_parser().parse("->")
     expected = set(caught.value.expected)
     assert {word_of[t] for t in expected if t in word_of} == set(STATEMENT_KEYWORDS)
-    assert expected - set(word_of) == {"$END", "MODEL", "STATE", "AXES"}
+    assert expected - set(word_of) == {"$END", "MODEL", "STATE", "AXES", "STAGES"}
 
 
 def test_names_planc_writes_avoid_exactly_the_reserved_words(tmp_path, capsys):

@@ -271,4 +271,32 @@ ENTRIES = {
         why='Two names mapped to the same axis in one array: the second is whole on every device, which costs memory where a split was meant (an OOM found on the cluster otherwise).',
         example='`axes { embed -> fsdp  mlp -> fsdp }` and `(embed, mlp)`',
         fix='Add a fallback entry with free axes (`mlp -> tp`), or `mlp -> _` to say it is meant whole.'),
+    'P161': dict(
+        severity='error',
+        title='bad `stages` setting',
+        what='a `stages` setting that is unknown, given twice, missing (`microbatches`), or a schedule that is not `gpipe`, `1f1b` or `interleaved(V)`',
+        why='The bubble, the activations in flight and the runtime all follow from the microbatches and the schedule; a guess would make every figure wrong.',
+        example='`stages(pipe, schedule = 1fib)`',
+        fix='Write `stages(AXIS, microbatches = N, schedule = gpipe | 1f1b | interleaved(V))`.'),
+    'P162': dict(
+        severity='error',
+        title='a schedule the runtime cannot run',
+        what='`interleaved(V)` with microbatches that are not a multiple of the pipeline axis',
+        why='Megatron and torch\'s `ScheduleInterleaved1F1B` refuse it at start-up; the plan would be reviewed and then not run.',
+        example='`stages(pipe, microbatches = 6, schedule = interleaved(2))` on `pipe = 4`',
+        fix='Use a multiple of the axis size, or `schedule = 1f1b`.'),
+    'P163': dict(
+        severity='error',
+        title='bad stage expression',
+        what='a stage rule\'s `\\N` that names no group of its pattern, `first` or `last` inside arithmetic, or `\\N` or `/` in a `check`',
+        why='The stage of each variable is computed from these; a group that does not exist has no value.',
+        example='`"layers/(\\d+)/.*" -> \\2 / 8`',
+        fix='Number the pattern\'s groups from 1; write `first` or `last` alone; in a `check`, `//` divides.'),
+    'P164': dict(
+        severity='warning',
+        title='imbalance budget without stages',
+        what='`budget(imbalance = PERCENT)` in a plan with no `stages`',
+        why='The budget bounds stages that do not exist: a `stages` statement was probably lost.',
+        example='`budget(imbalance = 10%)` alone',
+        fix='Add the `stages` statement, or remove `imbalance =`.'),
 }

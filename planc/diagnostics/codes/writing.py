@@ -161,4 +161,18 @@ ENTRIES = {
         why='The settings cannot be read, so no mesh or rule could be taken from them.',
         example='`logical_axis_rules: [[embed, fsdp]` (a bracket left open)',
         fix='Fix the YAML at the place shown.'),
+    'P534': dict(
+        severity='error',
+        title='Megatron layout string that does not read',
+        what='`planc import --from megatron`: a `pipeline_model_parallel_layout` with a character that is no layout symbol, an unclosed `(`, a `*` without a count, or an empty stage',
+        why='Megatron would refuse it at start-up, or place layers where the string does not seem to say.',
+        example='`Et*2|(t*2|)*34,t*3|(t*2|*3,tL` (a `)` lost)',
+        fix='Fix the string at the column shown: stages of E, t, m and L, `|` between them.'),
+    'P535': dict(
+        severity='error',
+        title='Megatron layout that drops or adds layers',
+        what='a `pipeline_model_parallel_layout` whose transformer layers are not the model\'s (`--layers`): the layers on no stage are named; or stages the pipeline axis does not divide',
+        why='Megatron-LM #1304: 30 layers at PP=4 and the stages built 28. A layer on no stage is a model that silently lost it.',
+        example='`Et*7|t*7|t*7|t*7L` with `--layers 30`',
+        fix='Count the `t`s to the model\'s layers; give `--mesh pipe=P` with P a divisor of the stages.'),
 }

@@ -7,11 +7,17 @@ YAML to merge into a MaxText config, deterministic byte for byte.
 - `logical_axis_rules`, in the table's order: one axis as a string, several as a list,
   none as `[]`.
 
-`planc import` of the output gives the same plan back.
+- With `stages` over MaxText's pipeline axis `stage`: `num_pipeline_microbatches`,
+  `num_pipeline_repeats` (the V of `interleaved(V)`, else 1) and
+  `num_layers_per_pipeline_stage` (the layers over the stages: from `param layers`, or
+  the leading dimension of the model's layers stacked over `stage`, `--model`).
+
+`planc import` of the output gives the same mesh and table back.
 """
 
 from __future__ import annotations
 
+from planc.diagnostics import PlanError, error
 from planc.fingerprint import fingerprint
 from planc.ir import PlanIR
 from planc.targets.emit.codegen import docstring_name
@@ -22,6 +28,7 @@ __all__ = ["config_text"]
 
 def config_text(ir: PlanIR, resolution=None) -> str:
     """The YAML text, or `PlanError` (P311) where the plan says what the rules cannot."""
+    pipeline = _pipeline_lines(ir, resolution)
     rules = logical_rules(ir, resolution, "maxtext")
     lines = [f"# plan {docstring_name(ir.name)}, fingerprint {fingerprint(ir)}",
              "# written by `planc compile --target maxtext`",
@@ -31,12 +38,47 @@ def config_text(ir: PlanIR, resolution=None) -> str:
         lines.append(f"ici_{key}_parallelism: {-1 if axis.size is None else axis.size}")
         if axis.slices > 1:
             lines.append(f"dcn_{key}_parallelism: {axis.slices}")
+    lines += pipeline
     lines.append("logical_axis_rules: [")
     for name, axes in rules:
         target = _q(axes[0]) if len(axes) == 1 else "[" + ", ".join(map(_q, axes)) + "]"
         lines.append(f"  [{_q(name)}, {target}],")
     lines.append("]")
     return "\n".join(lines) + "\n"
+
+
+def _pipeline_lines(ir: PlanIR, resolution) -> list[str]:
+    stages = ir.stages
+    if stages is None:
+        return []
+    if stages.axis != "stage":
+        raise PlanError((error("P311", f"MaxText pipelines over its mesh axis `stage`, and "
+                               f"these stages are over `{stages.axis}`", stages.span,
+                               label="this axis", help="name the pipeline axis `stage`"),),
+                        ir.source_dict)
+    if stages.rules:
+        raise PlanError((error("P311", "MaxText stacks its layers and splits them over "
+                               "`stage`: stage rules have no form in its config",
+                               stages.span, label="these rules",
+                               help="lay the stacked layers out as `(stage, ...)` and leave "
+                                    "the `stages` block without rules"),), ir.source_dict)
+    layers = ir.param_dict.get("layers")
+    if not isinstance(layers, int) or isinstance(layers, bool):
+        layers = None
+        for a in (resolution.assignments if resolution is not None else ()):
+            first = a.layout.axes[0] if a.layout.axes else None
+            if first == "stage" or (isinstance(first, tuple) and "stage" in first):
+                layers = a.variable.shape[0]
+                break
+    count = stages.count(ir.mesh)
+    if layers is None or count is None or layers % count:
+        raise PlanError((error("P311", "MaxText needs the layers per stage: give "
+                               "`param layers = N` (a multiple of the stages) or the model "
+                               "(`--model`) whose layers are stacked over `stage`",
+                               stages.span, label="these stages"),), ir.source_dict)
+    return [f"num_pipeline_microbatches: {stages.microbatches}",
+            f"num_pipeline_repeats: {stages.virtual}",
+            f"num_layers_per_pipeline_stage: {layers // count}"]
 
 
 def _q(name: str) -> str:

@@ -1,0 +1,198 @@
+"""The checker's `stages` statement: the pipeline axis, its microbatches and schedule, and
+the rules that give each variable its stage.
+
+What needs a model (a variable in no stage or two, stages out of range, empty or out of
+layer order, the bytes and FLOPs of each) is `planc.resolve.stages`; here is what the
+plan alone says.
+"""
+
+from __future__ import annotations
+
+import re
+
+from planc.check.base import CheckerBase
+from planc.check.expression import encode, names_in
+from planc.diagnostics import Label
+from planc.ir import Mesh, StageRule, Stages
+from planc.syntax import ast
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+_SETTINGS = ("microbatches", "schedule")
+_ENDS = ("first", "last")
+
+
+class StagesChecker(CheckerBase):
+    """`stages(...) { ... }` -> the IR's `Stages`."""
+
+    def _stages(self, statements, params, mesh: Mesh) -> Stages | None:
+        self._once(statements.stages, "`stages`")
+        if not statements.stages:
+            return None
+        stmt = statements.stages[0]
+        ok = True
+        axis = stmt.axis.text
+        if axis not in self._axis_set(mesh):
+            self._unknown_axis(stmt.axis, mesh)
+            ok = False
+        microbatches, schedule, virtual = None, "1f1b", 1
+        seen: dict[str, ast.KwArg] = {}
+        for kw in stmt.args:
+            key = kw.name.text
+            if key in seen:
+                self.err("P161", f"`{key}` is given twice in `stages`", kw.name.span,
+                         label="given again", secondary=(Label(seen[key].span, "first here"),))
+                ok = False
+                continue
+            seen[key] = kw
+            if key == "microbatches":
+                microbatches = self._int_value(kw.value, params, "`microbatches`")
+                ok = ok and microbatches is not None
+            elif key == "schedule":
+                found = self._schedule(kw.value)
+                if found is None:
+                    ok = False
+                else:
+                    schedule, virtual = found
+            else:
+                self.err("P161", f"unknown `stages` setting `{key}`", kw.name.span,
+                         label="unknown", help=self._hint(key, _SETTINGS) or
+                         "`stages` takes `microbatches = N` and `schedule = gpipe | 1f1b | "
+                         "interleaved(V)`")
+                ok = False
+        if "microbatches" not in seen:
+            self.err("P161", "`stages` needs `microbatches = N`", stmt.span,
+                     label="no microbatch count",
+                     help="write how many microbatches a step is split into, e.g. "
+                          f"`stages({axis}, microbatches = 8)`; the bubble and the activations "
+                          "in flight depend on it")
+            ok = False
+        size = mesh.size_of(axis) if axis in self._axis_set(mesh) else None
+        if ok and schedule == "interleaved" and size is not None and microbatches % size:
+            # Megatron and torch's ScheduleInterleaved1F1B both refuse it.
+            self.err("P162", f"`interleaved({virtual})` needs the microbatches ({microbatches}) "
+                     f"to be a multiple of `{axis}` ({size})", seen["microbatches"].span,
+                     label="not a multiple", help=f"use {((microbatches // size) + 1) * size} "
+                     "microbatches, or `schedule = 1f1b`")
+            ok = False
+        rules = self._stage_rules(stmt, params, mesh)
+        if not ok or rules is None:
+            return None
+        return Stages(axis, microbatches, schedule, virtual, rules, stmt.span)
+
+    def _schedule(self, node) -> tuple[str, int] | None:
+        if isinstance(node, ast.Name) and node.text in ("gpipe", "1f1b"):
+            return node.text, 1
+        if isinstance(node, ast.CallValue) and node.name.text == "interleaved":
+            v = node.arg.value
+            if v < 1:
+                self.err("P161", f"`interleaved({v})`: the virtual stages per position must be "
+                         "a positive integer", node.arg.span, label="not positive")
+                return None
+            return ("interleaved", v) if v > 1 else ("1f1b", 1)
+        word = node.name.text if isinstance(node, ast.CallValue) else getattr(node, "text", None)
+        self.err("P161", f"unknown schedule `{word if word is not None else '?'}`", node.span,
+                 label="not a schedule", help=(self._hint(word, SCHEDULES) if word else None)
+                 or "a schedule is `gpipe`, `1f1b` or `interleaved(V)` (V virtual stages per "
+                    "position)")
+        return None
+
+    def _stage_rules(self, stmt, params, mesh: Mesh) -> tuple[StageRule, ...] | None:
+        out: list[StageRule] = []
+        seen: dict[str, ast.StageRule] = {}
+        ok = True
+        for r in stmt.rules:
+            pat = r.pattern
+            if pat.value in seen:
+                self.err("P111", f"duplicate stage rule for \"{pat.raw}\"", pat.span,
+                         label="repeated pattern",
+                         secondary=(Label(seen[pat.value].pattern.span, "first rule here"),))
+                ok = False
+                continue
+            seen[pat.value] = r
+            if not self._pattern(pat):
+                ok = False
+                continue
+            stage = self._stage_expr(r, params, mesh)
+            if stage is None:
+                ok = False
+                continue
+            expr, names = stage
+            out.append(StageRule(len(out), pat.value, expr, names, r.span, pat.span, pat.raw))
+        return tuple(out) if ok else None
+
+    def _stage_expr(self, r: ast.StageRule, params, mesh: Mesh):
+        node = r.stage
+        if isinstance(node, ast.Name) and node.text in _ENDS:
+            return (node.text,), ()
+        try:
+            groups = re.compile(r.pattern.value).groups
+        except (re.error, RecursionError, OverflowError):
+            groups = 0
+        ok = True
+        for g in _groups_in(node):
+            if not 1 <= g.number <= groups:
+                self.err("P163", f"`\\{g.number}` names no group of the pattern, which has "
+                         f"{groups} group{'s' if groups != 1 else ''}", g.span,
+                         label="no such group",
+                         help="number the pattern's groups from 1: `\"layers/(\\d+)/.*\" -> "
+                              "\\1 / 8`")
+                ok = False
+        names = []
+        for n in names_in(node):
+            if n.text in _ENDS:
+                self.err("P163", f"`{n.text}` stands alone: it is the {n.text} stage, not a "
+                         "number to compute with", n.span, label="inside an expression",
+                         help=f"write `-> {n.text}`, or the stage's number")
+                ok = False
+            elif n.text in self._axis_set(mesh):
+                names.append(n.text)
+            elif n.text in params and isinstance(params[n.text][1], int):
+                names.append(n.text)
+            else:
+                self.err("P108", f"unknown name `{n.text}` in a stage", n.span,
+                         label="not a parameter or a mesh axis",
+                         help=self._hint(n.text, params, mesh.names, _ENDS) or
+                         "a stage is `first`, `last`, or an integer expression over the "
+                         "pattern's groups (`\\1`), params and axis sizes")
+                ok = False
+        if not ok:
+            return None
+        return encode(node), tuple(dict.fromkeys(names))
+
+
+def _groups_in(node):
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.GroupRef):
+            yield node
+        elif isinstance(node, ast.BinOp):
+            stack += [node.right, node.left]
+        elif isinstance(node, ast.UnaryOp):
+            stack.append(node.operand)
+        elif isinstance(node, ast.Paren):
+            stack.append(node.inner)
+
+
+def refuse_in_check(checker: CheckerBase, expr) -> bool:
+    """P163 for what only a stage may write in a `check`: `\\N` and `/`; whether none."""
+    ok = True
+    for g in _groups_in(expr):
+        checker.err("P163", f"`\\{g.number}` is a stage rule's group; a `check` has none",
+                    g.span, label="not in a check")
+        ok = False
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp):
+            if node.op == "/":
+                checker.err("P163", "`/` in a `check`: write `//` for integer division",
+                            node.span, label="write `//`")
+                ok = False
+            stack += [node.right, node.left]
+        elif isinstance(node, ast.UnaryOp):
+            stack.append(node.operand)
+        elif isinstance(node, ast.Paren):
+            stack.append(node.inner)
+    return ok
+

@@ -1,0 +1,271 @@
+"""Megatron-LM's `pipeline_model_parallel_layout` strings, read and written.
+
+The string lists the pipeline's stages, `|` between them, each stage its layers in order:
+`E` the embedding, `t` a transformer layer, `m` a multi-token-prediction layer, `L` the
+loss (the output layer). `X*n` repeats a symbol n times and `(...)*n` a group; a `,` is
+only for the reader and means nothing. `Et*2|(t*2|)*34,t*3|(t*2|)*3,tL` is 40 stages over
+80 layers: the embedding and two layers, 34 stages of two, one of three, three of two,
+and the last layer with the loss.
+
+`parse(text)` gives the stages as lists of symbols, or `LayoutError` with the column of
+the fault; `text_of(stages)` writes stages back in one canonical spelling: each stage's
+runs of a symbol as `X*n`, runs of equal stages as `(S|)*n`, and a `,` after a group that
+more text follows. That spelling is what Megatron's own examples use, so a published
+string read and written again comes back byte for byte.
+
+`planc compile --target megatron` writes a plan's stages this way (`layout_of`);
+`planc import --from megatron` reads one into a plan (`planc.importing.megatron`).
+
+>>> stages = parse("Et*2|(t*2|)*34,t*3|(t*2|)*3,tL")
+>>> len(stages), sum(s.count("t") for s in stages), text_of(stages)
+(40, 80, 'Et*2|(t*2|)*34,t*3|(t*2|)*3,tL')
+"""
+
+from __future__ import annotations
+
+from planc.diagnostics import PlanError, error
+
+SYMBOLS = {"E": "the embedding", "t": "a transformer layer", "m": "a multi-token-prediction "
+           "layer", "L": "the loss (the output layer)"}
+_MAX_COUNT = 100_000  # far above any pipeline; keeps `(t|)*10**9` from eating memory
+
+
+class LayoutError(ValueError):
+    """A layout string that does not read: `message`, and the 0-based `column`."""
+
+    def __init__(self, message: str, column: int):
+        super().__init__(message)
+        self.message, self.column = message, column
+
+
+def parse(text: str) -> list[list[str]]:
+    """The stages of `text`, each a list of symbols; `LayoutError` at a fault."""
+    reader = _Reader(text)
+    symbols = reader.sequence(top=True)
+    stages: list[list[str]] = [[]]
+    for s in symbols:
+        if s == "|":
+            stages.append([])
+        else:
+            stages[-1].append(s)
+    for k, stage in enumerate(stages):
+        if not stage:
+            raise LayoutError(f"stage {k} is empty (two `|` with nothing between, or a `|` "
+                              "at an end)", len(text) if k else 0)
+    return stages
+
+
+class _Reader:
+    def __init__(self, text: str):
+        self.text = text
+        self.i = 0
+
+    def sequence(self, top: bool) -> list[str]:
+        out: list[str] = []
+        text = self.text
+        while self.i < len(text):
+            c = text[self.i]
+            if c in " \t,":
+                self.i += 1
+                continue
+            if c == ")":
+                if top:
+                    raise LayoutError("`)` closes no `(`", self.i)
+                return out
+            start = self.i
+            if c == "(":
+                self.i += 1
+                inner = self.sequence(top=False)
+                if self.i >= len(text):
+                    raise LayoutError("`(` is never closed", start)
+                self.i += 1  # the `)`
+                item = inner
+            elif c in SYMBOLS or c == "|":
+                self.i += 1
+                item = [c]
+            else:
+                raise LayoutError(f"`{c}` is not a layout symbol (E, t, m, L, |, (, ), *n)",
+                                  self.i)
+            n = self.count()
+            if n * max(len(item), 1) + len(out) > _MAX_COUNT:
+                raise LayoutError(f"more than {_MAX_COUNT} symbols", start)
+            out.extend(item * n)
+        if not top:
+            return out
+        return out
+
+    def count(self) -> int:
+        text = self.text
+        if self.i >= len(text) or text[self.i] != "*":
+            return 1
+        self.i += 1
+        start = self.i
+        while self.i < len(text) and text[self.i].isdigit():
+            self.i += 1
+        if start == self.i:
+            raise LayoutError("`*` needs a count, as `t*4`", start)
+        n = int(text[start:self.i])
+        if n < 1:
+            raise LayoutError("a count is at least 1", start)
+        return n
+
+
+def text_of(stages: list[list[str]]) -> str:
+    """The canonical string of `stages` (see the module docstring)."""
+    words = [_stage_text(s) for s in stages]
+    out = []
+    k = 0
+    while k < len(words):
+        n = 1
+        while k + n < len(words) and words[k + n] == words[k]:
+            n += 1
+        last_run = k + n == len(words)
+        if last_run and n > 1:
+            n -= 1  # the last stage has no `|` after it: it is written on its own
+        if n > 1:
+            out.append(f"({words[k]}|)*{n}")
+            if k + n < len(words):
+                out.append(",")
+        else:
+            out.append(words[k] + ("|" if k + 1 < len(words) else ""))
+        k += n
+    return "".join(out)
+
+
+def _stage_text(stage: list[str]) -> str:
+    out = []
+    k = 0
+    while k < len(stage):
+        n = 1
+        while k + n < len(stage) and stage[k + n] == stage[k]:
+            n += 1
+        out.append(stage[k] + (f"*{n}" if n > 1 else ""))
+        k += n
+    return "".join(out)
+
+
+def megatron_text(ir, variables=None) -> str:
+    """The layout string of `ir`'s stages, over `variables` (the model) or, without them,
+    over Megatron's own names for the plan's `param layers` layers; the plan's `param
+    megatron_layout`, where it has one, verbatim, once it is shown to say the same stages.
+    A line of text, for `planc compile --target megatron`."""
+    from planc.resolve import validate
+
+    if ir.stages is None:
+        raise PlanError((error("P311", "the megatron target writes the plan's `stages`, and "
+                               "this plan has none", ir.anchor),), ir.source_dict)
+    params = ir.param_dict
+    if variables is None:
+        layers = params.get("layers")
+        if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
+            raise PlanError((error("P311", "the megatron target needs the model (`--model`), "
+                                   "or the plan's `param layers = N` to count its layers",
+                                   ir.stages.span, label="these stages"),), ir.source_dict)
+        from planc.variables import Variable
+
+        variables = ([Variable("embedding.word_embeddings.weight", (1,))]
+                     + [Variable(f"decoder.layers.{i}.mlp.weight", (1,)) for i in range(layers)]
+                     + [Variable("output_layer.weight", (1,))])
+        variables = [v for v in variables if _placed(ir, v.path)]
+    report = validate(ir, variables)
+    errors = [d for d in report.diagnostics if d.is_error]
+    if errors:
+        raise PlanError(tuple(errors), ir.source_dict)
+    text = layout_of(report)
+    written = params.get("megatron_layout")
+    if isinstance(written, str):
+        try:
+            same = parse(written) == parse(text)
+        except LayoutError:
+            same = False
+        if not same:
+            raise PlanError((error(
+                "P311", f"the plan's `megatron_layout` says \"{written}\", and its stages say "
+                f"\"{text}\"", ir.stages.span, label="these stages",
+                help="update or remove `param megatron_layout`: it is the layout as written, "
+                     "kept only while it says what the stages do"),), ir.source_dict)
+        return written + "\n"
+    return text + "\n"
+
+
+def _placed(ir, path: str) -> bool:
+    from planc.matching import Matcher
+
+    rules = ir.stages.rules
+    return bool(rules) and bool(Matcher([r.pattern for r in rules], ir.match).match(path))
+
+
+def layout_of(report) -> str:
+    """The layout string of a plan's stages over a model (`report`, a validation
+    `Report` with `stages`): E where the embedding is placed by `first`, a `t` per layer
+    number, L where the output layer is placed by `last`; `PlanError` (P311) where the
+    stages say what the string cannot (a stage with variables but no layer, E or L; a
+    `first` or `last` variable that is neither)."""
+    staged = report.stages
+    ir = report.ir
+    rules = ir.stages.rules
+    count = len(staged.rows)
+    stages: list[list[str]] = [[] for _ in range(count)]
+    layers: dict[int, int] = {}
+    ends = {"first": [], "last": []}
+    from planc.matching import Matcher
+
+    matcher = Matcher([r.pattern for r in rules], ir.match) if rules else None
+    for i, (a, stage) in enumerate(zip(report.assignments, staged.stage_of)):
+        if stage is None:
+            continue
+        rule = rules[matcher.match(a.variable.path)[0]]
+        if rule.stage in (("first",), ("last",)):
+            ends[rule.stage[0]].append(stage)
+            continue
+        layer = _layer_number(a.variable.path)
+        if layer is not None:
+            layers.setdefault(layer, stage)
+    for layer in sorted(layers):
+        stages[layers[layer]].append("t")
+    if ends["first"]:
+        stages[0].insert(0, "E")
+    if ends["last"]:
+        stages[-1].append("L")
+    empty = [k for k, s in enumerate(stages) if not s]
+    if empty:
+        raise PlanError((error("P311", f"stage {empty[0]} has no layer, embedding or loss, "
+                               "which a Megatron layout cannot say", ir.stages.span,
+                               label="these stages"),), ir.source_dict)
+    return text_of(stages)
+
+
+def _layer_number(path: str) -> int | None:
+    import re
+
+    m = re.search(r"(?:^|[./])(\d+)(?:[./]|$)", path)
+    return int(m.group(1)) if m else None
+
+
+def checked(text: str, layers: int | None, where) -> list[list[str]]:
+    """The stages of `text` (P530: a string that does not read, with its column), whose
+    `t`s must be `layers` (P531 names the layers missing or extra). `where(column)` is the
+    span of a column of the string."""
+    try:
+        stages = parse(text)
+    except LayoutError as exc:
+        raise PlanError((error("P534", f"the layout does not read: {exc.message}",
+                               where(exc.column), label="here",
+                               help="a layout is stages of E, t, m and L, `|` between them, "
+                                    "`X*n` and `(...)*n` to repeat: `Et*3|(t*4|)*6,t*3L`"),),
+                        {}) from None
+    found = sum(s.count("t") for s in stages)
+    if layers is not None and found != layers:
+        if found < layers:
+            missing = list(range(found, layers))
+            shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+            what = (f"the layout has {found} transformer layers and the model {layers}: "
+                    f"layer{'s' if len(missing) > 1 else ''} {shown} "
+                    f"{'are' if len(missing) > 1 else 'is'} on no stage")
+        else:
+            what = (f"the layout has {found} transformer layers and the model only {layers}: "
+                    f"{found - layers} too many")
+        raise PlanError((error("P535", what, where(0), label="this layout",
+                               help="count the `t`s: each stage's `t*n` and each "
+                                    "`(...)*n`'s repeats"),), {})
+    return stages

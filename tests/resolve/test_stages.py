@@ -1,0 +1,131 @@
+"""Stages against a model: every variable on exactly one stage, stages in layer order and
+all used, what each stage carries (bytes, FLOPs, microbatches in flight), the bubble, the
+imbalance budget, and the memory of the most loaded position."""
+
+import pytest
+
+import planc
+from planc import Variable
+from planc.resolve.stages import bubble, in_flight
+
+
+def model(layers=16, d=64, vocab=1000):
+    return ([Variable("embed", (vocab, d))]
+            + [Variable(f"layers/{i}/w", (d, 4 * d)) for i in range(layers)]
+            + [Variable("head", (d, vocab))])
+
+
+PLAN = ("mesh(pipe = 4, fsdp = 2)\nmodel_parallel(batch = fsdp)\n{budget}"
+        "stages(pipe, microbatches = 8{schedule}) {{\n{rules}\n}}\n"
+        'layout {{\n  default -> (fsdp, _)\n}}\n')
+RULES = '  "embed" -> first\n  "layers/(\\d+)/.*" -> \\1 / 4\n  "head" -> last'
+
+
+def report(rules=RULES, budget="", schedule="", variables=None):
+    text = PLAN.format(rules=rules, budget=budget, schedule=schedule)
+    return planc.loads(text).validate(variables or model(), 8)
+
+
+def codes(rep):
+    return [d.code for d in rep.diagnostics if d.is_error or d.severity.value == "warning"]
+
+
+def test_each_variable_gets_its_stage():
+    rep = report()
+    assert not codes(rep)
+    by_path = {a.variable.path: s for a, s in zip(rep.assignments, rep.stages.stage_of)}
+    assert by_path["embed"] == 0 and by_path["layers/5/w"] == 1 and by_path["head"] == 3
+
+
+def test_layers_in_no_stage_are_named_as_megatron_1304_lost_them():
+    rep = report(rules='  "embed" -> first\n  "layers/([0-9]|1[0-3])/.*" -> \\1 / 4\n'
+                       '  "head" -> last')
+    [d] = [d for d in rep.diagnostics if d.code == "P360"]
+    assert d.is_error and "layers 14, 15 are in no stage" in d.message
+
+
+def test_a_variable_two_rules_match_is_P361():
+    rep = report(rules=RULES + '\n  "layers/0/.*" -> 0')
+    assert "P361" in codes(rep)
+
+
+def test_a_stage_outside_the_pipeline_is_P362():
+    rep = report(rules='  "embed" -> first\n  "layers/(\\d+)/.*" -> \\1 / 2\n  "head" -> last')
+    [d] = [d for d in rep.diagnostics if d.code == "P362"]
+    assert "stage 4 is outside the 4 stages" in d.message
+
+
+def test_more_stages_than_layers_leaves_a_stage_empty():
+    rep = report(rules='  "layers/(\\d+)/.*" -> \\1', variables=[
+        Variable(f"layers/{i}/w", (64, 64)) for i in range(3)])
+    assert "P363" in codes(rep)
+
+
+def test_stages_out_of_layer_order_are_P364():
+    rep = report(rules='  "embed" -> first\n  "layers/(\\d+)/.*" -> 3 - \\1 / 4\n'
+                       '  "head" -> first')
+    [d] = [d for d in rep.diagnostics if d.code == "P364"]
+    assert "out of layer order" in d.message
+
+
+def test_a_staged_variable_split_over_the_pipeline_axis_is_P366():
+    text = (PLAN.format(rules=RULES, budget="", schedule="")
+            .replace("default -> (fsdp, _)", '"head" -> (pipe, _)\n  default -> (fsdp, _)'))
+    rep = planc.loads(text).validate(model(), 8)
+    assert "P366" in codes(rep)
+
+
+def test_each_stage_carries_its_bytes_flops_and_microbatches_in_flight():
+    rows = report().stages.rows
+    assert [len(r.variables) for r in rows] == [5, 4, 4, 5]
+    assert rows[1].flops_per_token == 4 * 6 * 64 * 256
+    assert rows[0].param_bytes == (1000 * 64 + 4 * 64 * 256) * 4 // 2
+    assert [r.in_flight for r in rows] == [4, 3, 2, 1]  # 1F1B: p - s on stage s
+    assert (rows[0].first_layer, rows[0].last_layer) == (0, 3)
+
+
+def test_the_bubble_is_the_textbook_formula():
+    assert report().stages.bubble == pytest.approx(3 / (8 + 3))
+    assert bubble(4, 8, 2) == pytest.approx(3 / (16 + 3))
+
+
+def test_gpipe_holds_every_microbatch_and_interleaved_counts_chunks():
+    assert [in_flight("gpipe", s, 4, 8) for s in range(4)] == [8] * 4
+    # Megatron's interleaved warm-up: (p - r - 1) * 2 + (v - 1) * p, plus the one running.
+    assert [in_flight("interleaved", s, 4, 8, 2) for s in range(4)] == [11, 9, 7, 5]
+
+
+def test_the_imbalance_budget_lists_the_stages_when_over():
+    rep = report(budget="budget(imbalance = 10%)\n")
+    [d] = [d for d in rep.diagnostics if d.code == "P365"]
+    assert d.is_error and "over `imbalance = 10%`" in d.message
+    assert any(h.startswith("stage 0:") for h in d.help)
+    assert rep.stages.imbalance_flops == pytest.approx(
+        max(r.flops_per_token for r in rep.stages.rows)
+        / (sum(r.flops_per_token for r in rep.stages.rows) / 4) - 1)
+
+
+def test_a_generous_imbalance_budget_passes():
+    assert "P365" not in codes(report(budget="budget(imbalance = 60%)\n"))
+
+
+def test_the_most_loaded_device_is_the_heaviest_positions():
+    rep = report()
+    heaviest = max(r.param_bytes for r in rep.stages.rows)
+    assert rep.memory.per_device_bytes == heaviest
+
+
+def test_layers_stacked_over_the_pipeline_axis_need_no_rule():
+    stacked = [Variable("layers/w", (16, 64, 256)), Variable("embed", (1000, 64))]
+    text = ("mesh(pipe = 4, fsdp = 2)\nmodel_parallel(batch = fsdp)\n"
+            'stages(pipe, microbatches = 8) {\n  "embed" -> first\n}\n'
+            'layout {\n  "layers/w" -> (pipe, fsdp, _)\n  "embed" -> (fsdp, _)\n}\n')
+    rep = planc.loads(text).validate(stacked, 8)
+    assert not codes(rep) and rep.stages.stacked == (0,)
+    assert rep.stages.rows[1].flops_per_token == 6 * 16 * 64 * 256 // 4
+
+
+def test_explain_json_has_the_stages():
+    doc = report().to_dict()
+    assert doc["stages"]["bubble"] == pytest.approx(3 / 11)
+    assert [s["in_flight_microbatches"] for s in doc["stages"]["stages"]] == [4, 3, 2, 1]
