@@ -70,6 +70,14 @@ def render_text(report) -> str:
     if report.largest_rules:
         lines += ["", "by the rule that laid them out"]
         lines += [f"  {human_bytes(b):>10}  {r}" for r, b in report.largest_rules]
+    if report.stages:
+        lines += ["", "per pipeline position (one SPMD program: the compiled figures are "
+                      "every position's)"]
+        for p in report.stages:
+            lines.append(f"  position {p.position} (stages "
+                         f"{', '.join(map(str, p.stages))}): parameters and state "
+                         f"{human_bytes(p.analytic_bytes)} analytic, arguments "
+                         f"{human_bytes(p.argument_bytes)}, peak {human_bytes(p.peak)}")
     return "\n".join(lines) + "\n"
 
 

@@ -259,7 +259,7 @@ def _missing(ir: PlanIR, paths: list[str]) -> Diagnostic:
                       "was meant to")
 
 
-_NUMBER = re.compile(r"\d+")
+_NUMBER = re.compile(r"(?<![^./])\d+(?![^./])")  # a whole path component: a layer
 
 
 def _more(paths: list) -> str:

@@ -346,3 +346,27 @@ def test_the_cost_page_shows_the_bounds_and_the_bottleneck_by_rule(browser, tmp_
     assert sorted(dom_paths(tab)) == ["dense_0/bias", "dense_0/kernel", "dense_1/bias",
                                       "dense_1/kernel"]
     assert tab.errors == []
+
+
+def test_a_pipeline_page_shows_each_stage_and_logical_names(browser, tmp_path):
+    variables = ([Variable("embed", (1000, 64))]
+                 + [Variable(f"layers/{i}/w", (64, 256)) for i in range(8)]
+                 + [Variable("head", (64, 1000))])
+    model = tmp_path / "model.json"
+    write_manifest(variables, str(model))
+    plan = tmp_path / "p.kd"
+    plan.write_text("mesh(pipe = 4, fsdp = 2)\nmodel_parallel(batch = fsdp)\n"
+                    "axes {\n  embed -> fsdp\n}\n"
+                    'stages(pipe, microbatches = 8) {\n  "embed" -> first\n'
+                    '  "layers/(\\d+)/.*" -> \\1 / 2\n  "head" -> last\n}\n'
+                    'layout {\n  default -> (embed, _)\n}\n')
+    out = write_page(tmp_path, "explain", str(plan), "--model", str(model), "--devices", "8")
+    tab = open_page(browser, out)
+    assert tab.evaluate("document.getElementById('stages').hidden") is False
+    rows = tab.evaluate("Array.from(document.querySelectorAll('#stages table tr'),"
+                        " tr => Array.from(tr.cells, c => c.textContent))")
+    assert [r[0] for r in rows[1:]] == ["0", "1", "2", "3"]
+    assert [r[2] for r in rows[1:]] == ["0-1", "2-3", "4-5", "6-7"]
+    assert "bubble 27.3%" in tab.evaluate("document.getElementById('stages').textContent")
+    assert "(embed:fsdp, _)" in tab.evaluate("document.getElementById('variables').textContent")
+    assert tab.errors == []

@@ -222,6 +222,23 @@ function drawCost() {
     }), [true, false, true, false, false]));
 }
 
+// The pipeline's stages (`stages`): what each carries, the bubble, the imbalance.
+function drawStages() {
+  if (!data.stages) { return; }
+  var p = data.stages, s = section("stages");
+  s.hidden = false;
+  s.appendChild(el("p", "note", p.summary));
+  var most = Math.max.apply(null, p.rows.map(function (r) { return r.param_bytes || 0; }));
+  s.appendChild(plainTable(["stage", "position", "layers", "variables", "params per device",
+                            "state per device", "FLOPs per token", "in flight"],
+    p.rows.map(function (r) {
+      return [String(r.stage), String(r.position), r.layers, String(r.variables),
+              r.param_bytes === null ? "?" : bytesBar(r.param_bytes, most),
+              r.state_bytes === null ? "-" : human(r.state_bytes),
+              r.flops_per_token.toLocaleString("en-US"), String(r.in_flight)];
+    }), [true, true, false, true, false, true, true, true]));
+}
+
 function drawCollectives() {
   if (data.collectives === null) { return; }
   var s = section("collectives");

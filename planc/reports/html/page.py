@@ -72,6 +72,7 @@ def render_page(data: dict) -> str:
         '<section id="mesh"><h2>Mesh</h2></section>\n'
         '<section id="memory"><h2>Memory per device</h2></section>\n'
         '<section id="cost" hidden><h2>Time per step (planc cost)</h2></section>\n'
+        '<section id="stages" hidden><h2>Pipeline stages</h2></section>\n'
         '<section id="collectives" hidden><h2>Collectives per step</h2></section>\n'
         '<section id="variables"><h2>Variables</h2></section>\n'
         '<section id="blocks"><h2>Blocks per device</h2></section>\n'

@@ -227,6 +227,7 @@ if (deviceCount > 64) { document.querySelector("main").classList.add("wide-mesh"
 drawMesh();
 drawMemory();
 drawCost();
+drawStages();
 drawCollectives();
 drawVariables();
 drawLargest();

@@ -20,7 +20,7 @@ from planc.targets.aot.collectives import collectives
 from planc.targets.aot.compiler import compile_step, mirrored_outputs, output_shapes
 from planc.targets.aot.feasibility import Placement, place, slice_count
 from planc.targets.aot.remat import remat_diagnostics
-from planc.targets.aot.report import AotReport, Parameter, Program, largest
+from planc.targets.aot.report import AotReport, Parameter, Program, StagePeak, largest
 from planc.targets.aot.topology import TopologyError, load_topology
 from planc.targets.jax.compat import require_host_outputs
 
@@ -108,7 +108,32 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
         budget_peak=ir.budget.peak if ir.budget is not None else None,
         diagnostics=tuple(diagnostics), sources=ir.source_dict,
         program=Program(compiled.hlo, mesh, tuple(a.name for a in ir.mesh.axes if a.slices > 1),
-                        parameters))
+                        parameters),
+        stages=_stage_peaks(ir, arguments[0], parameters, memory))
+
+
+def _stage_peaks(ir, params, parameters, memory):
+    """Per pipeline position, the analytic bytes of its stages next to the compile's
+    figures (`StagePeak`); None without `stages`, or where the stages have errors."""
+    if ir.stages is None:
+        return None
+    from planc.resolve import validate
+    from planc.variables import Variable
+
+    head = params.name + "/"  # the leaves' paths as the plan resolved them, in `params`
+    staged = validate(ir, [Variable(p.path[len(head):] if p.path.startswith(head) else p.path,
+                                    p.shape) for p in parameters]).stages
+    if staged is None or any(d.is_error for d in staged.diagnostics):
+        return None
+    out = []
+    for position in range(staged.positions):
+        rows = [r for r in staged.rows if r.position == position]
+        known = all(r.param_bytes is not None for r in rows)
+        out.append(StagePeak(position, tuple(r.index for r in rows),
+                             sum(r.param_bytes + (r.state_bytes or 0) for r in rows)
+                             if known else None,
+                             memory["argument"], memory["peak"]))
+    return tuple(out)
 
 
 def _parameters(argument):

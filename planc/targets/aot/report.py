@@ -73,6 +73,26 @@ class Program:
         self.parameters = parameters
 
 
+class StagePeak:
+    """One pipeline position of a compiled step: its stages, the bytes planc's analytic
+    model places there (the stages' parameters and optimizer state per device, as
+    `planc explain` counts them), what the compile gives each device as arguments, and
+    its peak. Every position runs the one SPMD program, so the compiled figures are the
+    same on each; the analytic ones say which position they bound."""
+
+    __slots__ = ("position", "stages", "analytic_bytes", "argument_bytes", "peak")
+
+    def __init__(self, position, stages, analytic_bytes, argument_bytes, peak):
+        self.position, self.stages = position, stages
+        self.analytic_bytes, self.argument_bytes, self.peak = (analytic_bytes,
+                                                               argument_bytes, peak)
+
+    def to_dict(self) -> dict:
+        return {"position": self.position, "stages": list(self.stages),
+                "analytic_bytes": self.analytic_bytes, "argument_bytes": self.argument_bytes,
+                "peak": self.peak}
+
+
 class AotReport:
     """The step compiled for a topology: XLA's per-device figures, the collectives, the
     largest arguments, and the diagnostics (the plan's warnings; P807 when the peak
@@ -81,12 +101,12 @@ class AotReport:
     __slots__ = ("plan", "file", "topology", "platform", "device_kind", "devices", "slices",
                  "estimate", "mesh", "donate", "memory", "collectives", "largest_variables",
                  "largest_rules", "compile_seconds", "budget_peak", "diagnostics", "sources",
-                 "program")
+                 "program", "stages")
 
     def __init__(self, *, plan, file, topology, platform, device_kind, devices, slices,
                  estimate, mesh, donate, memory, collectives, largest_variables,
                  largest_rules, compile_seconds, budget_peak, diagnostics, sources,
-                 program=None):
+                 program=None, stages=None):
         self.plan = plan
         self.file = file
         self.topology = topology
@@ -107,6 +127,8 @@ class AotReport:
         self.sources = sources
         # What the cost model reads of the same compile (`Program`); not in `to_dict`.
         self.program = program
+        # Per pipeline position, with `stages`: `StagePeak`s (else None).
+        self.stages = stages
 
     def __repr__(self):
         return (f"<AotReport {self.plan!r} on {self.topology}: peak {self.peak} bytes per "
@@ -157,6 +179,8 @@ class AotReport:
                 "by_variable": [{"path": p, "bytes": b} for p, b in self.largest_variables],
                 "by_rule": [{"rule": r, "bytes": b} for r, b in self.largest_rules]},
             "compile_seconds": round(self.compile_seconds, 3),
+            **({"stages": [p.to_dict() for p in self.stages]} if self.stages is not None
+               else {}),
             "ok": self.ok,
             "diagnostics": [diagnostic_dict(d) for d in self.diagnostics],
             "summary": severity_counts(self.diagnostics),
