@@ -413,6 +413,8 @@ class Resolver:
         if len(axes) > 1:
             names += f" = {prod}"
         what = self._named(var.path)
+        if dims[k].logical:  # say which logical name took these axes
+            names += f" (what `{'`, `'.join(dims[k].logical)}` maps to)"
         if block != 1:
             return (f"dimension {k} of {what} (size {var.shape[k]}) is not divisible by "
                     f"{block} x {names} = {block * prod} (blocks of {block})")

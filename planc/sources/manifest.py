@@ -20,6 +20,9 @@ Schema (version 1)::
   non-empty string, unique in the list), ``shape`` (a list of non-negative integers,
   ``[]`` for a scalar) and ``dtype`` (a numpy-style name such as ``"bfloat16"``;
   safetensors codes such as ``"BF16"`` are accepted on reading).
+  A variable may also have ``names`` (optional): the logical names of its dimensions, a
+  string or ``null`` per dimension, as a Flax model gives them (`planc.sources.flax`);
+  written only for the variables that have them.
 - ``source`` (optional): a string saying where the variables came from; informational.
 
 Unknown keys are ignored, so later versions can add optional fields to version 1.
@@ -59,7 +62,8 @@ def manifest_text(variables: Iterable[Variable], source: str | None = None) -> s
         lines.append(f'  "source": {json.dumps(source)},')
     lines.append('  "variables": [')
     lines.append(",\n".join(
-        "    " + json.dumps({"dtype": v.dtype, "path": v.path, "shape": list(v.shape)},
+        "    " + json.dumps({"dtype": v.dtype, "path": v.path, "shape": list(v.shape),
+                             **({"names": list(v.names)} if v.names is not None else {})},
                             sort_keys=True, separators=(", ", ": "))
         for v in checked))
     lines.append("  ]")
@@ -75,7 +79,7 @@ def _checked(variables: Iterable[Variable]) -> tuple[Variable, ...]:
             raise SourceError(f"a manifest holds planc.variables.Variable objects, "
                               f"not {type(v).__name__}")
         try:
-            v = make_variable(v.path, v.shape, v.dtype)
+            v = make_variable(v.path, v.shape, v.dtype)._replace(names=v.names)
         except ValueError as e:
             raise SourceError(f"cannot write manifest: {e}") from None
         if v.path in seen:
@@ -158,7 +162,15 @@ def variables_from_manifest(data: Any, origin: str) -> tuple[Variable, ...]:
             raise SourceError(f"{origin}: variables[{i}] has dtype {entry['dtype']!r}, "
                               f"not a string")
         try:
-            out.append(make_variable(entry["path"], entry["shape"], entry["dtype"]))
+            v = make_variable(entry["path"], entry["shape"], entry["dtype"])
         except ValueError as e:
             raise SourceError(f"{origin}: variables[{i}]: {e}") from None
+        names = entry.get("names")
+        if names is not None:
+            if not isinstance(names, list) or not all(n is None or isinstance(n, str)
+                                                      for n in names):
+                raise SourceError(f"{origin}: variables[{i}] has names {names!r}: a list of "
+                                  "logical names (strings) or null, one per dimension")
+            v = v._replace(names=tuple(names))
+        out.append(v)
     return finish(out, origin)

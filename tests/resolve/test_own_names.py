@@ -123,3 +123,11 @@ def test_two_resolvers_of_one_plan_do_not_share_a_rule_made_of_other_names():
     a = plan.validate([Variable("w", (8, 8), "float32", ("embed", "mlp"))], 8)
     b = plan.validate([Variable("w", (8, 8), "float32", ("mlp", "embed"))], 8)
     assert layouts(a)["w"] == ("fsdp", "tp") and layouts(b)["w"] == ("tp", "fsdp")
+
+
+def test_an_indivisible_dimension_names_the_logical_name_that_took_the_axis():
+    plan = planc.loads("mesh(fsdp = 4, tp = 2)\nmodel_parallel(batch = fsdp)\n"
+                       'axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (embed, _)\n}\n')
+    [d] = plan.validate([Variable("w", (6, 4))], 8).diagnostics
+    assert d.code == "P303" and d.message.endswith(
+        "not divisible by `fsdp` (size 4) (what `embed` maps to)")

@@ -57,3 +57,20 @@ def test_linen_boxes_are_the_variables_they_hold_at_their_own_path():
 def test_a_plain_pytree_leaf_has_no_names():
     plain = by_path({"w": jax.ShapeDtypeStruct((2, 2), "float32")})
     assert plain["w"].names is None
+
+
+def test_a_manifest_keeps_the_names_and_reads_them_back(tmp_path):
+    from planc.sources import read_manifest, write_manifest
+
+    variables = load_variables("models_flax:nnx_decoder")
+    path = tmp_path / "m.json"
+    write_manifest(variables, str(path), source="models_flax:nnx_decoder")
+    assert '"names": ["embed", "mlp"]' in path.read_text()
+    assert read_manifest(str(path)) == variables
+
+
+def test_a_manifest_without_names_is_written_as_before(tmp_path):
+    from planc.sources import manifest_text
+    from planc.variables import Variable
+
+    assert "names" not in manifest_text([Variable("w", (2, 2))])
