@@ -99,8 +99,8 @@ class OwnNames:
             entries = self.entries[name]
             if all(_split_by(e.axes, self.sizes) == 1 for e in entries):
                 continue  # every entry is over axes of size 1: nothing would be split
-            taken = sorted({a for n, a in zip(var.names, rule.layout.alternatives[0].head)
-                            for a in a.axes})
+            taken = sorted({axis for dim in rule.layout.alternatives[0].head
+                            for axis in dim.axes})
             out.append(warning(
                 "P155", f"`{var.path}` names dimension {k} `{name}`, but every entry for "
                 f"it finds its axes taken in this variable ({', '.join(map(repr, taken))}): "

@@ -246,7 +246,7 @@ def _group_text(m, key: str) -> str:
 
 
 def _missing(ir: PlanIR, paths: list[str]) -> Diagnostic:
-    layers = sorted({int(m.group()) for p in paths for m in [_NUMBER.search(p)] if m})
+    layers = sorted({int(m.group()) for p in paths for m in [LAYER_NUMBER.search(p)] if m})
     named = ""
     if layers:
         shown = ", ".join(map(str, layers[:12])) + (f" and {len(layers) - 12} more"
@@ -259,7 +259,7 @@ def _missing(ir: PlanIR, paths: list[str]) -> Diagnostic:
                       "was meant to")
 
 
-_NUMBER = re.compile(r"(?<![^./])\d+(?![^./])")  # a whole path component: a layer
+LAYER_NUMBER = re.compile(r"(?<![^./])\d+(?![^./])")  # a whole path component: a layer
 
 
 def _more(paths: list) -> str:

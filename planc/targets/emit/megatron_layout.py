@@ -90,8 +90,6 @@ class _Reader:
             if n * max(len(item), 1) + len(out) > _MAX_COUNT:
                 raise LayoutError(f"more than {_MAX_COUNT} symbols", start)
             out.extend(item * n)
-        if not top:
-            return out
         return out
 
     def count(self) -> int:
@@ -236,10 +234,10 @@ def layout_of(report) -> str:
 
 
 def _layer_number(path: str) -> int | None:
-    import re
+    from planc.resolve.stages import LAYER_NUMBER
 
-    m = re.search(r"(?:^|[./])(\d+)(?:[./]|$)", path)
-    return int(m.group(1)) if m else None
+    m = LAYER_NUMBER.search(path)
+    return int(m.group()) if m else None
 
 
 def checked(text: str, layers: int | None, where) -> list[list[str]]:
