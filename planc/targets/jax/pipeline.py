@@ -111,8 +111,13 @@ def _body(layer_fn, axis: str, positions: int, repeats: int, micro: int):
             r = jnp.clip(u, 0, work - 1) // micro
             first_in = jnp.where(r == 0, xs[m], held[m])
             x = jnp.where(p == 0, first_in, state)
-            chunk = jax.tree_util.tree_map(
-                lambda a: lax.dynamic_index_in_dim(a, r, 0, keepdims=False), mine)
+            if repeats == 1:
+                # One chunk: indexed statically, so the backward pass does not keep a copy
+                # of it for every iteration.
+                chunk = jax.tree_util.tree_map(lambda a: a[0], mine)
+            else:
+                chunk = jax.tree_util.tree_map(
+                    lambda a: lax.dynamic_index_in_dim(a, r, 0, keepdims=False), mine)
             y = jnp.where(valid, stage(chunk, x), zero)
             got = lax.ppermute(y, axis, ring)
             # What position 0 gets is the last position's work item t - (P - 1).

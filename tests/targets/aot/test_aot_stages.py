@@ -51,3 +51,10 @@ def test_the_analytic_bytes_are_the_compiled_arguments_within_one_percent(report
         # 2 MiB of each position's layers, and Adam's two slots of them.
         assert r.analytic_bytes == 3 * 2 * D * H * L * 4 // (2 * 4)
         assert abs(r.analytic_bytes - r.argument_bytes) / r.argument_bytes < 0.01
+
+
+def test_the_backward_pass_keeps_no_copy_of_the_weights_per_iteration(report):
+    # One position's weights: 2 MiB per device. Indexing the stage's one chunk inside the
+    # loop made the backward pass keep a copy per iteration: 18 MB of temporaries here.
+    per_device = 2 * D * H * L * 4 // 8
+    assert report.memory["temp"] < 4 * per_device
