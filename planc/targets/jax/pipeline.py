@@ -15,7 +15,9 @@ plan's stages over its pipeline axis:
 - iteration t runs, on position p, work item t - p: microbatch (t - p) % M of repeat
   (t - p) // M, for V M + P - 1 iterations in all: P - 1 of them the bubble.
 
-JAX differentiates through the loop, so the backward pass is the forward's mirror; the
+JAX differentiates through the loop, so the backward pass is the forward's mirror (a
+repeat's chunk, picked by the iteration, is picked again there rather than kept per
+iteration); the
 order a schedule gives the backward passes (1F1B against GPipe) is memory and time, which
 `planc explain` and `planc cost` report, not arithmetic: every schedule computes this.
 """
@@ -97,6 +99,15 @@ def _body(layer_fn, axis: str, positions: int, repeats: int, micro: int):
         pvary = getattr(lax, "pvary", None)
         return pvary(x, (axis,)) if pvary is not None else x
 
+    # A repeat's chunk is picked by the iteration: the backward pass would keep the picked
+    # copy of every iteration. Recomputed instead (`jax.checkpoint`), it keeps only the
+    # iteration's input and repeat, and reads the chunks once.
+    @jax.checkpoint
+    def repeat_stage(mine, r, x):
+        chunk = jax.tree_util.tree_map(
+            lambda a: lax.dynamic_index_in_dim(a, r, 0, keepdims=False), mine)
+        return stage(chunk, x)
+
     def body(chunks, xs):
         p = lax.axis_index(axis)
         mine = jax.tree_util.tree_map(lambda a: a[:, 0], chunks)  # [repeat, layer, ...]
@@ -114,11 +125,10 @@ def _body(layer_fn, axis: str, positions: int, repeats: int, micro: int):
             if repeats == 1:
                 # One chunk: indexed statically, so the backward pass does not keep a copy
                 # of it for every iteration.
-                chunk = jax.tree_util.tree_map(lambda a: a[0], mine)
+                y = stage(jax.tree_util.tree_map(lambda a: a[0], mine), x)
             else:
-                chunk = jax.tree_util.tree_map(
-                    lambda a: lax.dynamic_index_in_dim(a, r, 0, keepdims=False), mine)
-            y = jnp.where(valid, stage(chunk, x), zero)
+                y = repeat_stage(mine, r, x)
+            y = jnp.where(valid, y, zero)
             got = lax.ppermute(y, axis, ring)
             # What position 0 gets is the last position's work item t - (P - 1).
             v = t - last
