@@ -30,7 +30,7 @@ def parse(text: str, file: str) -> Node:
         node = loader.get_single_node()
         if node is None:
             raise YamlSyntax("the document is empty", Span(file, 1, 1, 1, 2))
-        return _node(loader, node, file, 0)
+        return _node(loader, node, file, 0, set())
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -42,18 +42,27 @@ def parse(text: str, file: str) -> Node:
         loader.dispose()
 
 
-def _node(loader, node, file: str, depth: int) -> Node:
+def _node(loader, node, file: str, depth: int, seen: set) -> Node:
     import yaml
 
     if depth > 64:
         raise YamlSyntax("nested more than 64 deep", _span(node, file))
+    if id(node) in seen:
+        # An alias (`*name`): the same node again. Refused, not followed: a few lines of
+        # aliases of aliases stand for exponentially many values (a "billion laughs").
+        raise YamlSyntax("anchors and aliases (`&name`, `*name`) are not read: write the "
+                         "value out", _span(node, file))
+    seen.add(id(node))
     span = _span(node, file)
+    if isinstance(node, yaml.ScalarNode):
+        return Node(loader.construct_object(node), span)
     value = loader.construct_object(node, deep=True)
     if isinstance(node, yaml.SequenceNode):
-        return Node(value, span, tuple(_node(loader, n, file, depth + 1) for n in node.value))
+        return Node(value, span, tuple(_node(loader, n, file, depth + 1, seen)
+                                       for n in node.value))
     if isinstance(node, yaml.MappingNode):
-        return Node(value, span, (), tuple((_node(loader, k, file, depth + 1),
-                                            _node(loader, v, file, depth + 1))
+        return Node(value, span, (), tuple((_node(loader, k, file, depth + 1, seen),
+                                            _node(loader, v, file, depth + 1, seen))
                                            for k, v in node.value))
     return Node(value, span)
 

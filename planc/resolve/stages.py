@@ -221,7 +221,8 @@ def _stage(rule: StageRule, path: str, count: int, env: dict, mode: str, compile
     values = dict(env)
     layer = None
     for g, text in enumerate(m.groups() if m else (), start=1):
-        if text is not None and text.isdigit() and text.isascii():
+        # A layer number, at most 30 digits (`int` of thousands would be refused).
+        if text is not None and text.isdigit() and text.isascii() and len(text) <= 30:
             values["\\" + str(g)] = int(text)
             if layer is None:
                 layer = int(text)
@@ -242,7 +243,9 @@ def _group_text(m, key: str) -> str:
         text = m.group(int(key[1:])) if m else None
     except (IndexError, ValueError):
         text = None
-    return "nothing" if text is None else f"`{text}`"
+    if text is None:
+        return "nothing"
+    return f"`{text}`" if len(text) <= 40 else f"`{text[:37]}...` ({len(text)} characters)"
 
 
 def _missing(ir: PlanIR, paths: list[str]) -> Diagnostic:
@@ -259,7 +262,7 @@ def _missing(ir: PlanIR, paths: list[str]) -> Diagnostic:
                       "was meant to")
 
 
-LAYER_NUMBER = re.compile(r"(?<![^./])\d+(?![^./])")  # a whole path component: a layer
+LAYER_NUMBER = re.compile(r"(?<![^./])\d{1,30}(?![^./])")  # a whole path component: a layer
 
 
 def _more(paths: list) -> str:

@@ -143,3 +143,13 @@ def test_a_plan_with_path_rules_is_refused_by_the_flax_target_at_each_rule(tmp_p
     assert main(["compile", str(plan), "--target", "flax", "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert "error[P311]" in err and "p.kd:7:3" in err and not out.exists()
+
+
+def test_yaml_aliases_are_refused_not_expanded(tmp_path, capsys):
+    # Nine levels of nine aliases each would stand for 9**7 values ("billion laughs").
+    lines = ['a0: &a0 ["lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 8)]
+    bomb = tmp_path / "bomb.yml"
+    bomb.write_text("\n".join(lines) + "\nmesh_axes: [data]\nlogical_axis_rules: *a7\n")
+    assert main(["import", str(bomb)]) == 1
+    assert "anchors and aliases" in capsys.readouterr().err

@@ -89,3 +89,14 @@ def test_without_the_recorded_string_the_canonical_one_is_written(tmp_path, caps
     out = tmp_path / "layout.txt"
     assert main(["compile", str(plan), "--target", "megatron", "-o", str(out)]) == 0
     assert out.read_text() == "Et|(t*2|)*30,tL\n"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("t*" + "9" * 5000, "a count of more than 100000 symbols"),
+    ("(" * 100 + "t" + ")" * 100, "groups nested more than 32 deep"),
+    ("(t|)*99999999", "more than 100000 symbols"),
+])
+def test_hostile_layouts_are_refused_at_once(text, message):
+    with pytest.raises(LayoutError) as caught:
+        parse(text)
+    assert message in caught.value.message

@@ -129,3 +129,12 @@ def test_explain_json_has_the_stages():
     doc = report().to_dict()
     assert doc["stages"]["bubble"] == pytest.approx(3 / 11)
     assert [s["in_flight_microbatches"] for s in doc["stages"]["stages"]] == [4, 3, 2, 1]
+
+
+def test_a_layer_number_of_thousands_of_digits_is_no_stage_and_no_crash():
+    huge = "9" * 5000
+    rep = report(rules='  "layers/(\\d+)/.*" -> \\1', variables=[
+        Variable(f"layers/{huge}/w", (64, 64))] + [Variable(f"layers/{i}/w", (64, 64))
+                                                    for i in range(4)])
+    [d] = [d for d in rep.diagnostics if d.code == "P362"]
+    assert "not a layer number" in d.message

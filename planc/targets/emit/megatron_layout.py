@@ -28,6 +28,7 @@ from planc.diagnostics import PlanError, error
 SYMBOLS = {"E": "the embedding", "t": "a transformer layer", "m": "a multi-token-prediction "
            "layer", "L": "the loss (the output layer)"}
 _MAX_COUNT = 100_000  # far above any pipeline; keeps `(t|)*10**9` from eating memory
+_MAX_DEPTH = 32  # groups within groups: real layouts nest one deep
 
 
 class LayoutError(ValueError):
@@ -59,6 +60,7 @@ class _Reader:
     def __init__(self, text: str):
         self.text = text
         self.i = 0
+        self.depth = 0
 
     def sequence(self, top: bool) -> list[str]:
         out: list[str] = []
@@ -74,8 +76,12 @@ class _Reader:
                 return out
             start = self.i
             if c == "(":
+                self.depth += 1
+                if self.depth > _MAX_DEPTH:
+                    raise LayoutError(f"groups nested more than {_MAX_DEPTH} deep", self.i)
                 self.i += 1
                 inner = self.sequence(top=False)
+                self.depth -= 1
                 if self.i >= len(text):
                     raise LayoutError("`(` is never closed", start)
                 self.i += 1  # the `)`
@@ -102,6 +108,8 @@ class _Reader:
             self.i += 1
         if start == self.i:
             raise LayoutError("`*` needs a count, as `t*4`", start)
+        if self.i - start > 9:
+            raise LayoutError(f"a count of more than {_MAX_COUNT} symbols", start)
         n = int(text[start:self.i])
         if n < 1:
             raise LayoutError("a count is at least 1", start)
