@@ -187,12 +187,15 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
                               f"device of `{stages.axis}`"))
     rows = _rows(ir, assignments, per_device, slot_bytes, stage_of, layer_of, count,
                  positions, stacked)
-    for row in rows:
-        if not row.variables and not stacked and not outside:
-            problems.append(error(
-                "P363", f"stage {row.index} of {count} has no variable", stages.span,
-                label="these stages", help=f"{count} stages over fewer layers: use a smaller "
-                f"`{stages.axis}` axis, or spread the layers over every stage"))
+    empty = [r.index for r in rows if not r.variables]
+    if empty and not stacked and not outside:
+        shown = ", ".join(map(str, empty[:12])) + (f" and {len(empty) - 12} more"
+                                                    if len(empty) > 12 else "")
+        problems.append(error(
+            "P363", f"stage{'s' if len(empty) > 1 else ''} {shown} of {count} "
+            f"{'have' if len(empty) > 1 else 'has'} no variable", stages.span,
+            label="these stages", help=f"{count} stages over fewer layers: use a smaller "
+            f"`{stages.axis}` axis, or spread the layers over every stage"))
     problems += _order(ir, assignments, stage_of, layer_of)
     problems += _pipeline_axis(ir, assignments, stage_of)
     flops = [r.flops_per_token for r in rows]
