@@ -69,7 +69,10 @@ def plans(near: bool = True):
     env_call = st.builds(lambda v, d: ["env", "(", v] + ([",", d] if d else []) + [")"],
                          string, st.one_of(st.none(), integer, string, name))
     value = st.one_of(integer.map(lambda t: [t]), size.map(lambda t: [t]),
-                      string.map(lambda t: [t]), name.map(lambda t: [t]), env_call)
+                      string.map(lambda t: [t]), name.map(lambda t: [t]), env_call,
+                      st.sampled_from((["1f1b"], ["gpipe"], ["interleaved", "(", "2", ")"],
+                                       ["interleaved", "(", "0", ")"], ["10%"], ["12.5 %"],
+                                       ["0%"], ["120 ms"])))
 
     def kwargs(keys):
         pair = st.builds(lambda k, v: [k, "="] + v, keys, value)
@@ -104,6 +107,19 @@ def plans(near: bool = True):
 
     expr = st.recursive(st.one_of(integer, axis).map(lambda t: [t]), grow, max_leaves=8)
 
+    targets = st.one_of(axis.map(lambda a: [a]), st.just(["_"]),
+                        st.lists(axis, min_size=1, max_size=3).map(
+                            lambda xs: ["("] + _comma_join([[x] for x in xs]) + [")"]))
+    logical = st.lists(st.builds(lambda n, t: [n, "->"] + t, name, targets), max_size=4).map(
+        lambda es: ["axes", "{"] + [t for e in es for t in e] + ["}"])
+    stage = st.one_of(st.sampled_from((["first"], ["last"], ["\\1", "/", "2"], ["\\2"],
+                                       ["\\1", "-", "1"], ["first", "+", "1"])), expr)
+    stage_rules = st.lists(st.builds(lambda p, v: [p, "->"] + v, string, stage), max_size=4)
+    stages = st.builds(
+        lambda a, k, rs: ["stages", "(", a] + ([","] + k if k else []) + [")", "{"]
+        + [t for r in rs for t in r] + ["}"],
+        axis, kwargs(st.sampled_from(("microbatches", "schedule", "microbatch"))), stage_rules)
+
     mesh_axis = st.builds(lambda a, s: [a, "="] + s, axis,
                           st.one_of(integer.map(lambda t: [t]), st.just(["auto"]),
                                     name.map(lambda t: [t])))
@@ -123,8 +139,10 @@ def plans(near: bool = True):
         rules.map(lambda r: ["layout", "{"] + r + ["}"]),
         rules.map(lambda r: ["outputs", "{"] + r + ["}"]),
         renames.map(lambda r: ["rename", "{"] + r + ["}"]),
-        kwargs(st.sampled_from(("per_device", "state", "per_devices"))).map(
+        kwargs(st.sampled_from(("per_device", "state", "per_devices", "imbalance"))).map(
             lambda k: ["budget", "("] + k + [")"]),
+        logical,
+        stages,
         st.builds(lambda e, m: ["check"] + e + [",", m], expr, string),
         st.sampled_from(_INCLUDES).map(lambda p: ["include", '"' + _escape(p) + '"']),
         kwargs(st.sampled_from(("coordinator", "processes", "process_id", "nodes"))).map(

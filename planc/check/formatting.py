@@ -70,10 +70,10 @@ def format_text(text: str, file: str = "<string>") -> str:
 
 def without_spans(obj):
     """What an AST node or IR object says, as comparable tuples, leaving out where it
-    stands (its spans). `16GiB` and `16 GiB` are one size."""
+    stands (its spans). `16GiB` and `16 GiB` are one size, `10 %` and `10%` one share."""
     if isinstance(obj, Span):
         return None
-    if isinstance(obj, (ast.SizeLit, ast.DurationLit)):
+    if isinstance(obj, (ast.SizeLit, ast.DurationLit, ast.PercentLit)):
         return (type(obj).__name__, obj.value, re.sub(r"[ \t]", "", obj.text))
     if hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
         import dataclasses  # the records' own `fields` view; loaded on first use

@@ -86,3 +86,13 @@ def test_fmt_writes_stages_in_one_canonical_form():
     assert ('stages(pipe, microbatches = 8, schedule = interleaved(2)) {\n'
             '    "embed"           -> first\n    "layers/(\\d+)/.*" -> \\1 / 2\n}\n') in text
     assert format_text(text, "p.kd") == text
+
+
+def test_fmt_writes_a_share_without_its_space_and_it_still_reads_at_a_lines_end():
+    from planc.check.formatting import format_text
+
+    text = format_text(MESH + "budget(imbalance = 12.5 %)\nstages(pipe, microbatches = 8) {}\n",
+                       "p.kd")
+    assert "budget(imbalance = 12.5%)" in text
+    # A share at the end of a line (as `planc fmt` lays out a block's settings) is a share.
+    assert format_text("cluster {\n  processes = 5%\n}\ndata_parallel\n", "q.kd").count("5%") == 1
