@@ -22,8 +22,12 @@ an axis, such as `plan.constrain` or a `PartitionSpec`, must follow the rename).
       "renamed_axes": {"model": "tp"},      # old name -> new name; {} when none
       "renamed": ["path", ...],            # placed as before, under the new names
       "changes": [CHANGE, ...],            # model order of NEW, then removed variables
-      "newly_replicated": ["path", ...]
-    }
+      "newly_replicated": ["path", ...],
+      "stages": {"old": STAGES | null, "new": STAGES | null}   # only where either plan
+    }                                      # has `stages` and they differ
+
+    STAGES = {"schedule", "microbatches", "bubble",
+              "stages": [{"stage", "layers", "variables", "param_bytes", "state_bytes"}]}
 
     CHANGE = {"path": ..., "kind": "changed" | "added" | "removed",
               "fields": ["layout", "shard_shape", "bytes_per_device"],   # what differs
@@ -192,11 +196,27 @@ def diff_document(old: dict, new: dict) -> dict:
         return {"file": doc.get("file"), "devices": doc.get("devices"),
                 "per_device_bytes": (doc.get("summary") or {}).get("per_device_bytes")}
 
-    return {"schema": "planc.diff/1", "old": side(old), "new": side(new),
-            "identical": not found and not axes and side(old)["per_device_bytes"] ==
-            side(new)["per_device_bytes"],
-            "renamed_axes": axes, "renamed": renamed,
-            "changes": found, "newly_replicated": replicated}
+    stages = {"old": _stages(old), "new": _stages(new)}
+    out = {"schema": "planc.diff/1", "old": side(old), "new": side(new),
+           "identical": not found and not axes and side(old)["per_device_bytes"] ==
+           side(new)["per_device_bytes"] and stages["old"] == stages["new"],
+           "renamed_axes": axes, "renamed": renamed,
+           "changes": found, "newly_replicated": replicated}
+    if stages["old"] != stages["new"]:
+        out["stages"] = stages
+    return out
+
+
+def _stages(doc: dict) -> dict | None:
+    """What a diff compares of a document's pipeline: the schedule, the microbatches, the
+    bubble, and each stage's layers, variables and bytes."""
+    staged = doc.get("stages")
+    if staged is None:
+        return None
+    return {"schedule": staged["schedule"], "microbatches": staged["microbatches"],
+            "bubble": staged["bubble"],
+            "stages": [{k: r[k] for k in ("stage", "layers", "variables", "param_bytes",
+                                          "state_bytes")} for r in staged["stages"]]}
 
 
 def diff_text(doc: dict) -> str:
@@ -226,6 +246,7 @@ def diff_text(doc: dict) -> str:
         else:
             mark = "  (newly replicated)" if c["path"] in doc["newly_replicated"] else ""
             lines.append(f"~ {path}: {cell(c['old'])} -> {cell(c['new'])}{mark}")
+    lines += _stages_lines(doc.get("stages"), size)
     o, n = doc["old"]["per_device_bytes"], doc["new"]["per_device_bytes"]
     lines.append(f"per device: {size(o)} -> {size(n)}" if o != n else f"per device: {size(o)}")
     changed = len(doc["changes"])
@@ -233,8 +254,37 @@ def diff_text(doc: dict) -> str:
                f"{len(doc['newly_replicated'])} newly replicated")
     if renamed:
         summary += f"; axes renamed: {_rename_text(renamed)}"
+    if doc.get("stages"):
+        summary += "; pipeline stages changed"
     lines.append("identical" if doc["identical"] else summary)
     return "".join(visible(line) + "\n" for line in lines)
+
+
+def _stages_lines(stages: dict | None, size) -> list[str]:
+    if stages is None:
+        return []
+
+    def head(p):
+        if p is None:
+            return "no stages"
+        return f"{p['schedule']}, {p['microbatches']} microbatches, bubble {p['bubble']:.1%}"
+
+    def row(r):
+        layers = "-" if r["layers"] is None else "-".join(map(str, dict.fromkeys(r["layers"])))
+        return f"layers {layers}, {r['variables']} variables, {size(r['param_bytes'])}/device"
+
+    old, new = stages["old"], stages["new"]
+    lines = []
+    if old is None or new is None or head(old) != head(new):
+        lines.append(f"~ stages: {head(old)} -> {head(new)}")
+    before = {r["stage"]: r for r in (old or {}).get("stages", [])}
+    after = {r["stage"]: r for r in (new or {}).get("stages", [])}
+    for k in sorted(set(before) | set(after)):
+        a, b = before.get(k), after.get(k)
+        if a == b:
+            continue
+        lines.append(f"~ stage {k}: {row(a) if a else 'none'} -> {row(b) if b else 'none'}")
+    return lines
 
 
 def _rename_text(renamed: dict) -> str:

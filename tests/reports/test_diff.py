@@ -102,3 +102,27 @@ def test_a_plan_without_a_model_needs_one(plans, capsys):
     (plans / "bare.kd").write_text(OLD.replace('model "m.json"\n', ""))
     code, _, err = diff(capsys, plans / "bare.kd", plans / "old.kd")
     assert code == 2 and "--model" in err
+
+
+def test_a_change_of_stages_alone_is_a_difference(tmp_path, capsys):
+    from planc.sources import write_manifest
+    from planc.variables import Variable
+
+    model = tmp_path / "m.json"
+    write_manifest([Variable(f"layers/{i}/w", (64, 64)) for i in range(8)], str(model))
+    body = ("mesh(pipe = 4, fsdp = 2)\nmodel_parallel(batch = fsdp)\n"
+            "stages(pipe, microbatches = M) {\n  \"layers/(\\d+)/.*\" -> RULE\n}\n"
+            "layout {\n  default -> (fsdp, _)\n}\n")
+    old, new, shifted = tmp_path / "old.kd", tmp_path / "new.kd", tmp_path / "shifted.kd"
+    old.write_text(body.replace("M", "8").replace("RULE", "\\1 / 2"))
+    new.write_text(body.replace("M", "16").replace("RULE", "\\1 / 2"))
+    shifted.write_text(body.replace("M", "8").replace("RULE", "(\\1 + 2) / 3"))
+    args = ["--model", str(model), "--devices", "8"]
+    assert main(["diff", str(old), str(new), *args]) == 1
+    out = capsys.readouterr().out
+    assert "~ stages: 1f1b, 8 microbatches, bubble 27.3% -> 1f1b, 16 microbatches" in out
+    assert "pipeline stages changed" in out
+    assert main(["diff", str(old), str(shifted), *args]) == 1
+    assert "~ stage 0: layers 0-1, 2 variables, 16.0 KiB/device -> layers 0, 1 variables" in (
+        capsys.readouterr().out)
+    assert main(["diff", str(old), str(old), *args]) == 0
