@@ -237,9 +237,8 @@ class LogicalAxis(Frozen):
 
     @property
     def text(self) -> str:
-        target = "_" if not self.axes else self.axes[0] if len(self.axes) == 1 else \
-            "(" + ", ".join(self.axes) + ")"
-        return f"{self.name} -> {target}"
+        """The entry as a plan writes it: `embed -> fsdp`, `kv -> _`."""
+        return f"{self.name} -> {_dim_text(Dim(self.axes))}"
 
 
 def assign_logical(table: Sequence[LogicalAxis], names: Sequence[str | None],

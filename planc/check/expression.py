@@ -41,20 +41,25 @@ def encode(node) -> tuple:
     raise TypeError(f"unexpected expression node {type(node).__name__}")
 
 
-def names_in(node):
-    """Every `Name` node an AST expression reads, left to right (with its span, for
-    diagnostics)."""
+def nodes_in(node):
+    """Every node of an AST expression, the root first, each before the nodes to its
+    right (the order of the text)."""
     stack = [node]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.Name):
-            yield node
-        elif isinstance(node, ast.BinOp):
+        yield node
+        if isinstance(node, ast.BinOp):
             stack += [node.right, node.left]
         elif isinstance(node, ast.UnaryOp):
             stack.append(node.operand)
         elif isinstance(node, ast.Paren):
             stack.append(node.inner)
+
+
+def names_in(node):
+    """Every `Name` node an AST expression reads, left to right (with its span, for
+    diagnostics)."""
+    return (n for n in nodes_in(node) if isinstance(n, ast.Name))
 
 
 def evaluate(expr: tuple, env: dict[str, int]):

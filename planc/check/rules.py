@@ -234,7 +234,6 @@ class Rules(CheckerBase):
             head, tail = self._through_table(head, tail, named, used)
         return Alternative(tuple(head), ellipsis is not None, tuple(tail), False, node.span)
 
-
     def _unknown_name(self, name: ast.Name, mesh: Mesh) -> None:
         """P101 for a layout entry that is neither a mesh axis nor a logical name."""
         if not self.logical:

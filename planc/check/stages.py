@@ -8,10 +8,8 @@ plan alone says.
 
 from __future__ import annotations
 
-import re
-
 from planc.check.base import CheckerBase
-from planc.check.expression import encode, names_in
+from planc.check.expression import encode, names_in, nodes_in
 from planc.diagnostics import Label
 from planc.ir import Mesh, StageRule, Stages
 from planc.syntax import ast
@@ -124,10 +122,11 @@ class StagesChecker(CheckerBase):
         node = r.stage
         if isinstance(node, ast.Name) and node.text in _ENDS:
             return (node.text,), ()
-        try:
-            groups = re.compile(r.pattern.value).groups
-        except (re.error, RecursionError, OverflowError):
-            groups = 0
+        # Imported here, as for `rename` templates: only a plan with stage rules reads
+        # its patterns' groups.
+        from planc.matching.templates import pattern_groups
+
+        groups = pattern_groups(r.pattern.value).groups  # the pattern passed `_pattern`
         ok = True
         for g in _groups_in(node):
             if not 1 <= g.number <= groups:
@@ -161,38 +160,19 @@ class StagesChecker(CheckerBase):
 
 
 def _groups_in(node):
-    stack = [node]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.GroupRef):
-            yield node
-        elif isinstance(node, ast.BinOp):
-            stack += [node.right, node.left]
-        elif isinstance(node, ast.UnaryOp):
-            stack.append(node.operand)
-        elif isinstance(node, ast.Paren):
-            stack.append(node.inner)
+    return (n for n in nodes_in(node) if isinstance(n, ast.GroupRef))
 
 
 def refuse_in_check(checker: CheckerBase, expr) -> bool:
     """P163 for what only a stage may write in a `check`: `\\N` and `/`; whether none."""
     ok = True
-    for g in _groups_in(expr):
-        checker.err("P163", f"`\\{g.number}` is a stage rule's group; a `check` has none",
-                    g.span, label="not in a check")
-        ok = False
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.BinOp):
-            if node.op == "/":
-                checker.err("P163", "`/` in a `check`: write `//` for integer division",
-                            node.span, label="write `//`")
-                ok = False
-            stack += [node.right, node.left]
-        elif isinstance(node, ast.UnaryOp):
-            stack.append(node.operand)
-        elif isinstance(node, ast.Paren):
-            stack.append(node.inner)
+    for node in nodes_in(expr):
+        if isinstance(node, ast.GroupRef):
+            checker.err("P163", f"`\\{node.number}` is a stage rule's group; a `check` has "
+                        "none", node.span, label="not in a check")
+            ok = False
+        elif isinstance(node, ast.BinOp) and node.op == "/":
+            checker.err("P163", "`/` in a `check`: write `//` for integer division",
+                        node.span, label="write `//`")
+            ok = False
     return ok
-

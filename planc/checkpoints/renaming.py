@@ -22,12 +22,11 @@ Templates are read by `planc.matching.templates`, as the checker read them.
 
 from __future__ import annotations
 
-import re
-import warnings
 from typing import Iterable, Sequence
 
 from planc.ir import Rename
 from planc.matching import Matcher
+from planc.matching.python_re import python_regex
 from planc.matching.templates import compile_template, expand
 
 __all__ = ["Renamer"]
@@ -43,7 +42,7 @@ class Renamer:
     def __init__(self, renames: Sequence[Rename]) -> None:
         self.renames = tuple(renames)
         self._matcher = Matcher([r.pattern for r in self.renames], mode="full")
-        self._regexes = [_python_regex(r.pattern) for r in self.renames]
+        self._regexes = [python_regex(r.pattern) for r in self.renames]
         self._templates = [compile_template(r.template, rx)
                            for r, rx in zip(self.renames, self._regexes)]
 
@@ -62,12 +61,3 @@ class Renamer:
         """`[self.rename(n) for n in names]`."""
         rename = self.rename
         return [rename(n) for n in names]
-
-
-def _python_regex(pattern: str) -> re.Pattern:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # FutureWarning "possible nested set" and the like
-        try:
-            return re.compile(pattern, re.ASCII)
-        except (re.error, ValueError):  # an inline `(?u)`: ASCII cannot be asked for
-            return re.compile(pattern)

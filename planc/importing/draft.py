@@ -179,31 +179,31 @@ def text_of(draft: Draft) -> tuple[str, list[Diagnostic]]:
         lines += [f"    {e.name} -> {logical_target(e.axes)}" for e in draft.logical]
         lines.append("}")
     if draft.stages is not None:
-        lines.append(draft.stages + " {")
-        for r in draft.stage_rules:
-            literal = quoted(r.pattern)
-            if literal is None:
-                problems.append(_unwritable(r))
-                continue
-            tail = f"  # {_comment(r.comment)}" if r.comment else ""
-            lines.append(f"    {literal} -> {r.layout}{tail}")
-        lines.append("}")
+        lines += [draft.stages + " {", *_rule_lines(draft.stage_rules, problems), "}"]
     for block, rules, default in (("layout", draft.rules, draft.default_replicated),
                                   ("outputs", draft.outputs, False)):
         if not rules and not (default and block == "layout"):
             continue
         lines.append(f"{block} {{")
-        for r in rules:
-            literal = quoted(r.pattern)
-            if literal is None:
-                problems.append(_unwritable(r))
-                continue
-            tail = f"  # {_comment(r.comment)}" if r.comment else ""
-            lines.append(f"    {literal} -> {r.layout}{tail}")
+        lines += _rule_lines(rules, problems)
         if default:
             lines.append("    default -> replicated")
         lines.append("}")
     return "\n".join(lines) + "\n", problems
+
+
+def _rule_lines(rules, problems: list) -> list[str]:
+    """A block's rule lines (a rule's `layout` is its right-hand side as text); a P524 in
+    `problems` for each pattern no literal can hold."""
+    lines = []
+    for r in rules:
+        literal = quoted(r.pattern)
+        if literal is None:
+            problems.append(_unwritable(r))
+            continue
+        tail = f"  # {_comment(r.comment)}" if r.comment else ""
+        lines.append(f"    {literal} -> {r.layout}{tail}")
+    return lines
 
 
 def write(draft: Draft, file: str = PLAN_NAME) -> Written:

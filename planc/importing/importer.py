@@ -66,16 +66,16 @@ def import_plan(source, *, mesh: str | None = None, head: str | None = None,
                             "megatron (other sources are recognised by their form)")
     if layers is not None and source_kind != "megatron":
         raise SourceProblem("--layers is for --from megatron only")
-    if source_kind == "megatron":
-        return _from_megatron(source, mesh, layers, command or _command(
-            source, mesh, head, keras_version, devices), file, model, devices)
     if devices is not None and (not isinstance(devices, int) or devices <= 0):
         raise SourceProblem(f"--devices must be a positive integer, got {devices!r}")
     axes = parse_mesh(mesh) if mesh is not None else None
     command = command or _command(source, mesh, head, keras_version, devices)
     sources: dict[str, str] = {}
     try:
-        if isinstance(source, (str, os.PathLike)) and os.path.isfile(source):
+        if source_kind == "megatron":
+            draft = _from_megatron(source, layers, axes, command, sources)
+            found, expected, label = [], None, "the layout"
+        elif isinstance(source, (str, os.PathLike)) and os.path.isfile(source):
             draft, found, expected, label = _from_file(os.fspath(source), axes, head,
                                                        keras_version, command, sources,
                                                        source_kind)
@@ -99,25 +99,13 @@ def import_plan(source, *, mesh: str | None = None, head: str | None = None,
     return Imported(written.text, tuple(found), sources)
 
 
-def _from_megatron(text, mesh, layers, command, file, model, devices) -> Imported:
+def _from_megatron(text, layers, axes, command, sources) -> Draft:
     from planc.importing import megatron
 
     if not isinstance(text, str):
         raise SourceProblem("--from megatron takes the layout string itself, e.g. "
                             "\"Et*3|(t*4|)*6,t*3L\"")
-    axes = parse_mesh(mesh) if mesh is not None else None
-    draft, sources = megatron.draft(text, layers, axes, command)
-    try:
-        written = write(draft, file or PLAN_NAME)
-    except PlanError as exc:
-        raise PlanError(tuple(exc.diagnostics), {**sources, **exc.sources}) from None
-    sources.update(written.sources)
-    found = []
-    if model is not None:
-        found = list(compare(written, model_variables(model), devices, None, "the layout"))
-        if any(d.is_error for d in found):
-            raise PlanError(tuple(found), sources)
-    return Imported(written.text, tuple(found), sources)
+    return megatron.draft(text, layers, axes, command, sources)
 
 
 def _name_of(source) -> str:

@@ -29,9 +29,10 @@ from planc.targets.emit.megatron_layout import checked
 SOURCE = "<layout>"
 
 
-def draft(text: str, layers: int | None, mesh, command: str) -> tuple[Draft, dict]:
-    """The draft plan of the layout `text`, and the sources its diagnostics point into."""
-    sources = {SOURCE: text}
+def draft(text: str, layers: int | None, mesh, command: str, sources: dict) -> Draft:
+    """The draft plan of the layout `text`; `sources` gains the text its diagnostics
+    point into."""
+    sources[SOURCE] = text
     if layers is None:
         raise SourceProblem("--from megatron needs --layers N: the model's transformer "
                             "layers, which the layout must place every one of")
@@ -39,10 +40,7 @@ def draft(text: str, layers: int | None, mesh, command: str) -> tuple[Draft, dic
     def where(column: int) -> Span:
         return Span(SOURCE, 1, column + 1, 1, column + 2)
 
-    try:
-        stages = checked(text, layers, where)
-    except PlanError as exc:
-        raise PlanError(exc.diagnostics, sources) from None
+    stages = checked(text, layers, where)
     count = len(stages)
     if mesh is None:
         mesh = (("pipe", count),)
@@ -56,7 +54,7 @@ def draft(text: str, layers: int | None, mesh, command: str) -> tuple[Draft, dic
                                f"({size}) does not divide into virtual stages", where(0),
                                label="this layout",
                                help=f"give `--mesh {axis}=P` with P a divisor of {count}"),),
-                        sources)
+                        {})
     virtual = count // size
     schedule = f"interleaved({virtual})" if virtual > 1 else "1f1b"
     rules = []
@@ -94,7 +92,7 @@ def draft(text: str, layers: int | None, mesh, command: str) -> tuple[Draft, dic
     return Draft("megatron_pipeline", header, tuple(mesh), batch, "full", "error", (),
                  default_replicated=True, params=params,
                  stages=f"stages({axis}, microbatches = microbatches, schedule = {schedule})",
-                 stage_rules=tuple(rules)), sources
+                 stage_rules=tuple(rules))
 
 
 def _numbers(numbers: list[int]) -> str:

@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as sre
     import sre_parse
 
-__all__ = ["sre", "sre_parse", "compile_item"]
+__all__ = ["sre", "sre_parse", "compile_item", "python_regex"]
 
 
 def compile_item(item, flags: int):
@@ -29,3 +29,18 @@ def compile_item(item, flags: int):
     state = sre_parse.State()
     state.flags = (flags & ~re.UNICODE) | re.ASCII
     return sre_compile.compile(sre_parse.SubPattern(state, [item]), state.flags)
+
+
+def python_regex(pattern: str) -> re.Pattern:
+    """`pattern` compiled by Python's `re` as planc's matcher reads it (`re.ASCII`), for
+    the groups of a path the matcher has already matched: a `rename` template's, a stage
+    rule's layer number. A pattern with an inline `(?u)`, where ASCII cannot be asked
+    for, is compiled as written."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # FutureWarning "possible nested set" and the like
+        try:
+            return re.compile(pattern, re.ASCII)
+        except (re.error, ValueError):
+            return re.compile(pattern)

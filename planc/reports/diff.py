@@ -264,14 +264,14 @@ def _stages_lines(stages: dict | None, size) -> list[str]:
     if stages is None:
         return []
 
+    from planc.reports.stages import layers_text, schedule_text
+
     def head(p):
-        if p is None:
-            return "no stages"
-        return f"{p['schedule']}, {p['microbatches']} microbatches, bubble {p['bubble']:.1%}"
+        return "no stages" if p is None else schedule_text(p)
 
     def row(r):
-        layers = "-" if r["layers"] is None else "-".join(map(str, dict.fromkeys(r["layers"])))
-        return f"layers {layers}, {r['variables']} variables, {size(r['param_bytes'])}/device"
+        return (f"layers {layers_text(r['layers'])}, {r['variables']} variables, "
+                f"{size(r['param_bytes'])}/device")
 
     old, new = stages["old"], stages["new"]
     lines = []

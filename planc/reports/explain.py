@@ -55,6 +55,7 @@ import sys
 from planc.diagnostics import severity_counts
 from planc.diagnostics.text import visible
 from planc.ir import Dim, layout_text, named_layout_text
+from planc.reports.stages import table_text
 from planc.resolve import Report, human_bytes, variable_dict
 from planc.variables import Variable
 
@@ -160,39 +161,8 @@ def variables_pieces(plan, report: Report, color: bool) -> list[str]:
         _print_summary(out, report)
         if report.stages is not None:
             out.print()
-            out.write(stages_text(report.stages))
+            out.write(table_text(report.stages.to_dict()))
     return out.pieces()
-
-
-def stages_text(staged) -> str:
-    """The pipeline's stages as a plain table: what each carries, the bubble, the imbalance."""
-    from planc.resolve.memory import human_bytes
-
-    head = (f"pipeline over `{staged.axis}`: {len(staged.rows)} stages on {staged.positions} "
-            f"positions, {staged.schedule}, {staged.microbatches} microbatches; bubble "
-            f"{staged.bubble:.1%}")
-    parts = [f"{what} {share:.1%}" for what, share in (("FLOPs", staged.imbalance_flops),
-                                                       ("bytes", staged.imbalance_bytes))
-             if share is not None]
-    if parts:
-        head += "; largest stage over the mean: " + ", ".join(parts)
-    headers = ("stage", "position", "layers", "variables", "params/device", "state/device",
-               "FLOPs/token", "in flight")
-    cells = [headers]
-    for r in staged.rows:
-        layers = "-" if r.first_layer is None else (
-            str(r.first_layer) if r.first_layer == r.last_layer
-            else f"{r.first_layer}-{r.last_layer}")
-        cells.append((str(r.index), str(r.position), layers, str(len(r.variables)),
-                      human_bytes(r.param_bytes),
-                      "-" if r.state_bytes is None else human_bytes(r.state_bytes),
-                      f"{r.flops_per_token:,}", str(r.in_flight)))
-    widths = [max(len(c[k]) for c in cells) for k in range(len(headers))]
-    lines = [head]
-    for c in cells:
-        lines.append("  ".join(x.rjust(w) if k else x.ljust(w)
-                               for k, (x, w) in enumerate(zip(c, widths))).rstrip())
-    return "\n".join(lines) + "\n"
 
 
 def trace_text(plan, report: Report, info: dict | None, color: bool) -> str:

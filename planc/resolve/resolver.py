@@ -60,10 +60,9 @@ class Resolver:
         self._near_rules: dict[str, Rule | None] = {}
         # A variable's own logical names are read through the `axes` table in `layout`
         # only (a slot mirrors its parameter; an activation has no names of its own).
-        self._reads_names = section == "layout" and bool(ir.logical_axes)
         self._own = None
-        if self._reads_names:  # imported here: a plan without `axes` never needs it
-            from planc.resolve.own_names import OwnNames
+        if section == "layout" and ir.logical_axes:
+            from planc.resolve.own_names import OwnNames  # a plan without `axes` needs none
 
             self._own = OwnNames(ir)
 
@@ -127,7 +126,7 @@ class Resolver:
             return self.rules[literal], Reason.LITERAL
         if not hits:
             if names is not None:
-                return self._own.rule(names), Reason.OWN_NAMES
+                return self.names_rule(names), Reason.OWN_NAMES
             if self.default is not None:
                 return self.default, Reason.DEFAULT
             # An activation no output rule names is left to XLA, a parameter no state
@@ -147,9 +146,19 @@ class Resolver:
             return rule, Reason.FIRST
         return rule, Reason.AMBIGUOUS
 
+    def own_names(self, var: Variable, problems: list):
+        """The logical names `var` is laid out by when no rule matches it: its own, where
+        the plan has an `axes` table and they fit its rank (else P344 in `problems`);
+        None otherwise. What `decide` takes as `names`."""
+        return self._own.usable(var, problems) if self._own is not None else None
+
+    def names_rule(self, names: tuple) -> Rule:
+        """The rule laying out a value whose dimensions are named `names` (as
+        `own_names` gives them), read through the `axes` table."""
+        return self._own.rule(names)
+
     def _winner(self, var: Variable, hits: tuple[int, ...], problems) -> Rule | None:
-        names = self._own.usable(var, problems) if self._reads_names else None
-        rule, reason = self.decide(var.path, hits, names)
+        rule, reason = self.decide(var.path, hits, self.own_names(var, problems))
         self._report_decision(var, hits, rule, reason, problems)
         return rule
 
@@ -463,8 +472,8 @@ class Resolver:
         default = self.default
         # A plan with an `axes` table sends a path no rule matches down the general path:
         # the variable's own names, where it has them, come before `default`.
-        unmatched_key = None if default is None or self._reads_names else -1
-        usable = self._own.usable if self._reads_names else None
+        unmatched_key = None if default is None or self._own is not None else -1
+        usable = self._own.usable if self._own is not None else None
         assignment_of = tuple.__new__
         for var in variables:
             path = var.path

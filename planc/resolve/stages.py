@@ -29,12 +29,14 @@ Megatron's schedule warms up.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from planc.check.conditions import sizes_env
 from planc.check.expression import evaluate
 from planc.diagnostics import Diagnostic, Label, PlanError, error
 from planc.ir import PlanIR, StageRule
 from planc.matching import Matcher
+from planc.matching.python_re import python_regex
 from planc.resolve.memory import human_bytes
 
 
@@ -72,6 +74,8 @@ class StagePlan:
     microbatches: int
     positions: int
     stage_of: tuple[int | None, ...]
+    rule_of: tuple[int | None, ...]  # the stage rule that placed each variable
+    layer_of: tuple[int | None, ...]  # its layer: the first group that reads as a number
     stacked: tuple[int, ...]
     rows: tuple[StageRow, ...]
     bubble: float
@@ -134,12 +138,12 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
     if count is None:
         return None
     positions = count // stages.virtual
-    env = {k: v for k, v in ir.params if isinstance(v, int) and not isinstance(v, bool)}
-    env.update({a.name: a.global_size for a in ir.mesh.axes})
+    env = sizes_env(ir.param_dict, ir.mesh)
     rules = stages.rules
     matcher = Matcher([r.pattern for r in rules], ir.match) if rules else None
     problems: list[Diagnostic] = []
     stage_of: list[int | None] = []
+    rule_of: list[int | None] = []
     layer_of: list[int | None] = []
     missing: list[int] = []
     twice: dict[tuple[int, int], list[str]] = {}
@@ -151,6 +155,7 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
         hits = matcher.match(path) if matcher is not None else ()
         if not hits:
             stage_of.append(None)
+            rule_of.append(None)
             layer_of.append(None)
             if _is_stacked(a, stages.axis):
                 stacked.append(i)  # its layers are spread over the stages by its layout
@@ -165,6 +170,7 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
             outside.setdefault(rule.index, []).append((path, why))
             stage = None
         stage_of.append(stage)
+        rule_of.append(rule.index)
         layer_of.append(layer)
     if missing:
         problems.append(_missing(ir, [assignments[i].variable.path for i in missing]))
@@ -204,11 +210,11 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
     imbalance_flops = _over_mean(flops)
     imbalance_bytes = _over_mean(sizes) if None not in sizes else None
     plan = StagePlan(stages.axis, stages.schedule_text, stages.microbatches, positions,
-                     tuple(stage_of), tuple(stacked), rows,
+                     tuple(stage_of), tuple(rule_of), tuple(layer_of), tuple(stacked), rows,
                      bubble(positions, stages.microbatches, stages.virtual),
                      imbalance_flops, imbalance_bytes, ())
     problems += _budget(ir, plan)
-    return StagePlan(**{**plan.__dict__, "diagnostics": tuple(problems)})
+    return replace(plan, diagnostics=tuple(problems))
 
 
 def _stage(rule: StageRule, path: str, count: int, env: dict, mode: str, compiled: dict):
@@ -219,7 +225,7 @@ def _stage(rule: StageRule, path: str, count: int, env: dict, mode: str, compile
         return count - 1, None, None
     regex = compiled.get(rule.index)
     if regex is None:
-        regex = compiled[rule.index] = re.compile(rule.pattern)
+        regex = compiled[rule.index] = python_regex(rule.pattern)
     m = regex.fullmatch(path) if mode == "full" else regex.search(path)
     values = dict(env)
     layer = None
@@ -386,17 +392,14 @@ def _budget(ir: PlanIR, plan: StagePlan) -> list[Diagnostic]:
 
 # -- the modules of each stage, as torch pipelines split a model -------------------------
 
-_LAYER = re.compile(r"^(.*?[./]\d+)(?:[./]|$)")
-
-
 def module_fqn(path: str) -> str:
     """The torchtitan module a variable belongs to: its numbered layer, or its first part.
 
     >>> module_fqn("layers.3.attention.wq.weight"), module_fqn("tok_embeddings.weight")
     ('layers.3', 'tok_embeddings')
     """
-    m = _LAYER.match(path)
-    head = m.group(1) if m else re.split(r"[./]", path, maxsplit=1)[0]
+    m = LAYER_NUMBER.search(path)
+    head = path[:m.end()] if m and m.start() else re.split(r"[./]", path, maxsplit=1)[0]
     return head.replace("/", ".")
 
 

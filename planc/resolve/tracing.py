@@ -53,7 +53,7 @@ def trace(resolver: Resolver, var: Variable) -> dict:
         rules.append({**_where(r), "matches": r.index in hits, "literal": r.index == literal,
                       "matches_other_mode": r.index in other})
     default = resolver.default
-    names = resolver._own.usable(var, []) if resolver._own is not None else None
+    names = resolver.own_names(var, [])
     winner, reason = resolver.decide(path, hits, names)
     why = reason.sentence(winner, hits, var.rank)
     if names is not None and reason is not Reason.OWN_NAMES:

@@ -57,17 +57,11 @@ def is_linen_box(obj) -> bool:
 def logical_names_of_box(box) -> tuple | None:
     """The logical names of a Linen box: a `LogicallyPartitioned`'s `names`; None for a
     `Partitioned`, whose names are mesh axes."""
-    from flax.core import meta
-
     try:
         from flax.linen.spmd import LogicallyPartitioned
     except Exception:  # pragma: no cover - every Flax with Linen has it
         LogicallyPartitioned = ()
-    if isinstance(box, LogicallyPartitioned):
-        return _names_tuple(box.names)
-    if isinstance(box, meta.Partitioned):
-        return None
-    return None
+    return _names_tuple(box.names) if isinstance(box, LogicallyPartitioned) else None
 
 
 def nnx_leaves(obj):

@@ -244,7 +244,7 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
         return
     if _is_static(obj):
         return
-    if "flax" in sys.modules and _is_box(obj):
+    if _is_box(obj):
         _walk_box(obj, path, out, origin, active)
         return
 
@@ -291,6 +291,9 @@ def _walk(obj: Any, path: str | None, out: list[Variable], origin: str,
 
 
 def _is_box(obj: Any) -> bool:
+    # Asked of every inner node: a dict or a list is answered by its type's module alone.
+    if not type(obj).__module__.startswith("flax."):
+        return False
     from planc.sources.flax import is_linen_box
 
     return is_linen_box(obj)

@@ -41,6 +41,7 @@ import os
 
 from planc.diagnostics.text import visible
 from planc.ir import Dim, layout_text, named_layout_text
+from planc.reports.stages import layers_text, summary_text
 
 __all__ = ["SCHEMA", "MAX_PAGE_VARIABLES", "MAX_DIAGNOSTICS", "shown", "explain_data",
            "aot_data"]
@@ -108,27 +109,15 @@ def explain_data(doc: dict, *, slices: dict | None = None, distribution: str | N
 
 
 def _stages(staged: dict | None) -> dict | None:
-    """The pipeline section: a line of the schedule, bubble and imbalance, and a row per
-    stage, from the `stages` of a `planc.explain/1` document."""
+    """The pipeline section: the pipeline in a line, and a row per stage, from the
+    `stages` of a `planc.explain/1` document."""
     if staged is None:
         return None
-    imbalance = [f"{what} {share:.1%}" for what, share in sorted(staged["imbalance"].items())
-                 if share is not None]
-    summary = (f"over `{shown(staged['axis'])}`: {len(staged['stages'])} stages on "
-               f"{staged['positions']} positions, {shown(staged['schedule'])}, "
-               f"{staged['microbatches']} microbatches; bubble {staged['bubble']:.1%}"
-               + ("; largest stage over the mean: " + ", ".join(imbalance) if imbalance else ""))
-    rows = []
-    for r in staged["stages"]:
-        layers = r["layers"]
-        rows.append({"stage": r["stage"], "position": r["position"],
-                     "layers": "-" if layers is None else (
-                         str(layers[0]) if layers[0] == layers[1]
-                         else f"{layers[0]}-{layers[1]}"),
-                     "variables": r["variables"], "param_bytes": r["param_bytes"],
-                     "state_bytes": r["state_bytes"], "flops_per_token": r["flops_per_token"],
-                     "in_flight": r["in_flight_microbatches"]})
-    return {"summary": summary, "rows": rows}
+    rows = [{"stage": r["stage"], "position": r["position"], "layers": layers_text(r["layers"]),
+             "variables": r["variables"], "param_bytes": r["param_bytes"],
+             "state_bytes": r["state_bytes"], "flops_per_token": r["flops_per_token"],
+             "in_flight": r["in_flight_microbatches"]} for r in staged["stages"]]
+    return {"summary": shown(summary_text(staged)), "rows": rows}
 
 
 def _selected(paths: list[str], selected: str | None) -> int | None:

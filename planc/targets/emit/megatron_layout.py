@@ -172,7 +172,11 @@ def megatron_text(ir, variables=None) -> str:
         variables = ([Variable("embedding.word_embeddings.weight", (1,))]
                      + [Variable(f"decoder.layers.{i}.mlp.weight", (1,)) for i in range(layers)]
                      + [Variable("output_layer.weight", (1,))])
-        variables = [v for v in variables if _placed(ir, v.path)]
+        from planc.matching import Matcher
+
+        rules = ir.stages.rules
+        placed = Matcher([r.pattern for r in rules], ir.match).match if rules else None
+        variables = [v for v in variables if placed is not None and placed(v.path)]
     report = validate(ir, variables)
     errors = [d for d in report.diagnostics if d.is_error]
     if errors:
@@ -194,13 +198,6 @@ def megatron_text(ir, variables=None) -> str:
     return text + "\n"
 
 
-def _placed(ir, path: str) -> bool:
-    from planc.matching import Matcher
-
-    rules = ir.stages.rules
-    return bool(rules) and bool(Matcher([r.pattern for r in rules], ir.match).match(path))
-
-
 def layout_of(report) -> str:
     """The layout string of a plan's stages over a model (`report`, a validation
     `Report` with `stages`): E where the embedding is placed by `first`, a `t` per layer
@@ -210,28 +207,21 @@ def layout_of(report) -> str:
     staged = report.stages
     ir = report.ir
     rules = ir.stages.rules
-    count = len(staged.rows)
-    stages: list[list[str]] = [[] for _ in range(count)]
+    stages: list[list[str]] = [[] for _ in staged.rows]
     layers: dict[int, int] = {}
-    ends = {"first": [], "last": []}
-    from planc.matching import Matcher
-
-    matcher = Matcher([r.pattern for r in rules], ir.match) if rules else None
-    for i, (a, stage) in enumerate(zip(report.assignments, staged.stage_of)):
+    ends = set()
+    for stage, rule, layer in zip(staged.stage_of, staged.rule_of, staged.layer_of):
         if stage is None:
             continue
-        rule = rules[matcher.match(a.variable.path)[0]]
-        if rule.stage in (("first",), ("last",)):
-            ends[rule.stage[0]].append(stage)
-            continue
-        layer = _layer_number(a.variable.path)
-        if layer is not None:
+        if rules[rule].stage in (("first",), ("last",)):
+            ends.add(rules[rule].stage[0])
+        elif layer is not None:
             layers.setdefault(layer, stage)
     for layer in sorted(layers):
         stages[layers[layer]].append("t")
-    if ends["first"]:
+    if "first" in ends:
         stages[0].insert(0, "E")
-    if ends["last"]:
+    if "last" in ends:
         stages[-1].append("L")
     empty = [k for k, s in enumerate(stages) if not s]
     if empty:
@@ -241,16 +231,9 @@ def layout_of(report) -> str:
     return text_of(stages)
 
 
-def _layer_number(path: str) -> int | None:
-    from planc.resolve.stages import LAYER_NUMBER
-
-    m = LAYER_NUMBER.search(path)
-    return int(m.group()) if m else None
-
-
 def checked(text: str, layers: int | None, where) -> list[list[str]]:
-    """The stages of `text` (P530: a string that does not read, with its column), whose
-    `t`s must be `layers` (P531 names the layers missing or extra). `where(column)` is the
+    """The stages of `text` (P534: a string that does not read, with its column), whose
+    `t`s must be `layers` (P535 names the layers missing or extra). `where(column)` is the
     span of a column of the string."""
     try:
         stages = parse(text)

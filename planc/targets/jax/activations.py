@@ -23,6 +23,7 @@ from jax.sharding import PartitionSpec
 from planc.diagnostics import Diagnostic, PlanError, error, note
 from planc.diagnostics.text import render_text
 from planc.ir import PlanIR
+from planc.resolve.resolution import Assignment, ResolvedLayout
 from planc.targets.jax import sharding as target
 from planc.targets.jax.compat import require
 from planc.variables import Variable
@@ -99,7 +100,7 @@ def logical_constraint(ir: PlanIR, x, names, mesh=None):
     """`x` laid out by the logical names of its dimensions, through the plan's `axes`
     table (as `flax.linen.with_logical_constraint` does with its rules)."""
     mesh, bound = target._mesh(ir, mesh)
-    layout = _logical_layout(bound, names, _shape_of(x))
+    layout = _fitted_names(bound, _names(names), _shape_of(x))
     return target.place(x, target._shardings_of(bound, mesh, [layout])[0])
 
 
@@ -107,13 +108,12 @@ def logical_spec(ir: PlanIR, names, shape=None) -> PartitionSpec:
     """The `PartitionSpec` the `axes` table gives an array whose dimensions are named
     `names` (as `flax.linen.logical_to_mesh_axes`); with `shape`, checked to divide."""
     names = _names(names)
-    shape = tuple(shape) if shape is not None else None
-    if shape is None:
-        bound, fits = ir, False
-    else:
-        bound, fits = target._ir_for_devices(ir), True
-    assignment = _logical_layout(bound, names, shape if fits else (0,) * len(names))
-    return target._spec(assignment.layout)
+    if shape is not None:
+        return target._spec(_fitted_names(target._ir_for_devices(ir), names,
+                                          tuple(shape)).layout)
+    _, rule, _ = _names_rule(ir, names, None)
+    dims = rule.layout.alternatives[0].head
+    return target._spec(ResolvedLayout(tuple(d.entry for d in dims), (1,) * len(dims)))
 
 
 def _names(names) -> tuple:
@@ -124,32 +124,37 @@ def _names(names) -> tuple:
     return tuple(names)
 
 
-def _logical_layout(ir: PlanIR, names, shape):
-    """The assignment of a value of `shape` whose dimensions are named `names`: every
-    name must have an `axes` entry (P101), one per dimension (P344), and the axes they
-    take must divide the value (P317)."""
+def _names_rule(ir: PlanIR, names: tuple, shape):
+    """(resolver, rule, value) for a value of `shape` (None: any of the names' rank) whose
+    dimensions are named `names`: every name must have an `axes` entry (P101), and one
+    stand for each dimension (P344)."""
     from planc.diagnostics.did_you_mean import did_you_mean
-    from planc.resolve.own_names import OwnNames
 
-    names = _names(names)
     if not ir.logical_axes:
         raise PlanError((error("P101", "the plan has no `axes` table to read logical names "
                                "through", ir.anchor, help="add `axes { NAME -> AXES ... }` "
                                "mapping each logical name to mesh axes"),), ir.source_dict)
-    own = OwnNames(ir)
+    resolver = target._resolver(ir)
+    known = {e.name for e in ir.logical_axes}
     problems: list = []
-    value = Variable("the value", shape, "float32", names)
     for n in names:
-        if n is not None and n not in own.entries:
-            hint = did_you_mean(n, list(own.entries))
+        if n is not None and n not in known:
             problems.append(error("P101", f"unknown logical name `{n}`: the `axes` table has "
                                   "no entry for it", ir.logical_span,
-                                  help=hint or f"add `{n} -> AXES` (or `{n} -> _`) to the table"))
-    usable = own.usable(value, problems)
+                                  help=did_you_mean(n, sorted(known))
+                                  or f"add `{n} -> AXES` (or `{n} -> _`) to the table"))
+    value = Variable("the value", (0,) * len(names) if shape is None else shape, "float32",
+                     names)
+    usable = resolver.own_names(value, problems)
     if problems:
         raise PlanError(tuple(problems), ir.source_dict)
-    resolver = target._resolver(ir)
-    rule = own.rule(usable)
+    return resolver, resolver.names_rule(usable), value
+
+
+def _fitted_names(ir: PlanIR, names: tuple, shape):
+    """The assignment of a value of `shape` named `names`; P317 where the axes its names
+    take do not divide it."""
+    resolver, rule, value = _names_rule(ir, names, shape)
     layout, alt, misfits = resolver.fit(rule, shape)
     if alt < 0:
         raise PlanError(tuple(error(
@@ -158,8 +163,6 @@ def _logical_layout(ir: PlanIR, names, shape):
             label="the table it is laid out by",
             help="reshape the value, or give the name a fallback entry that divides it")
             for m in misfits if m.dim is not None), ir.source_dict)
-    from planc.resolve.resolution import Assignment
-
     return Assignment(value, layout, rule, alt)
 
 
