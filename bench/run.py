@@ -42,6 +42,7 @@ BENCHMARKS = [
     ("matching_floor", "matching_floor.py"),
     ("aot", "aot.py"),
     ("shardings", "shardings.py"),
+    ("search", "search.py"),
 ]
 
 TITLES = {
@@ -71,6 +72,8 @@ TITLES = {
                   "and a dict-lookup floor)"),
     "reshard_memory": ("8. `planc reshard` peak memory (in parts, vs load, shard and save the "
                        "whole tree; 8 simulated devices)"),
+    "search": ("14. `planc suggest --search` (the analytic search at Llama-3 scale on "
+               "compile-only v5e; the searched winner vs an exhaustive compile-only sweep)"),
 }
 
 # What limits each benchmark's figures, met or missed: shown under its table.

@@ -195,15 +195,36 @@ def _inspect_parser(sub) -> None:
 def _suggest_parser(sub) -> None:
     p = sub.add_parser("suggest", help="write a plan for a model, validated before it is "
                        "written", epilog=_MODULE_WARNING)
-    p.add_argument("--model", metavar="SRC", required=True,
-                   help="a checkpoint, manifest or module:attr")
-    p.add_argument("--devices", metavar="N", required=True, help="the device count (>= 2)")
+    p.add_argument("--model", metavar="SRC",
+                   help="a checkpoint, manifest or module:attr (with --search --step: "
+                        "default the step's parameters)")
+    p.add_argument("--devices", metavar="N", help="the device count (>= 2; with --search "
+                   "--topology: the topology's)")
     p.add_argument("--budget", metavar="SIZE", help="bytes per device the variables (times "
                    "--state) must fit, e.g. 80GB or 16GiB")
     p.add_argument("--strategy", choices=("auto", "fsdp", "tp", "fsdp_tp"), default="auto")
     p.add_argument("--tp", metavar="K", help="tensor-parallel size (default: chosen)")
     p.add_argument("--state", metavar="K", help="1 + optimizer slots per parameter "
-                   "(3 for Adam); bytes per device are counted K times (default 1)")
+                   "(3 for Adam); bytes per device are counted K times (default 1; 3 with "
+                   "--search)")
+    p.add_argument("--search", action="store_true", help="the fastest plan that fits: "
+                   "candidates scored by the cost model, the best compiled with --step")
+    p.add_argument("--step", metavar="MODULE:ATTR", help="--search: the training step "
+                   "builder, as `planc aot` takes it")
+    p.add_argument("--topology", metavar="NAME", help="--search: a TPU topology "
+                   "(v5e:4x4) or cpu:N")
+    p.add_argument("--tokens", metavar="N", help="--search: tokens per step (default: "
+                   "read from the step's batch)")
+    p.add_argument("--compiles", metavar="K", help="--search --step: candidates to compile "
+                   "(default and most: 8)")
+    p.add_argument("--max-candidates", metavar="N", help="--search: the most candidates "
+                   "scored (default 10000)")
+    p.add_argument("--calibration", metavar="FILE", help="--search: a planc.calibration/1 "
+                   "file")
+    p.add_argument("--chip", metavar="NAME", help="--search: the chip to price a cpu:N or "
+                   "--devices search on (default v5e)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="--search: text (the plan) or json (planc.suggest/1)")
     p.add_argument("-o", "--output", metavar="PLAN.kd", help="write the plan here (atomically)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 

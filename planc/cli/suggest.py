@@ -1,12 +1,19 @@
 """`planc suggest --model SRC --devices N [...] [-o PLAN.kd]`: a plan for a model, checked by
-planc's own validation before it is written (stdout, or atomically to PLAN.kd)."""
+planc's own validation before it is written (stdout, or atomically to PLAN.kd).
+
+`--search [--step MODULE:ATTR] [--topology NAME] [--tokens N] [--format json]`: the
+fastest plan that fits (`planc.suggest.search`); the JSON is `planc.suggest/1`."""
 
 from __future__ import annotations
 
 import os
 import re
 
-from planc.cli.common import EXIT_OK, UsageError, load_variables, write_output
+import sys
+
+from planc.cli.common import (EXIT_OK, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics,
+                              load_variables, prepare_jax, write_output)
+from planc.diagnostics import PlanError
 from planc.syntax.keywords import RESERVED
 
 
@@ -14,6 +21,18 @@ def run(args) -> int:
     from planc.suggest import suggest
     from planc.suggest.sizes import parse_size
 
+    if args.search:
+        return _search(args)
+    for flag, value in (("--step", args.step), ("--topology", args.topology),
+                        ("--tokens", args.tokens), ("--compiles", args.compiles),
+                        ("--max-candidates", args.max_candidates),
+                        ("--calibration", args.calibration), ("--chip", args.chip)):
+        if value is not None:
+            raise UsageError(f"{flag} is a --search option: add --search")
+    if args.format != "text":
+        raise UsageError("--format json is a --search option: add --search")
+    if args.model is None or args.devices is None:
+        raise UsageError("planc suggest needs --model SRC and --devices N")
     devices = _count(args.devices, "--devices", low=2,
                      why="a plan needs at least 2 devices to split anything")
     tp = _count(args.tp, "--tp", low=1) if args.tp is not None else None
@@ -33,9 +52,67 @@ def run(args) -> int:
     return EXIT_OK
 
 
-def _count(text: str, option: str, *, low: int, why: str = "") -> int:
-    if not text.strip().isdigit() or len(text.strip()) > 12 or int(text) < low:
-        raise UsageError(f"{option} expects an integer >= {low}, got `{text}`"
+_USAGE_CODES = frozenset({"P801", "P802", "P811", "P812", "P815"})
+
+
+def _search(args) -> int:
+    import json
+
+    from planc.suggest.sizes import parse_size
+
+    if args.model is None and args.step is None:
+        raise UsageError("planc suggest --search needs --model SRC or --step MODULE:ATTR")
+    if args.strategy != "auto" or args.tp is not None:
+        raise UsageError("--strategy and --tp choose one plan; --search weighs them all")
+    devices = (_count(args.devices, "--devices", low=2,
+                      why="a plan needs at least 2 devices to split anything")
+               if args.devices is not None else None)
+    if devices is None and args.topology is None:
+        raise UsageError("planc suggest --search needs --devices N or --topology NAME")
+    budget = None
+    if args.budget is not None:
+        try:
+            budget = parse_size(args.budget)
+        except ValueError as exc:
+            raise UsageError(f"--budget: {exc}") from None
+    from planc.suggest.search import MAX_CANDIDATES, MAX_COMPILES, search
+
+    def count(value, option, default, high=None):
+        return default if value is None else _count(value, option, low=1, high=high)
+
+    options = dict(
+        tokens=count(args.tokens, "--tokens", None), state=count(args.state, "--state", 3),
+        compiles=count(args.compiles, "--compiles", MAX_COMPILES, high=MAX_COMPILES),
+        max_candidates=count(args.max_candidates, "--max-candidates", MAX_CANDIDATES))
+    if args.topology is not None:
+        prepare_jax(args.topology)
+    variables = load_variables(args.model) if args.model is not None else None
+    try:
+        found = search(variables, devices, topology=args.topology, step=args.step,
+                       budget=budget, calibration=args.calibration, chip=args.chip,
+                       name=_plan_name(args.output), source=args.model or args.step,
+                       file=args.output or "<suggested>", **options)
+    except PlanError as exc:
+        emit_diagnostics(list(exc.diagnostics), exc.sources, args, stream=sys.stderr,
+                         to_file=False)
+        # a topology, step or calibration that cannot be read is the command line's fault
+        return EXIT_USAGE if any(d.code in _USAGE_CODES for d in exc.diagnostics) else EXIT_PLAN
+    if args.format == "json":
+        write_output(json.dumps(found.to_dict(), indent=2, ensure_ascii=False) + "\n",
+                     args.output)
+    else:
+        write_output(found.text, args.output)
+    notes = found.searched.diagnostics
+    if notes and args.format == "text":
+        emit_diagnostics(list(notes), {}, args, stream=sys.stderr, to_file=False)
+    return EXIT_OK
+
+
+def _count(text: str, option: str, *, low: int, why: str = "", high: int | None = None) -> int:
+    if not text.strip().isdigit() or len(text.strip()) > 12 or int(text) < low or (
+            high is not None and int(text) > high):
+        within = f" and <= {high}" if high is not None else ""
+        raise UsageError(f"{option} expects an integer >= {low}{within}, got `{text}`"
                          + (f" ({why})" if why else ""))
     return int(text)
 

@@ -42,6 +42,9 @@ from planc.suggest.sizes import at_least, size_text
 from planc.suggest.zero import slot_bytes, zero1_layout
 
 STRATEGIES = ("auto", "fsdp", "tp", "fsdp_tp")
+DATA = "data"
+# Strategies with a `data` axis, over which the parameters are whole (replicated).
+_DATA_STRATEGIES = ("tp", "dp", "hsdp")
 MAX_REPLICATED = 0.02  # MaxText's default sharding tolerance
 _MAX_DEVICES = 1 << 24
 
@@ -50,10 +53,10 @@ _MAX_DEVICES = 1 << 24
 class MeshChoice:
     """The chosen strategy and axis sizes, every variable's layout on them, and the cost."""
 
-    strategy: str  # "fsdp", "tp" or "fsdp_tp"
+    strategy: str  # "fsdp", "tp" or "fsdp_tp"; `suggest --search` adds "dp" and "hsdp"
     devices: int
     tp: int
-    fsdp: int  # devices on the FSDP axis (1 under `tp`, where the other axis is `data`)
+    fsdp: int  # devices on the FSDP axis (1 under `tp` and `dp`, whose axis is `data`)
     layouts: tuple
     cost: Cost
     replicate_small: bool
@@ -62,15 +65,31 @@ class MeshChoice:
     slot_bytes: int | None = None
 
     @property
+    def data(self) -> int:
+        """Devices on the `data` axis, which splits only the batch (1 where there is none)."""
+        return self.devices // (self.fsdp * self.tp)
+
+    @property
     def batch_axis(self) -> str:
-        """The mesh axis the batch is split over: `data` under `tp`, else `fsdp`."""
-        return "data" if self.strategy == "tp" else FSDP
+        """The mesh axis ZeRO-1 splits the slots over: `data` where there is one, else
+        `fsdp`."""
+        return DATA if self.strategy in _DATA_STRATEGIES else FSDP
+
+    @property
+    def batch_axes(self) -> tuple[str, ...]:
+        """The mesh axes the batch is split over: `data` and `fsdp` under `hsdp`."""
+        return (DATA, FSDP) if self.strategy == "hsdp" else (self.batch_axis,)
 
     @property
     def sizes(self) -> dict[str, int]:
-        """Every mesh axis's size."""
+        """Every mesh axis's size, in the plan's mesh order (`model` innermost: the
+        fastest links carry the most frequent collectives)."""
         if self.strategy == "tp":
-            return {"data": self.devices // self.tp, MODEL: self.tp}
+            return {DATA: self.devices // self.tp, MODEL: self.tp}
+        if self.strategy == "dp":
+            return {DATA: self.devices}
+        if self.strategy == "hsdp":
+            return {DATA: self.data, FSDP: self.fsdp, **({MODEL: self.tp} if self.tp > 1 else {})}
         return {FSDP: self.fsdp, MODEL: self.tp}
 
     def needs(self, state: int) -> int:
@@ -103,9 +122,13 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small) | {n // k for k in small})
 
 
-def evaluate(variables, roles, devices: int, strategy: str, tp: int) -> MeshChoice:
+def evaluate(variables, roles, devices: int, strategy: str, tp: int,
+             fsdp: int | None = None) -> MeshChoice:
+    """The layouts and cost of `strategy` with `tp` devices on `model`; `fsdp` devices
+    on `fsdp` (by default: none under `tp` and `dp`, the rest of the devices else)."""
     keep = small_can_stay_replicated(variables, roles, devices)
-    fsdp = 1 if strategy == "tp" else devices // tp
+    if fsdp is None:
+        fsdp = 1 if strategy in ("tp", "dp") else devices // tp
     layouts, cost = layouts_for(variables, roles, fsdp, tp, keep)
     return MeshChoice(strategy, devices, tp, fsdp, layouts, cost, keep)
 

@@ -63,10 +63,18 @@ def suggest(model, devices: int, *, budget: int | str | None = None, strategy: s
     limit = _budget(budget)
     roles = detect_roles(variables)
     choice = choose_mesh(variables, roles, devices, strategy, tp, limit, state)
+    header = Header(source or _describe(model), state, limit)
+    return written(variables, roles, choice, header, name=name, file=file)
+
+
+def written(variables, roles, choice: MeshChoice, header: Header, *, name: str = "suggested",
+            file: str = "<suggested>") -> Suggestion:
+    """The plan for `choice`, its rules grouped and its text checked and validated by
+    planc's own front end (P507, P508, P519 as `suggest`)."""
+    devices, state = choice.devices, header.state
     sizes = {FSDP: choice.fsdp, MODEL: choice.tp}
     rules, whole = group_rules(variables, roles, choice.layouts, sizes)
     state_rules = _state_rules(variables, roles, choice)
-    header = Header(source or _describe(model), state, limit)
     draft = plan_text(name, choice, rules, whole, variables, roles, header, state_rules)
     if len(rules) + 1 > limits.MAX_RULES or len(draft.encode()) > limits.MAX_PLAN_BYTES:
         raise PlanError((error(
@@ -76,7 +84,9 @@ def suggest(model, devices: int, *, budget: int | str | None = None, strategy: s
             help="their paths share no numbered structure to generalise; write the plan "
                  "by hand with broader patterns"),))
     text = format_text(draft, file)
-    report = _verified(text, file, variables, devices, choice, state)
+    # a plan that states no budget states no slot count to check its bytes against
+    report = _verified(text, file, variables, devices, choice,
+                       state if header.budget is not None else None)
     return Suggestion(text, report, choice, tuple(rules), roles, tuple(state_rules))
 
 
@@ -137,7 +147,7 @@ def _describe(model) -> str:
 
 
 def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice,
-              state: int) -> Report:
+              state: int | None) -> Report:
     """The report of the suggested plan; PlanError (P507 or P519) if it is not clean."""
     try:
         ir = check(text, file)
@@ -165,7 +175,7 @@ def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice,
                 raise PlanError((_internal(f"the slots of `{a.variable.path}` resolve to "
                                            f"{slot.layout.text}, not the ZeRO-1 layout "
                                            "chosen for them"),))
-        if report.memory.device_bytes != choice.needs(state):
+        if state is not None and report.memory.device_bytes != choice.needs(state):
             raise PlanError((_internal("the plan's bytes per device with its optimizer "
                                        "slots differ from the estimate"),))
     return report

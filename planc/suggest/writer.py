@@ -25,6 +25,8 @@ class Header:
     source: str
     state: int
     budget: int | None
+    peak: int | None = None  # `budget(peak = ...)`: a searched plan's compiled limit
+    why: tuple[str, ...] = ()  # comment lines saying why a searched plan was chosen
 
 
 def layout_text(layout: tuple) -> str:
@@ -53,24 +55,13 @@ def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple
     `state_rules` lay out the ZeRO-1 slots of `choice` (when it has them)."""
     lines = _header_lines(choice, variables, roles, whole, header)
     lines += [f"plan {name}", ""]
-    if choice.strategy == "fsdp":
-        lines += [f"mesh({FSDP} = auto)", "", f"model_parallel(batch = {FSDP})", ""]
-    else:
-        batch = "data" if choice.strategy == "tp" else FSDP
-        lines += [f"param tp = {choice.tp}", "", f"mesh({batch} = auto, {MODEL} = tp)", "",
-                  f"model_parallel(batch = {batch})", ""]
+    lines += _mesh_lines(choice)
     if header.budget is not None:
         state = f", state = {header.state}" if header.state != 1 else ""
-        lines += [f"budget(per_device = {size_text(header.budget)}{state})", ""]
-    lines.append("layout {")
-    for rule in rules:
-        lines.append(f"    # {_rule_comment(rule, choice, variables, roles)}")
-        alts = " | ".join(layout_text(a) for a in _rank_agnostic(rule.alternatives))
-        lines.append(f'    "{rule.pattern}" -> {alts}')
-    if whole:
-        lines.append(f"    # {_default_comment(whole, choice, variables, roles)}")
-        lines.append("    default -> replicated")
-    lines.append("}")
+        peak = f", peak = {size_text(header.peak)}" if header.peak is not None else ""
+        lines += [f"budget(per_device = {size_text(header.budget)}{state}{peak})", ""]
+    if choice.strategy != "dp":
+        lines += _layout_lines(choice, rules, whole, variables, roles)
     if state_rules:
         lines += ["", "state {"]
         for rule in state_rules:
@@ -81,6 +72,39 @@ def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple
             lines.append(f'    "{rule.pattern}" -> {alts}')
         lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _layout_lines(choice: MeshChoice, rules, whole, variables, roles) -> list[str]:
+    lines = ["layout {"]
+    for rule in rules:
+        lines.append(f"    # {_rule_comment(rule, choice, variables, roles)}")
+        alts = " | ".join(layout_text(a) for a in _rank_agnostic(rule.alternatives))
+        lines.append(f'    "{rule.pattern}" -> {alts}')
+    if whole:
+        lines.append(f"    # {_default_comment(whole, choice, variables, roles)}")
+        lines.append("    default -> replicated")
+    lines.append("}")
+    return lines
+
+
+def _mesh_lines(choice: MeshChoice) -> list[str]:
+    """The `param`, `mesh` and `model_parallel` lines: the batch axis takes what is left
+    (`auto`), so the plan is the same on any device count the sizes divide."""
+    batch = choice.batch_axes
+    said = batch[0] if len(batch) == 1 else "(" + ", ".join(batch) + ")"
+    if choice.strategy == "dp":  # replication is the strategy: no layout to write
+        return ["mesh(data = auto)", "", "data_parallel", ""]
+    if choice.strategy == "fsdp":
+        return [f"mesh({batch[0]} = auto)", "", f"model_parallel(batch = {said})", ""]
+    if choice.strategy == "hsdp":
+        lines = [f"param fsdp_size = {choice.fsdp}"]
+        axes = ["data = auto", f"{FSDP} = fsdp_size"]
+        if choice.tp > 1:
+            lines.append(f"param tp = {choice.tp}")
+            axes.append(f"{MODEL} = tp")
+        return lines + ["", f"mesh({', '.join(axes)})", "", f"model_parallel(batch = {said})", ""]
+    return [f"param tp = {choice.tp}", "", f"mesh({batch[0]} = auto, {MODEL} = tp)", "",
+            f"model_parallel(batch = {said})", ""]
 
 
 def _slot_bytes(members, choice: MeshChoice, variables) -> int:
@@ -146,6 +170,13 @@ def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -
     n, total = choice.devices, choice.cost.total
     if choice.strategy == "fsdp":
         how = f"FSDP, every variable split over `{FSDP}` ({n} devices); the batch too"
+    elif choice.strategy == "dp":
+        how = f"data parallelism, every variable whole on each device; the batch over `data` ({n})"
+    elif choice.strategy == "hsdp":
+        how = (f"FSDP over `{FSDP}` ({choice.fsdp} devices) within each of `data` "
+               f"({choice.data}) replicas" + (f", tensor parallelism over `{MODEL}` "
+                                            f"({choice.tp})" if choice.tp > 1 else "")
+               + "; the batch over `data` and `fsdp`")
     elif choice.strategy == "tp":
         how = (f"tensor parallelism over `{MODEL}` ({choice.tp} devices); `data` "
                f"({n // choice.tp}) splits only the batch")
@@ -161,8 +192,9 @@ def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -
         params += f"; the budget is {size_text(header.budget)}"
     zero1 = []
     if choice.slots is not None:
+        why = ("" if header.why else ": the plan fits the budget only so")
         zero1 = [f"# ZeRO-1: the optimizer slots are split over `{choice.batch_axis}` too "
-                 "(the `state` block): the plan fits the budget only so; with slots laid "
+                 f"(the `state` block){why}; with slots laid "
                  f"out as their parameters it would need {human_bytes(per * header.state)} "
                  "per device."]
     frac = choice.cost.replicated_fraction * 100
@@ -174,5 +206,6 @@ def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -
         params + ".",
         f"# Replicated: {frac}% of the parameter bytes ({_count(len(whole))} left whole).",
         *zero1,
+        *(f"# {line}" if line else "#" for line in header.why),
         f"# Review it like any plan, then: planc lint PLAN --model SRC --devices {n} --strict",
     ]

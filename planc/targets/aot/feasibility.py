@@ -62,7 +62,7 @@ def check(ir: PlanIR, topology: Topology) -> tuple[PlanIR | None, list[Diagnosti
 
         grid = _device_grid(bound.mesh.shape, bound.mesh.slice_shape, topology.devices)
         return bound, found, grid
-    grid, why = _assign(bound.mesh.shape, bound.mesh.slice_shape, topology)
+    grid, why = assign(bound.mesh.shape, bound.mesh.slice_shape, topology)
     if grid is None:
         found.append(_assignment_problem(bound, topology, why))
     elif why is _SPLIT:
@@ -146,9 +146,10 @@ def lint_topology(ir: PlanIR, name: str) -> tuple[int | None, list[Diagnostic]]:
 
 # -- the checks ------------------------------------------------------------------------------
 
-def _assign(shape, slices, topology: Topology, split_ok: bool = True):
-    """(grid, None) when JAX's assignment places the mesh (splitting physical axes only
-    when `split_ok`), else (None, its reason)."""
+def assign(shape, slices, topology: Topology, split_ok: bool = True):
+    """The devices of a mesh of `shape` (`slices` slices per axis) on `topology`, as
+    `plan.mesh()` places them: (grid, None) when JAX's assignment places the mesh
+    (splitting physical axes only when `split_ok`), else (None, its reason)."""
     from jax.experimental import mesh_utils
 
     devices = list(topology.devices)
@@ -249,7 +250,7 @@ def nearby_shapes(ir: PlanIR, topology: Topology, whole: bool = False) -> list[t
                         key=lambda c: (_distance(c, asked), c))
     out = []
     for shape in candidates[:_TRIED]:
-        if topology.platform == "cpu" or _assign(
+        if topology.platform == "cpu" or assign(
                 tuple(s * k for s, k in zip(shape, slices)), slices, topology,
                 split_ok=not whole)[0] is not None:
             out.append(shape)

@@ -5,7 +5,8 @@ then compiled with the plan's mesh placed on the topology once.
 batch)`. It is called under `jax.eval_shape`, so the arrays it builds are never
 allocated (called plainly when that fails, or when the step reads values it made);
 importing the module runs its code. A builder that cannot be imported or called is
-P811; one that breaks the convention is P806.
+P811; one that breaks the convention is P806. `options` are passed to the builder as
+keywords (`suggest --search` passes `remat=` to a builder that takes it).
 """
 
 from __future__ import annotations
@@ -44,14 +45,14 @@ class BuiltStep:
 
 
 def compile_named_step(ir: PlanIR, spec: str, topology: str, *, donate: bool = True,
-                       inspect=None):
+                       inspect=None, options: dict | None = None):
     """`(AotReport, BuiltStep)`: the step `spec` names, compiled for `topology`.
 
     The topology and the mesh on it come first (seconds, and before the step's module
     runs); `inspect(built)` may then refuse the step with a `PlanError` before the
     compile. Every problem raises one `PlanError` (P801-P811)."""
     where = placement(ir, topology)
-    built = build_step(ir, spec)
+    built = build_step(ir, spec, options=options)
     if inspect is not None:
         inspect(built)
     try:
@@ -61,7 +62,7 @@ def compile_named_step(ir: PlanIR, spec: str, topology: str, *, donate: bool = T
         if not (built.abstractly and _leaked(exc)):
             raise
         # The step reads values its builder made: build them for real and compile again.
-        built = build_step(ir, spec, plainly=True)
+        built = build_step(ir, spec, plainly=True, options=options)
         report = aot(ir, built.step, *built.trees, topology=topology, donate=donate,
                      where=where)
     return report, built
@@ -77,8 +78,10 @@ def parameter_variables(ir: PlanIR, params) -> tuple[Variable, ...]:
                  for p, leaf in paths)
 
 
-def build_step(ir: PlanIR, spec: str, plainly: bool = False) -> BuiltStep:
-    """The step and its arguments from the builder `spec` names (P806, P811)."""
+def build_step(ir: PlanIR, spec: str, plainly: bool = False,
+               options: dict | None = None) -> BuiltStep:
+    """The step and its arguments from the builder `spec` names, called with `options`
+    as keywords (P806, P811)."""
     from planc.sources import SourceError
     from planc.sources.objects import cwd_on_path, import_attr
 
@@ -87,17 +90,17 @@ def build_step(ir: PlanIR, spec: str, plainly: bool = False) -> BuiltStep:
     except SourceError as exc:
         raise_for(ir, _unbuildable(ir, f"--step {exc}"))
     with cwd_on_path():  # a builder may import its siblings when called
-        return _built(ir, spec, builder, plainly)
+        return _built(ir, spec, builder, plainly, options or {})
 
 
-def _built(ir: PlanIR, spec: str, builder, plainly: bool) -> BuiltStep:
+def _built(ir: PlanIR, spec: str, builder, plainly: bool, options: dict) -> BuiltStep:
     if not callable(builder):
         _convention(ir, f"`{spec}` is a {type(builder).__name__}, not a function")
     if not plainly:
         captured: dict = {}
 
         def traced():
-            captured["result"] = _split(ir, spec, builder(), abstract=True)
+            captured["result"] = _split(ir, spec, builder(**options), abstract=True)
 
         try:
             jax.eval_shape(traced)
@@ -107,7 +110,7 @@ def _built(ir: PlanIR, spec: str, builder, plainly: bool) -> BuiltStep:
         except (Exception, SystemExit):
             pass  # some builders need concrete values: built plainly below
     try:
-        result = builder()
+        result = builder(**options)
     except (Exception, SystemExit) as exc:
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise_for(ir, _unbuildable(ir, f"--step {spec}: calling it raised "

@@ -38,6 +38,12 @@ class Chip:
         self.wraparound_from = wraparound_from
         self.sources = sources
 
+    @property
+    def hbm_usable(self) -> int:
+        """The HBM bytes a program may use: what XLA reports as the limit where it has
+        been measured (`USABLE_HBM`), else the capacity."""
+        return USABLE_HBM.get(self.name, self.hbm_capacity)
+
     def peak_flops(self, dtype: str) -> float:
         """Matrix FLOP/s for operands of `dtype` (HLO's names: bf16, f32, s8 ...). f32
         matmuls run as bf16 passes on the MXU at JAX's default precision."""
@@ -72,6 +78,12 @@ CHIPS = (
     Chip("v4", ("TPU v4",), {"bf16": 275e12, "int8": 275e12}, 1200e9, 32 * 2**30, 4.5e10,
          6, 6.25e9, 4, (_CLOUD.format("v4"), _SCALING)),
 )
+
+
+# The bytes XLA lets one program use (`memory_stats()["bytes_limit"]`), measured on the
+# chip; below the capacity by what the runtime keeps. v5e: a TPU v5 lite, JAX 0.10.2, as
+# ../shared/DESIGN.md section 9 records it. Other generations: not measured.
+USABLE_HBM = {"v5e": 16_909_336_064}
 
 
 def chip_for(device_kind: str) -> Chip | None:

@@ -67,3 +67,17 @@ def axis_placements(mesh, slice_axes=(), wraparound_from: int = 0) -> dict[str, 
         else:  # size 1, or several cores of one chip
             out[name] = AxisPlacement(name, "line", (), 1)
     return out
+
+
+def placements_on(topology, sizes: dict, wraparound_from: int = 0) -> dict | None:
+    """{axis: AxisPlacement} of a mesh of `sizes` ({name: size}, in mesh order) placed on
+    `topology` (a loaded `Topology`) as `plan.mesh()` places it; None when it cannot be."""
+    import jax
+
+    from planc.targets.aot.feasibility import assign
+
+    shape = tuple(sizes.values())
+    grid, _ = assign(shape, (1,) * len(shape), topology)
+    if grid is None:
+        return None
+    return axis_placements(jax.sharding.Mesh(grid, tuple(sizes)), (), wraparound_from)

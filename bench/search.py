@@ -1,0 +1,148 @@
+"""Benchmark 14: `planc suggest --search`: the analytic search at Llama-3 scale, and the
+searched winner against an exhaustive compile-only sweep of the same space.
+
+1. Llama-3-8B and -70B shapes (Hugging Face names, bfloat16; Adam: `state` 3; 4,096
+   tokens per chip, MaxText's per-device batch of 2 at 2,048) on compile-only
+   `v5e:4x4` and `v5e:16x16`, no step: the CPU time of `search(...)` (scoring every
+   candidate, placing every mesh on the topology, writing and validating every shown
+   plan), median of the runs. Goal: <= 30 s.
+2. `examples/search_step.py` (a 4-layer decoder with Adam) on compile-only `v5e:2x4`:
+   `search(step=...)` with its default of at most 8 compiles, against every candidate
+   of the same space compiled (the exhaustive sweep). Goal: the winner's predicted step
+   time within 5% of the sweep's best within the limit. The sweep's time is recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import Results, args, status  # noqa: E402
+
+SHAPES = {  # layers, hidden, heads, kv heads, ffn, vocab
+    "Llama-3-8B": (32, 4096, 32, 8, 14336, 128256),
+    "Llama-3-70B": (80, 8192, 64, 8, 28672, 128256),
+}
+
+
+def llama(layers, d, heads, kv, f, vocab):
+    from planc.variables import Variable
+
+    hd = d // heads
+    out = [Variable("model.embed_tokens.weight", (vocab, d), "bfloat16")]
+    for n in range(layers):
+        p = f"model.layers.{n}."
+        out += [Variable(p + name, shape, "bfloat16") for name, shape in (
+            ("input_layernorm.weight", (d,)), ("self_attn.q_proj.weight", (heads * hd, d)),
+            ("self_attn.k_proj.weight", (kv * hd, d)), ("self_attn.v_proj.weight", (kv * hd, d)),
+            ("self_attn.o_proj.weight", (d, heads * hd)),
+            ("post_attention_layernorm.weight", (d,)), ("mlp.gate_proj.weight", (f, d)),
+            ("mlp.up_proj.weight", (f, d)), ("mlp.down_proj.weight", (d, f)))]
+    out += [Variable("model.norm.weight", (d,), "bfloat16"),
+            Variable("lm_head.weight", (vocab, d), "bfloat16")]
+    return out
+
+
+def analytic(results, runs):
+    from planc.diagnostics import Diagnostic, PlanError
+    from planc.suggest.search import search
+
+    worst = 0.0
+    for name, shape in SHAPES.items():
+        variables = llama(*shape)
+        for topology in ("v5e:4x4", "v5e:16x16"):
+            chips = 16 if topology == "v5e:4x4" else 256
+            times = []
+            for _ in range(runs):
+                start = time.process_time()
+                try:
+                    found = search(variables, topology=topology, tokens=chips * 4096)
+                except PlanError as exc:  # P510: the model cannot fit these chips
+                    found = exc.diagnostics[0]
+                times.append(time.process_time() - start)
+            cpu = sorted(times)[len(times) // 2]
+            worst = max(worst, cpu)
+            if isinstance(found, Diagnostic):
+                what, count = f"{found.code}: {found.message}", None
+            else:
+                w = found.searched.winner
+                count = len(found.searched.outcomes)
+                what = (f"winner {w.candidate.family} on {w.candidate.mesh_text}, analytic "
+                        f"peak {w.score.peak / 2**30:.1f} GiB, step "
+                        f"{w.score.estimate_s * 1e3:.0f} ms")
+            results.row(f"{name} on `{topology}`" + (f": {count} candidates" if count else ""),
+                        f"{cpu:.2f} s CPU; {what}", "<= 30 s", status(cpu <= 30), cpu_s=cpu,
+                        candidates=count)
+    return worst
+
+
+def sweep(results):
+    from planc.diagnostics import PlanError
+    from planc.suggest.roles import detect_roles
+    from planc.suggest.search import search
+    from planc.suggest.search.prove import Prover
+    from planc.suggest.suggester import written
+    from planc.suggest.writer import Header
+
+    spec, topology = "examples.search_step:build", "v5e:2x4"
+    start = time.process_time()
+    wall = time.perf_counter()
+    found = search(step=spec, topology=topology)
+    searched_cpu, searched_wall = time.process_time() - start, time.perf_counter() - wall
+    prover = Prover(spec, topology, remat_option=True)
+    vs = tuple(a.variable for a in found.suggestion.report.assignments)
+    roles = detect_roles(vs)
+    limit = found.searched.limit
+    best, compiled = None, 0
+    start, wall = time.process_time(), time.perf_counter()
+    for o in found.searched.outcomes:
+        text = written(vs, roles, o.candidate.choice, Header("sweep", 3, None)).text
+        try:
+            peak, seconds, _ = prover(text, o.candidate.remat)
+        except PlanError:  # a compile that fails is no candidate, as in the search
+            continue
+        compiled += 1
+        if peak <= limit and (best is None or seconds < best[0]):
+            best = (seconds, o.candidate.family, o.candidate.mesh_text)
+    sweep_cpu, sweep_wall = time.process_time() - start, time.perf_counter() - wall
+    w = found.searched.winner
+    ratio = w.compiled_s / best[0]
+    results.row(f"search on `{topology}`: {len(found.searched.outcomes)} candidates, "
+                f"{found.searched.compiles} compiled",
+                f"winner {w.candidate.family} on {w.candidate.mesh_text}: "
+                f"{w.compiled_s * 1e6:.0f} us predicted; {searched_wall:.1f} s wall, "
+                f"{searched_cpu:.1f} s CPU", "<= 8 compiles",
+                status(found.searched.compiles <= 8), compiles=found.searched.compiles,
+                wall_s=searched_wall, cpu_s=searched_cpu)
+    results.row(f"exhaustive sweep: all {compiled} candidates compiled",
+                f"best {best[1]} on {best[2]}: {best[0] * 1e6:.0f} us; "
+                f"{sweep_wall:.0f} s wall, {sweep_cpu:.0f} s CPU",
+                wall_s=sweep_wall, cpu_s=sweep_cpu, compiled=compiled)
+    results.row("winner over the sweep's best (predicted step time)", f"{ratio:.3f}x",
+                "<= 1.05x", status(ratio <= 1.05), ratio=ratio)
+    return ratio
+
+
+def main():
+    a = args(__doc__.splitlines()[0])
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+    os.chdir(Path(__file__).resolve().parents[1])  # examples/ importable as a package
+    results = Results("search", "planc suggest --search", a.size)
+    import jax
+
+    results.note(f"JAX {jax.__version__}, compile-only TPU topologies through libtpu; no "
+                 "chip: the step times are planc cost's estimates (uncalibrated)")
+    analytic(results, 1 if a.size == "tiny" else 3)
+    ratio = sweep(results) if a.size != "tiny" else 1.0
+    results.ratio("search_winner_over_sweep_best", ratio,
+                  "(predicted step time of the searched winner / of the sweep's best)", a.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""`planc suggest --search`: the fastest plan that fits, found by cost and proved by
+compiling it. The rooms, in the order a search runs:
+
+- `workload`: what the step asks (tokens, optimizer state, the model's shape);
+- `space`: the candidates (mesh factorizations, ZeRO-1, remat);
+- `score`: each candidate's analytic peak and step time;
+- `prove`: the best compiled for the topology (JAX; imported only with a step);
+- `searcher`: score, prove, choose;
+- `report`: the rows a reviewer reads, as comment tables and JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planc.diagnostics import PlanError, error
+from planc.resolve import human_bytes
+from planc.suggest.roles import detect_roles
+from planc.suggest.search.report import Row, document, rows_of, table_lines, why_not
+from planc.suggest.search.searcher import (MARGIN, MAX_CANDIDATES, MAX_COMPILES, Searched,
+                                           nothing_fits, search_space)
+from planc.suggest.search.workload import Workload, tokens_of_batch, workload_of
+from planc.suggest.writer import Header, layout_text
+
+__all__ = ["search", "SearchResult", "MARGIN", "MAX_COMPILES", "MAX_CANDIDATES"]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A search's chosen plan `text`, its `suggestion`, what was `searched`, and the
+    `rows` shown (each with its plan text). `to_dict()` is `planc.suggest/1`."""
+
+    text: str
+    suggestion: object
+    searched: Searched
+    rows: tuple
+
+    def to_dict(self) -> dict:
+        return document(self)
+
+
+def search(model=None, devices: int | None = None, *, topology: str | None = None,
+           step: str | None = None, tokens: int | None = None, state: int = 3,
+           budget: int | None = None, calibration: str | None = None, chip: str | None = None,
+           compiles: int = MAX_COMPILES, max_candidates: int = MAX_CANDIDATES,
+           name: str = "suggested", source: str | None = None,
+           file: str = "<suggested>") -> SearchResult:
+    """The fastest plan for `model` (or the step's parameters) that fits, on `devices` or
+    `topology`, ranked by the analytic cost model and, with `step` (`MODULE:ATTR`, as
+    `planc aot` takes it) and `topology`, proved by compiling the best candidates.
+
+    `tokens` per step is needed without a step (with one, it is read from the batch).
+    `state` is 1 + optimizer slots (3 for Adam). Raises `PlanError`: P509 for what the
+    search cannot start without, P510 when no candidate fits.
+
+    >>> from planc.variables import Variable
+    >>> vs = [Variable(f"blk_{i}/mlp/{n}", s, "bfloat16") for i in range(4)
+    ...       for n, s in (("up", (1024, 4096)), ("down", (4096, 1024)))]
+    >>> found = search(vs, 8, tokens=8 * 2048)
+    >>> found.searched.winner.candidate.family  # a small model: whole on every device
+    'dp + ZeRO-1'
+    >>> "data_parallel" in found.text
+    True
+    """
+    from planc.suggest.suggester import _variables
+
+    if step is not None and topology is None:
+        raise PlanError((_needs("a step is compiled for a topology: pass --topology (a TPU "
+                                "name such as v5e:4x4, or cpu:N)"),))
+    batch_leaves, takes_remat = (), False
+    if step is not None:
+        from planc.suggest.search.prove import step_facts
+
+        params, batch_leaves, takes_remat = step_facts(step, file)
+        variables = _variables(model) if model is not None else params
+    else:
+        variables = _variables(model)
+    topo, row = _topology_and_chip(topology, chip)
+    if topo is not None:
+        count = len(topo.devices)
+        if devices is not None and devices != count:
+            raise PlanError((_needs(f"--devices {devices} disagrees with the {count} devices "
+                                    f"of {topology}: drop --devices"),))
+        devices = count
+    if devices is None or devices < 2:
+        raise PlanError((_needs("a search needs at least 2 devices: --devices N or "
+                                "--topology NAME"),))
+    # Without a step, remat is weighed as the step's option to take; with one, only
+    # when its builder takes `remat` (the search cannot apply it otherwise).
+    work = _workload(variables, tokens, state, batch_leaves,
+                     takes_remat if step is not None else True)
+    # whole MiB, so the plan's budgets read as sizes (`15803 MiB`), never above the margin
+    limit = budget if budget is not None else int(row.hbm_usable * (1 - MARGIN)) >> 20 << 20
+    from planc.targets.cost.calibration import UNCALIBRATED, CalibrationError, read_calibration
+
+    try:
+        cal = UNCALIBRATED if calibration is None else read_calibration(calibration, row.name)
+    except CalibrationError as exc:
+        raise PlanError((exc.diagnostic,)) from None
+    roles = detect_roles(variables)
+    header = Header(source or (step if model is None and step else _describe(model)), state,
+                    limit, peak=limit if step is not None else None)
+    texts: dict = {}
+
+    def plan_of(o, why=()):
+        key = id(o)
+        if key not in texts or why:
+            from planc.suggest.suggester import written
+
+            # a row over the limit carries no budget it would fail: it lints clean, and
+            # its row says why it lost
+            fits = o.candidate.choice.needs(state) <= limit
+            h = Header(header.source, header.state, header.budget if fits else None,
+                       header.peak if fits and o.peak <= limit else None, tuple(why))
+            texts[key] = written(variables, roles, o.candidate.choice, h, name=name, file=file)
+        return texts[key]
+
+    prover = None
+    if step is not None:
+        from planc.suggest.search.prove import Prover
+
+        compile_plan = Prover(step, topology, calibration=calibration, chip=chip,
+                              remat_option=takes_remat, file=file)
+
+        def prover(outcome):
+            return compile_plan(plan_of(outcome).text, outcome.candidate.remat)
+
+    on_torus = topo is not None and topo.platform == "tpu"
+    placements_for = _placements(topo, row) if on_torus else None
+    searched = search_space(variables, roles, devices, work, row, cal, limit=limit,
+                            placements_for=placements_for, prove=prover, compiles=compiles,
+                            max_candidates=max_candidates)
+    if searched.winner is None:
+        raise PlanError((nothing_fits(searched, human_bytes), *searched.diagnostics))
+    rows = rows_of(searched)
+    for r in rows:
+        if r.kind == "why_not":
+            r.why, decider = why_not(r.outcome, searched.winner, limit)
+            r.plan = plan_of(r.outcome).text
+            r.rule = _rule_for(decider, plan_of(r.outcome), variables)
+        elif r.kind != "chosen":
+            r.plan = plan_of(r.outcome).text
+    chosen = plan_of(searched.winner, _why(searched))
+    text = chosen.text.rstrip("\n") + "\n" + "\n".join(table_lines(rows, searched)) + "\n"
+    rows[0].plan = text
+    return SearchResult(text, chosen, searched, tuple(rows))
+
+
+def _needs(message: str):
+    return error("P509", message, None)
+
+
+def _describe(model) -> str:
+    from planc.suggest.suggester import _describe as describe
+
+    return describe(model)
+
+
+def _topology_and_chip(topology, chip):
+    from planc.targets.cost.chips import CHIPS, chip_for, chip_named
+
+    def unknown(name):
+        return PlanError((error("P815", f"no chip named `{name}` to price the step on", None,
+                                help="one of " + ", ".join(f"`{c.name}`" for c in CHIPS)),))
+
+    if topology is None:
+        row = chip_named(chip or "v5e")
+        if row is None:
+            raise unknown(chip)
+        return None, row
+    from planc.targets.aot.topology import TopologyError, load_topology
+
+    try:
+        topo = load_topology(topology)
+    except TopologyError as exc:
+        raise PlanError((exc.diagnostic,)) from None
+    if topo.platform == "cpu" or chip is not None:
+        row = chip_named(chip or "v5e")
+        if row is None:
+            raise unknown(chip)
+        return topo, row
+    row = chip_for(topo.device_kind)
+    if row is None:
+        raise PlanError((error("P815", f"planc has no figures for `{topo.device_kind}`", None),))
+    return topo, row
+
+
+def _placements(topo, row):
+    from planc.targets.cost.links import placements_on
+
+    cache: dict = {}
+
+    def placements_for(sizes):
+        key = tuple(sizes.items())
+        if key not in cache:
+            cache[key] = placements_on(topo, sizes, row.wraparound_from)
+        return cache[key]
+
+    return placements_for
+
+
+def _workload(variables, tokens, state, batch_leaves, takes_remat) -> Workload:
+    batch = None
+    if tokens is None:
+        found = tokens_of_batch(batch_leaves)
+        if found is None:
+            raise PlanError((_needs("a search ranks plans by step time, which needs the tokens "
+                                    "per step: pass --tokens N, or --step MODULE:ATTR whose "
+                                    "batch holds them"),))
+        tokens, batch = found
+    return workload_of(variables, tokens=tokens, state=state, batch=batch,
+                       remat_option=takes_remat)
+
+
+def _why(searched) -> list[str]:
+    w = searched.winner
+    how = ("compiled for the topology: peak" if w.compiled else "analytic: peak")
+    lines = [f"Searched: the fastest of {len(searched.outcomes):,} candidates that fits "
+             f"{human_bytes(searched.limit)} per device ({how} "
+             f"{human_bytes(w.peak)}, step {_seconds(w.estimate_s)}).",
+             f"Its largest term: {w.score.largest().name}. The tables at the end say what "
+             "else was weighed."]
+    if w.candidate.remat:
+        lines.append("With remat: run each layer under `jax.checkpoint` (the step's "
+                     "`remat=True`); without it, this plan does not fit as scored.")
+    return lines
+
+
+def _seconds(s: float) -> str:
+    from planc.targets.cost.report import seconds_text
+
+    return seconds_text(s)
+
+
+def _rule_for(decider: str, suggestion, variables) -> str | None:
+    """The rule of `suggestion` behind `decider` (a term or part name): the one whose
+    variables carry the most bytes of it."""
+    if not decider or decider in ("matmul compute", "HBM traffic", "activations", "logits"):
+        return None
+    want = None
+    if "over fsdp" in decider or decider == "gathered":
+        want = "fsdp"
+    elif "over model" in decider:
+        want = "model"
+    best, size = None, -1
+    for rule in suggestion.rules:
+        if want and not any(want in str(a) for a in rule.alternatives):
+            continue
+        b = sum(variables[i].nbytes for i in rule.members)
+        if b > size:
+            best, size = rule, b
+    if best is None:
+        return None
+    line = next((n for n, text in enumerate(suggestion.text.splitlines(), 1)
+                 if text.strip().startswith(f'"{best.pattern}"')), None)
+    alts = " | ".join(layout_text(a) for a in best.alternatives)
+    return f'"{best.pattern}" -> {alts}' + (f" (line {line})" if line else "")
+
+
+__all__ += ["Row"]

@@ -1,0 +1,58 @@
+"""Proving a candidate: its plan compiled for the topology with the user's step, as
+`planc cost` compiles it (`compile_named_step`, then `cost_of` on the same compile), for
+its real peak and predicted step time. Imports JAX; the search imports this only when it
+has a step to compile.
+"""
+
+from __future__ import annotations
+
+from planc.check.checker import check
+
+__all__ = ["Prover", "step_facts"]
+
+
+class Prover:
+    """Compiles candidates' plan texts with the step `spec` on `topology`."""
+
+    def __init__(self, spec: str, topology: str, *, calibration=None, chip=None,
+                 remat_option: bool = False, file: str = "<suggested>"):
+        self.spec = spec
+        self.topology = topology
+        self.calibration = calibration
+        self.chip = chip
+        self.remat_option = remat_option
+        self.file = file
+
+    def __call__(self, text: str, remat: bool):
+        """`(peak bytes, estimate seconds, CostReport)` of the plan `text`'s compile;
+        `PlanError` when it cannot be compiled."""
+        from planc.targets.aot.step_builder import compile_named_step
+        from planc.targets.cost.estimate import cost_of
+
+        ir = check(text, self.file)
+        options = {"remat": remat} if self.remat_option else None
+        report, _ = compile_named_step(ir, self.spec, self.topology, options=options)
+        cost = cost_of(ir, report, calibration=self.calibration, chip=self.chip)
+        return report.peak, cost.estimate_s, cost
+
+
+def step_facts(spec: str, file: str):
+    """`(variables, batch leaves, takes_remat)` of the step `spec` builds: its parameters
+    as `Variable`s, its batch's leaves, and whether the builder takes a `remat` keyword.
+    `PlanError` (P806, P811) as `planc aot`."""
+    import inspect
+
+    import jax
+
+    from planc.sources.objects import import_attr
+    from planc.targets.aot.step_builder import build_step, parameter_variables
+
+    ir = check("plan step\nmesh(data = auto)\ndata_parallel\n", file)
+    try:
+        builder = import_attr(spec)
+        takes = "remat" in inspect.signature(builder).parameters
+    except (Exception, SystemExit):  # build_step says why, as aot does
+        takes = False
+    built = build_step(ir, spec)
+    return (parameter_variables(ir, built.trees[0]), jax.tree_util.tree_leaves(built.trees[2]),
+            takes)

@@ -1,0 +1,172 @@
+"""What a search shows a reviewer: the rows (the winner, the Pareto front of peak bytes
+against step time, and the best of every other family with why it lost), each with a
+plan text that can be taken verbatim, as comment tables and as `planc.suggest/1` JSON.
+
+Why a family lost, in the order a reviewer asks:
+- it could not be compiled: the diagnostic;
+- it does not fit: the bytes over the limit, the largest part of its peak, and the rule
+  that lays out the most of those bytes;
+- it is slower: by how much, and the term that grew most against the winner's, with the
+  rule behind it (the rule whose variables move the most bytes in that term).
+"""
+
+from __future__ import annotations
+
+from planc.resolve import human_bytes
+from planc.targets.cost.report import seconds_text
+
+__all__ = ["Row", "rows_of", "table_lines", "document"]
+
+
+class Row:
+    """One shown candidate: its `outcome`, its `kind` ("chosen", "pareto", "why_not"),
+    its `plan` text and, for a loser, `why`."""
+
+    __slots__ = ("outcome", "kind", "plan", "why", "rule")
+
+    def __init__(self, outcome, kind, plan=None, why="", rule=None):
+        self.outcome = outcome
+        self.kind = kind
+        self.plan = plan
+        self.why = why
+        self.rule = rule
+
+
+def pareto(outcomes) -> list:
+    """The candidates no other beats on both analytic peak and analytic step time, by
+    peak ascending (analytic figures, so that every candidate is weighed alike)."""
+    live = sorted((o for o in outcomes if o.failure is None),
+                  key=lambda o: (o.score.peak, o.score.estimate_s, o.candidate.key))
+    out, best = [], None
+    for o in live:
+        if best is None or o.score.estimate_s < best:
+            out.append(o)
+            best = o.score.estimate_s
+    return out
+
+
+def rows_of(searched) -> list[Row]:
+    """The winner, the Pareto front, then each other family's best (a candidate may be
+    on the front and its family's best: it is then a row of each)."""
+    winner, limit = searched.winner, searched.limit
+    rows: list[Row] = []
+    seen: set = set()
+
+    def add(o, kind, why=""):
+        if (id(o), kind == "why_not") not in seen:
+            seen.add((id(o), kind == "why_not"))
+            rows.append(Row(o, kind, why=why))
+
+    if winner is not None:
+        add(winner, "chosen")
+    for o in pareto(searched.outcomes):
+        add(o, "pareto")
+    best: dict = {}
+    for o in searched.outcomes:  # rank order: the first of a family is its best
+        fam = o.candidate.family
+        if winner is not None and fam == winner.candidate.family:
+            continue
+        have = best.get(fam)
+        if have is None or (not have.fits(limit) and o.fits(limit)):
+            best[fam] = o
+    for fam in sorted(best, key=lambda f: (best[f].rank, f)):
+        add(best[fam], "why_not")
+    return rows
+
+
+def why_not(o, winner, limit: int) -> tuple[str, str]:
+    """(why `o` is not the winner, the term or part that decides it). Times are compared
+    compiled with compiled, else analytic with analytic."""
+    if o.failure is not None:
+        return f"could not be compiled: {o.failure.code} {o.failure.message}", ""
+    if o.peak > limit:
+        parts = o.score.parts
+        part = max(parts, key=lambda k: (parts[k], k))
+        how = "compiled" if o.compiled else "analytic"
+        return (f"does not fit: {human_bytes(o.peak)} ({how}) is "
+                f"{human_bytes(o.peak - limit)} over; the most is {part} "
+                f"({human_bytes(parts[part])})", part)
+    if winner is None:
+        return "", ""
+    both = o.compiled and winner.compiled
+    mine_s, theirs_s = ((o.compiled_s, winner.compiled_s) if both
+                        else (o.score.estimate_s, winner.score.estimate_s))
+    basis = "compiled" if both else "analytic"
+    slower = mine_s / theirs_s - 1 if theirs_s else 0.0
+    if slower < 5e-4:
+        if both or not winner.compiled:
+            return (f"as fast ({seconds_text(mine_s)} {basis}); the winner needs less "
+                    "memory or fewer mesh axes", "")
+        return (f"{seconds_text(mine_s)} analytic against the winner's "
+                f"{seconds_text(theirs_s)}, but not compiled: the compiles of the "
+                "candidates ranked above it decided", "")
+    mine = {t.name: t.seconds for t in o.score.terms}
+    theirs = {t.name: t.seconds for t in winner.score.terms}
+    grown = max(mine, key=lambda k: (mine[k] - theirs.get(k, 0.0), k))
+    return (f"{slower:+.1%} step time ({seconds_text(mine_s)} {basis}); it spends "
+            f"{seconds_text(mine[grown])} on {grown}", grown)
+
+
+def table_lines(rows, searched) -> list[str]:
+    """The Pareto and why-not tables as comment lines for the plan's end."""
+    w = searched.workload
+    lines = ["", f"# Search: {len(searched.outcomes):,} candidates scored "
+             f"({w.tokens:,} tokens per step, state {w.state}), {searched.compiles} compiled; "
+             f"limit {human_bytes(searched.limit)} per device.",
+             "# Pareto front of the analytic figures; compiled figures where compiled:",
+             f"#   {'peak':>10} {'step':>9} | {'compiled':>10} {'step':>9}  candidate"]
+    for r in rows:
+        if r.kind in ("chosen", "pareto"):
+            o = r.outcome
+            done = (f"{human_bytes(o.compiled_peak):>10} {seconds_text(o.compiled_s):>9}"
+                    if o.compiled else f"{'-':>10} {'-':>9}")
+            chosen = "  <- chosen" if r.kind == "chosen" else ""
+            lines.append(f"#   {human_bytes(o.score.peak):>10} "
+                         f"{seconds_text(o.score.estimate_s):>9} | {done}  "
+                         f"{o.candidate.family} on {o.candidate.mesh_text}{chosen}")
+    losers = [r for r in rows if r.kind == "why_not"]
+    if losers:
+        lines.append("# Why not (each other family's best):")
+        for r in losers:
+            rule = f" [{r.rule}]" if r.rule else ""
+            lines.append(f"#   {r.outcome.candidate.family} on {r.outcome.candidate.mesh_text}: "
+                         f"{r.why}{rule}")
+    return lines
+
+
+def document(result) -> dict:
+    """The `planc.suggest/1` JSON of a search."""
+    s = result.searched
+    w = s.workload
+
+    def row(r):
+        o = r.outcome
+        out = {"kind": r.kind, "family": o.candidate.family, "mesh": dict(o.candidate.choice.sizes),
+               "zero1": o.candidate.zero1, "remat": o.candidate.remat, "rank": o.rank,
+               "plan": r.plan, "peak": o.peak, "estimate_s": o.estimate_s,
+               "compiled": o.compiled,
+               "analytic": {"peak": o.score.peak, "estimate_s": o.score.estimate_s,
+                            "lower_s": o.score.lower_s, "upper_s": o.score.upper_s,
+                            "parts": dict(o.score.parts)}}
+        if o.failure is not None:
+            out["failure"] = {"code": o.failure.code, "message": o.failure.message}
+        if r.kind == "why_not":
+            out["why"] = r.why
+            out["rule"] = r.rule
+        return out
+
+    rows = [row(r) for r in result.rows]
+    return {
+        "schema": "planc.suggest/1",
+        "plan": result.text,
+        "limit": s.limit,
+        "chip": s.chip.name,
+        "workload": {"tokens": w.tokens, "batch": w.batch, "state": w.state,
+                     "layers": w.layers, "hidden": w.hidden,
+                     "matmul_params": w.matmul_params},
+        "space": {"scored": len(s.outcomes), "compiled": s.compiles, "left_out": s.cut},
+        "candidates": [r for r in rows if r["kind"] != "why_not"],
+        "why_not": [r for r in rows if r["kind"] == "why_not"],
+        "diagnostics": [{"code": d.code, "severity": d.severity.value, "message": d.message}
+                        for d in s.diagnostics],
+    }

@@ -1,0 +1,142 @@
+"""The analytic cost of one candidate: its peak bytes per device and its step time, from
+shapes alone, priced with the same chip table, terms and bounds as `planc cost`
+(`planc.targets.cost.model`), so the two speak in one unit. Thousands a second.
+
+Per device, with `d`, `f`, `t` devices on `data`, `fsdp`, `model`, T tokens per step and
+`T_loc = T / (d f)` on each batch shard:
+
+- **Compute**: (6 + 2 with remat) N T / (d f t) FLOPs at the chip's matrix peak.
+- **HBM**: the weights read once per pass (3 passes, 4 with remat) at their `model`
+  shard, the update reading and writing parameters, gradients and slots, and the
+  stored activations written once and read once.
+- **Collectives**, bytes each device sends by ring algorithm (`moved_bytes`):
+  FSDP all-gathers of the weights split over `fsdp` (forward and backward, a third with
+  remat) and one reduce-scatter of their gradients; an all-reduce over `data` of the
+  gradients it replicates (ZeRO-1's reduce-scatter and all-gather move the same);
+  tensor parallelism's all-reduces of the activations (`T_loc x hidden`), two per
+  row-parallel matrix (three with remat). Each over the links the axis holds on the
+  topology (`planc.targets.cost.links`), a line of one link without one.
+- **Peak bytes**: parameters, gradients and optimizer slots at their layouts, the
+  activations kept for the backward pass, per layer `T_loc * hidden * (10 + 24 / t)`
+  bytes at 16 bits (Korthikanti et al., "Reducing Activation Recomputation in Large
+  Transformer Models", 2022, table 2, without the attention scores a fused attention
+  never stores), only each layer's input with remat plus one layer recomputed, the
+  logits and their gradient in f32, and one layer's weights gathered under FSDP.
+
+What this leaves out (attention's own FLOPs, fusion, XLA's scheduling) is why the best
+candidates are compiled: the analytic figures rank, the compile decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planc.suggest.layouts import FSDP, MODEL
+from planc.targets.cost.model import Term, bounds, moved_bytes
+
+__all__ = ["Score", "score", "LINE"]
+
+
+class _Line:
+    """An axis with no topology to lie on: one link."""
+
+    kind, links = "line", 1
+
+
+LINE = _Line()
+
+
+@dataclass(frozen=True)
+class Score:
+    """A candidate's analytic `peak` (bytes per device), its parts, its time terms and
+    `(lower_s, upper_s, estimate_s)`."""
+
+    peak: int
+    parts: dict
+    terms: tuple
+    lower_s: float
+    upper_s: float
+    estimate_s: float
+    flops: float
+
+    def largest(self) -> Term:
+        return max(self.terms, key=lambda t: (t.seconds, t.name))
+
+
+def _axes(entry) -> tuple:
+    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def _layout_bytes(variables, choice) -> tuple[int, int]:
+    """(bytes per device of the variables split over `fsdp`, of those whole over it)."""
+    from planc.suggest.layouts import shard_bytes
+
+    split = whole = 0
+    for v, lay in zip(variables, choice.layouts):
+        b = shard_bytes(v.shape, v.dtype, lay, choice.fsdp, choice.tp)
+        if any(FSDP in _axes(e) for e in lay):
+            split += b
+        else:
+            whole += b
+    return split, whole
+
+
+def score(candidate, variables, workload, chip, calibration, placements=None) -> Score:
+    """The analytic `Score` of `candidate` (see the module docstring); `placements` maps
+    a mesh axis to its `AxisPlacement` on the topology (a line of one link if absent)."""
+    c = candidate.choice
+    w = workload
+    d, f, t = c.data, c.fsdp, c.tp
+    placements = placements or {}
+    remat = candidate.remat
+    t_loc = w.tokens / (d * f)
+    act = w.act_bytes
+    split, whole = _layout_bytes(variables, c)
+    params = c.cost.per_device
+    slot = c.slot_bytes if c.slot_bytes is not None else params
+    slots = (w.state - 1) * slot
+    layer = t_loc * w.hidden * (10 + 24 / t) * act / 2
+    stored = (w.layers * t_loc * w.hidden * act + layer) if remat else w.layers * layer
+    vocab = w.vocab / t if t > 1 and w.vocab % t == 0 else w.vocab
+    logits = 2 * t_loc * vocab * 4
+    gathered = (split * f / max(w.layers, 1)) if f > 1 else 0
+    parts = {"parameters": params, "gradients": params, "optimizer": slots,
+             "activations": int(stored), "logits": int(logits), "gathered": int(gathered)}
+    peak = sum(parts.values())
+
+    passes = 4 if remat else 3
+    flops = (passes * 2) * w.matmul_params * w.tokens / (d * f * t)
+    dtype = "bf16" if act <= 2 else "f32"
+    eff = calibration.efficiency
+    out = []
+    peak_matmul = flops / chip.peak_flops(dtype)
+    out.append(Term("matmul compute", "compute", peak_matmul / eff["matmul"], peak_matmul))
+    hbm = (passes * w.param_bytes / t + (3 + 2 * (w.state - 1)) * params
+           + 2 * stored + logits)
+    out.append(Term("HBM traffic", "memory", hbm / chip.hbm_bytes_per_s / eff["hbm"],
+                    hbm / chip.hbm_bytes_per_s))
+
+    def talk(kind, axis, sent, count=1):
+        if sent <= 0:
+            return
+        where = placements.get(axis, LINE)
+        if where.kind == "dcn":
+            rate, e = chip.dcn_bytes_per_s, eff["dcn"]
+        else:
+            rate, e = chip.ici_link_bytes_per_s * where.links, eff["ici"]
+        total = sent * count
+        out.append(Term(f"{kind} over {axis}", "collective", total / rate / e, total / rate,
+                        links=where.links, sent=int(total)))
+
+    if f > 1:
+        talk("all-gather", FSDP, moved_bytes("all-gather", split * f, f), passes - 1)
+        talk("reduce-scatter", FSDP, moved_bytes("reduce-scatter", split, f))
+        talk("all-reduce", FSDP, moved_bytes("all-reduce", whole, f))
+    if d > 1:
+        talk("all-reduce", "data", moved_bytes("all-reduce", params, d))
+    if t > 1:
+        activation = int(t_loc * w.hidden * act)
+        talk("all-reduce", MODEL, moved_bytes("all-reduce", activation, t),
+             w.row_parallel * (passes - 1))
+    lower, upper, estimate = bounds(out, calibration)
+    return Score(int(peak), parts, tuple(out), lower, upper, estimate, flops)

@@ -1,0 +1,160 @@
+"""`search(...)`: the fastest plan that fits, found by the analytic cost model and proved
+by compiling the best few for the topology.
+
+1. The space (`space.candidates`): every factorization of the devices into `data`,
+   `fsdp` and `model`, with ZeRO-1 and remat where they apply.
+2. Score (`score.score`): each candidate's analytic peak and step time.
+3. Prove, with a step: candidates whose analytic peak fits the limit are compiled for
+   the topology (`proving_order`: each strategy's best first), `compiles` of them (more,
+   up to `MAX_COMPILES`, while none of those compiled fits). The winner is the compiled
+   candidate within the limit with the least predicted step time (`planc cost`'s
+   estimate of its compile). Without a step the analytic figures decide.
+4. Report (`tables`): the winner's plan, a Pareto table of peak against step time, and
+   why each other family lost, every row a plan text.
+
+The limit is `budget` if given, else 98% of the usable HBM of the chip (XLA's figure on a
+TPU v5e was 0.03-1.8% under the real need, so 2% is left).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planc.diagnostics import Diagnostic, PlanError, error, note
+from planc.suggest.search.space import Candidate, candidates
+from planc.suggest.search.score import Score, score
+from planc.suggest.search.workload import Workload
+
+__all__ = ["Outcome", "Searched", "search_space", "MARGIN", "MAX_COMPILES",
+           "MAX_CANDIDATES"]
+
+MARGIN = 0.02
+MAX_COMPILES = 8
+MAX_CANDIDATES = 10_000
+
+
+@dataclass
+class Outcome:
+    """A candidate with its analytic `score` and, once compiled, its `compiled_peak`
+    and `compiled_s` (the cost report's estimate), or the `failure` that stopped it."""
+
+    candidate: Candidate
+    score: Score
+    rank: int = 0
+    compiled_peak: int | None = None
+    compiled_s: float | None = None
+    failure: Diagnostic | None = None
+    cost: object = None  # the CostReport of its compile
+
+    @property
+    def compiled(self) -> bool:
+        return self.compiled_peak is not None
+
+    @property
+    def peak(self) -> int:
+        return self.compiled_peak if self.compiled else self.score.peak
+
+    @property
+    def estimate_s(self) -> float:
+        return self.compiled_s if self.compiled else self.score.estimate_s
+
+    def fits(self, limit: int) -> bool:
+        return self.failure is None and self.peak <= limit
+
+
+@dataclass
+class Searched:
+    """What a search found: every `outcome` in rank order, the `winner`, the `limit`, and
+    the notes (`diagnostics`) it made on the way."""
+
+    outcomes: list
+    winner: Outcome | None
+    limit: int
+    workload: Workload
+    chip: object
+    compiles: int
+    cut: int
+    diagnostics: list = field(default_factory=list)
+
+
+def search_space(variables, roles, devices: int, workload: Workload, chip, calibration, *,
+                 limit: int, placements_for=None, prove=None, compiles: int = MAX_COMPILES,
+                 max_candidates: int = MAX_CANDIDATES) -> Searched:
+    """Score every candidate, prove the best (`prove(outcome) -> (peak, seconds, cost)`,
+    raising `PlanError` for a candidate that cannot be compiled), and choose."""
+    space = candidates(variables, roles, devices, workload)
+    diagnostics: list = []
+    cut = max(0, len(space) - max_candidates)
+    if cut:
+        dropped = sorted({c.family for c in space[max_candidates:]})
+        diagnostics.append(note(
+            "P512", f"the search space has {len(space):,} candidates; the last {cut:,} in "
+                    f"its order (the most mesh axes and the largest sizes, of "
+                    f"{', '.join(dropped)}) were left out", None,
+            help="raise the limit with --max-candidates"))
+        space = space[:max_candidates]
+    outcomes = []
+    for cand in space:
+        where = placements_for(cand.choice.sizes) if placements_for else None
+        if placements_for is not None and where is None:
+            continue  # JAX cannot place this mesh on the topology
+        outcomes.append(Outcome(cand, score(cand, variables, workload, chip, calibration,
+                                            where)))
+    outcomes.sort(key=lambda o: (o.score.estimate_s, o.score.peak, o.candidate.key))
+    for i, o in enumerate(outcomes):
+        o.rank = i + 1
+    done = 0
+    if prove is not None:
+        for o in proving_order(outcomes, limit):
+            if done >= MAX_COMPILES or (done >= compiles and any(
+                    x.compiled and x.fits(limit) for x in outcomes)):
+                break
+            done += 1
+            try:
+                o.compiled_peak, o.compiled_s, o.cost = prove(o)
+            except PlanError as exc:
+                o.failure = exc.diagnostics[0]
+                diagnostics.append(note(
+                    "P511", f"candidate {o.rank} ({o.candidate.family}, "
+                            f"{o.candidate.mesh_text}) could not be compiled: "
+                            f"{exc.diagnostics[0].code} {exc.diagnostics[0].message}", None,
+                    help="the search goes on without it"))
+    pool = [o for o in outcomes if o.fits(limit) and (o.compiled or prove is None)]
+    winner = min(pool, key=lambda o: (o.estimate_s, o.peak, o.candidate.key), default=None)
+    return Searched(outcomes, winner, limit, workload, chip, done, cut, diagnostics)
+
+
+def proving_order(outcomes, limit: int) -> list:
+    """The candidates to compile, first to last: those whose analytic peak fits, the best
+    of each strategy first (in rank order), then the rest in rank order. The analytic
+    model ranks a mesh's variants (ZeRO-1, remat) more surely than it ranks strategies
+    against one another, so every strategy's best is compiled before a second variant."""
+    fitting = [o for o in outcomes if o.score.peak <= limit]
+    firsts: dict = {}
+    for o in fitting:
+        firsts.setdefault(o.candidate.choice.strategy, o)
+    lead = set(map(id, firsts.values()))
+    return [o for o in fitting if id(o) in lead] + [o for o in fitting if id(o) not in lead]
+
+
+def nothing_fits(searched: Searched, human_bytes) -> Diagnostic:
+    """P510: no candidate within the limit, with the closest and by how much it misses."""
+    failed = [o for o in searched.outcomes if o.failure is not None]
+    tried = [o for o in searched.outcomes if o.failure is None
+             and (o.compiled or not searched.compiles)]
+    if failed and not tried:
+        first = failed[0].failure
+        return error("P510", f"none of the {len(failed)} candidates compiled could be "
+                             f"compiled; the first: {first.code} {first.message}", None,
+                     help="see the P511 notes for each; `planc aot` with one of the "
+                          "candidates' plans shows the problem in full")
+    tried = tried or [o for o in searched.outcomes if o.failure is None]
+    closest = min(tried, key=lambda o: (o.peak, o.estimate_s, o.candidate.key))
+    over = closest.peak - searched.limit
+    how = "compiled" if closest.compiled else "analytic"
+    return error(
+        "P510", f"no candidate fits {human_bytes(searched.limit)} per device: the closest, "
+                f"{closest.candidate.family} on {closest.candidate.mesh_text}, needs "
+                f"{human_bytes(closest.peak)} ({how} peak), {human_bytes(over)} over", None,
+        help=("more devices, a larger --budget, fewer tokens per step, or a step builder "
+              "that takes a `remat` keyword (the search passes it)",))

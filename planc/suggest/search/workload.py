@@ -1,0 +1,123 @@
+"""What one training step asks of every candidate: the tokens it trains on, the optimizer
+state it keeps, and the model's shape as the analytic cost model reads it.
+
+The model's figures come from its variables' roles (`planc.suggest.roles`):
+
+- `matmul_params`: the N of the usual 6·N·T: every weight of rank >= 2 but the embedding
+  tables, plus the largest of those once (the head's projection runs as a matmul, a
+  lookup does not);
+- `layers`: the stacked layers' count, else the distinct numbers of the most repeated
+  numbered path;
+- `row_parallel`: the matrices tensor parallelism splits on their input side (attention
+  output, MLP down projection), over all layers: each costs one all-reduce of the
+  activations forward and one backward (Megatron's f/g pair);
+- `vocab`: the embedding's vocabulary size (0 without one), for the logits.
+
+The tokens per step come from `--tokens`, or from the step's batch: an integer leaf is
+token ids (every element a token), a float leaf of rank >= 2 has one token per element of
+all dimensions but the last; the largest count is taken. The batch's leading dimension
+must divide over the batch axes of a candidate.
+
+>>> from planc.variables import Variable
+>>> vs = [Variable("embed", (1000, 64))] + [
+...     Variable(f"layers_{i}/{n}", s) for i in range(4)
+...     for n, s in (("attn/query", (64, 64)), ("attn/out", (64, 64)), ("mlp/up", (64, 256)),
+...                  ("mlp/down", (256, 64)))]
+>>> w = workload_of(vs, tokens=4096, state=3)
+>>> w.layers, w.row_parallel, w.vocab, w.hidden
+(4, 8, 1000, 64)
+>>> w.matmul_params == 4 * (64 * 64 * 2 + 64 * 256 * 2) + 1000 * 64
+True
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from planc.suggest.roles import detect_roles, model_facts
+from planc.variables import itemsize
+
+__all__ = ["Workload", "workload_of", "tokens_of_batch"]
+
+_NUMBER = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One step's demands (see the module docstring). `batch` is the batch's leading
+    dimension when a step gives it (None with `--tokens`)."""
+
+    tokens: int
+    batch: int | None
+    state: int
+    act_bytes: int
+    hidden: int
+    layers: int
+    matmul_params: int
+    row_parallel: int
+    vocab: int
+    param_bytes: int
+    remat_option: bool = False  # the step builder takes `remat=`
+
+
+def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
+                roles=None, remat_option: bool = False) -> Workload:
+    """The `Workload` of training `variables` on `tokens` tokens per step."""
+    variables = tuple(variables)
+    roles = roles if roles is not None else detect_roles(variables)
+    facts = model_facts(variables)
+    matmul = rows = 0
+    embeddings = []
+    dtypes: Counter = Counter()
+    for v, r in zip(variables, roles):
+        dtypes[v.dtype] += v.size
+        if v.rank < 2:
+            continue
+        if r.kind == "embedding":
+            embeddings.append(v)
+            continue
+        matmul += v.size
+        if r.kind == "attention_out" or (r.kind == "mlp" and "down" in r.label):
+            rows += v.shape[0] if r.dim_names[:1] == ("layers",) else 1
+    vocab = 0
+    if embeddings:
+        head = max(embeddings, key=lambda v: (v.size, v.path))
+        matmul += head.size
+        vocab = max(d for d in head.shape if d != facts.hidden) if len(set(head.shape)) > 1 \
+            else head.shape[0]
+    main = max(dtypes.items(), key=lambda t: (t[1], t[0]))[0] if dtypes else "float32"
+    return Workload(tokens=tokens, batch=batch, state=state,
+                    act_bytes=max(1, int(itemsize(main))), hidden=facts.hidden,
+                    layers=_layers(variables, facts), matmul_params=matmul,
+                    row_parallel=rows, vocab=vocab,
+                    param_bytes=sum(v.nbytes for v in variables), remat_option=remat_option)
+
+
+def _layers(variables, facts) -> int:
+    if facts.stacked:
+        return max(facts.stacked.values())
+    numbers: dict[str, set] = {}
+    for v in variables:
+        for m in _NUMBER.finditer(v.path):
+            key = v.path[:m.start()] + "#"
+            numbers.setdefault(key, set()).add(m.group())
+    return max((len(n) for n in numbers.values()), default=1)
+
+
+def tokens_of_batch(leaves) -> tuple[int, int] | None:
+    """`(tokens, batch)` of a step's batch leaves (objects with `shape` and `dtype`), or
+    None when it has no leaf of rank >= 1 (see the module docstring)."""
+    best = None
+    for leaf in leaves:
+        shape = tuple(int(d) for d in leaf.shape)
+        if not shape:
+            continue
+        kind = getattr(getattr(leaf, "dtype", None), "kind", "f")
+        n = 1
+        for d in (shape if kind in "iub" or len(shape) == 1 else shape[:-1]):
+            n *= d
+        if best is None or n > best[0]:
+            best = (n, shape[0])
+    return best

@@ -1,0 +1,119 @@
+"""`suggest --search --step` on `cpu:8`: the best candidates compiled with the user's step,
+the winner the fastest compiled one within the limit, the analytic model checked against
+the compiles it ranks."""
+
+import sys
+
+import pytest
+
+from planc.diagnostics import PlanError
+from planc.suggest.search import MAX_COMPILES, search
+
+STEP = "examples.search_step:build"
+
+
+@pytest.fixture(scope="module")
+def found():
+    return search(step=STEP, topology="cpu:8", compiles=MAX_COMPILES)
+
+
+def test_at_most_eight_candidates_are_compiled(found):
+    compiled = [o for o in found.searched.outcomes if o.compiled]
+    assert 1 <= len(compiled) == found.searched.compiles <= MAX_COMPILES
+
+
+def test_the_winner_is_the_fastest_compiled_candidate_within_the_limit(found):
+    s = found.searched
+    compiled = [o for o in s.outcomes if o.compiled and o.compiled_peak <= s.limit]
+    assert s.winner is min(compiled, key=lambda o: (o.compiled_s, o.compiled_peak,
+                                                    o.candidate.key))
+
+
+def test_the_winners_plan_compiles_to_the_peak_the_search_reports(found):
+    import planc
+    from planc.targets.aot.step_builder import compile_named_step
+
+    ir = planc.loads(found.text, file="winner.kd").ir
+    options = {"remat": found.searched.winner.candidate.remat}
+    report, _ = compile_named_step(ir, STEP, "cpu:8", options=options)
+    assert report.peak == found.searched.winner.compiled_peak
+    assert report.fits  # the plan carries budget(peak) at the limit
+
+
+def test_remat_candidates_are_built_with_remat(found):
+    remat = [o for o in found.searched.outcomes if o.compiled and o.candidate.remat]
+    plain = {o.candidate.choice.sizes.items().__repr__(): o for o in found.searched.outcomes
+             if o.compiled and not o.candidate.remat and not o.candidate.zero1}
+    assert remat
+    # jax.checkpoint keeps fewer activations: a smaller compiled peak than the same mesh
+    for o in remat:
+        twin = plain.get(o.candidate.choice.sizes.items().__repr__())
+        if twin is not None and not o.candidate.zero1:
+            assert o.compiled_peak < twin.compiled_peak
+
+
+def test_analytic_collective_bytes_match_the_compiles_for_data_and_tensor_parallelism(found):
+    for o in found.searched.outcomes:
+        if not o.compiled or o.candidate.choice.strategy not in ("dp", "tp") or o.candidate.zero1:
+            continue
+        analytic = {t.name: t.sent for t in o.score.terms if t.kind == "collective"}
+        compiled: dict = {}
+        for t in o.cost.terms:
+            if t.kind == "collective":
+                compiled[t.name] = compiled.get(t.name, 0) + t.sent
+        # the gradients' all-reduce over data: the same bytes, within the compiler's
+        # few scalars (the loss) and layout padding
+        assert analytic["all-reduce over data"] == pytest.approx(
+            compiled["all-reduce over data"], rel=0.1)
+
+
+def test_analytic_matmul_flops_are_within_ten_percent_of_the_compiled_ones(found):
+    for o in found.searched.outcomes:
+        if o.compiled and not o.candidate.remat:
+            # the step's attention adds its own matmuls, which 6NT leaves out
+            assert o.score.flops == pytest.approx(o.cost.counts.flops["matmul"], rel=0.1)
+
+
+def test_analytic_peak_orders_data_parallel_above_its_zero1_twin_as_the_compiles_do(found):
+    by = {(o.candidate.family, o.candidate.mesh_text): o for o in found.searched.outcomes
+          if o.compiled}
+    pairs = [(a, by.get((a.candidate.family + " + ZeRO-1", a.candidate.mesh_text)))
+             for a in by.values() if "ZeRO-1" not in a.candidate.family]
+    pairs = [(a, b) for a, b in pairs if b is not None and a.candidate.remat == b.candidate.remat]
+    assert pairs
+    for plain, zero in pairs:
+        assert (plain.score.peak > zero.score.peak) == (plain.compiled_peak > zero.compiled_peak)
+
+
+BUILDER = """
+import sys
+sys.path.insert(0, {root!r})
+from examples.search_step import build as base
+
+
+def build(remat=False):
+    if remat:
+        raise RuntimeError("this model has no remat yet")
+    return base()
+"""
+
+
+def test_a_builder_that_raises_for_one_candidate_marks_that_candidate(tmp_path, monkeypatch):
+    import os
+
+    (tmp_path / "flaky_step.py").write_text(BUILDER.format(root=os.getcwd()))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    found = search(step="flaky_step:build", topology="cpu:8", compiles=MAX_COMPILES,
+                   file="flaky.kd")
+    failed = [o for o in found.searched.outcomes if o.failure is not None]
+    assert failed and all(o.candidate.remat for o in failed)
+    assert {d.code for d in found.searched.diagnostics} == {"P511"}
+    assert not found.searched.winner.candidate.remat
+    sys.modules.pop("flaky_step", None)
+
+
+def test_a_step_without_a_topology_is_refused():
+    with pytest.raises(PlanError) as exc:
+        search(step=STEP)
+    assert exc.value.diagnostics[0].code == "P509"
