@@ -213,6 +213,8 @@ def _suggest_parser(sub) -> None:
                    "builder, as `planc aot` takes it")
     p.add_argument("--topology", metavar="NAME", help="--search: a TPU topology "
                    "(v5e:4x4) or cpu:N")
+    p.add_argument("--slices", metavar="N", help="--search --topology: N slices of it "
+                   "(multi-slice over DCN); the search chooses the axis that spans them")
     p.add_argument("--tokens", metavar="N", help="--search: tokens per step (default: "
                    "read from the step's batch)")
     p.add_argument("--compiles", metavar="K", help="--search --step: candidates to compile "

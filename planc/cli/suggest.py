@@ -25,6 +25,7 @@ def run(args) -> int:
         return _search(args)
     for flag, value in (("--step", args.step), ("--topology", args.topology),
                         ("--tokens", args.tokens), ("--compiles", args.compiles),
+                        ("--slices", args.slices),
                         ("--max-candidates", args.max_candidates),
                         ("--calibration", args.calibration), ("--chip", args.chip)):
         if value is not None:
@@ -83,7 +84,10 @@ def _search(args) -> int:
     options = dict(
         tokens=count(args.tokens, "--tokens", None), state=count(args.state, "--state", 3),
         compiles=count(args.compiles, "--compiles", MAX_COMPILES, high=MAX_COMPILES),
-        max_candidates=count(args.max_candidates, "--max-candidates", MAX_CANDIDATES))
+        max_candidates=count(args.max_candidates, "--max-candidates", MAX_CANDIDATES),
+        slices=count(args.slices, "--slices", 1))
+    if options["slices"] > 1 and args.topology is None:
+        raise UsageError("--slices N is N slices of --topology NAME: add --topology")
     if args.topology is not None:
         prepare_jax(args.topology)
     variables = load_variables(args.model) if args.model is not None else None

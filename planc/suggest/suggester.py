@@ -70,8 +70,13 @@ def suggest(model, devices: int, *, budget: int | str | None = None, strategy: s
 def written(variables, roles, choice: MeshChoice, header: Header, *, name: str = "suggested",
             file: str = "<suggested>") -> Suggestion:
     """The plan for `choice`, its rules grouped and its text checked and validated by
-    planc's own front end (P507, P508, P519 as `suggest`)."""
+    planc's own front end (P507, P508, P519 as `suggest`). With pipeline stages
+    (`header.stages`), `choice` lays out one stage's devices."""
     devices, state = choice.devices, header.state
+    per_device = None
+    if header.stages is not None:
+        devices *= header.stages.count
+        per_device = header.stages.per_device
     sizes = {FSDP: choice.fsdp, MODEL: choice.tp}
     rules, whole = group_rules(variables, roles, choice.layouts, sizes)
     state_rules = _state_rules(variables, roles, choice)
@@ -86,7 +91,7 @@ def written(variables, roles, choice: MeshChoice, header: Header, *, name: str =
     text = format_text(draft, file)
     # a plan that states no budget states no slot count to check its bytes against
     report = _verified(text, file, variables, devices, choice,
-                       state if header.budget is not None else None)
+                       state if header.budget is not None else None, per_device)
     return Suggestion(text, report, choice, tuple(rules), roles, tuple(state_rules))
 
 
@@ -147,7 +152,7 @@ def _describe(model) -> str:
 
 
 def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice,
-              state: int | None) -> Report:
+              state: int | None, per_device: int | None = None) -> Report:
     """The report of the suggested plan; PlanError (P507 or P519) if it is not clean."""
     try:
         ir = check(text, file)
@@ -166,7 +171,8 @@ def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice,
         if got != want:
             raise PlanError((_internal(f"`{a.variable.path}` resolves to {a.layout.text}, "
                                        f"not the layout chosen for it"),))
-    if report.memory.per_device_bytes != choice.cost.per_device:
+    expected = choice.cost.per_device if per_device is None else per_device
+    if report.memory.per_device_bytes != expected:
         raise PlanError((_internal("the plan's bytes per device differ from the estimate"),))
     if choice.slots is not None:
         for a, slot, want in zip(report.assignments, report.slots, choice.slots):

@@ -27,6 +27,8 @@ class Header:
     budget: int | None
     peak: int | None = None  # `budget(peak = ...)`: a searched plan's compiled limit
     why: tuple[str, ...] = ()  # comment lines saying why a searched plan was chosen
+    slices: tuple | None = None  # (axis, count): the axis spanning a multi-slice topology
+    stages: object = None  # a `Pipeline`: the `stage` axis and the `stages` block
 
 
 def layout_text(layout: tuple) -> str:
@@ -55,13 +57,15 @@ def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple
     `state_rules` lay out the ZeRO-1 slots of `choice` (when it has them)."""
     lines = _header_lines(choice, variables, roles, whole, header)
     lines += [f"plan {name}", ""]
-    lines += _mesh_lines(choice)
+    lines += _mesh_lines(choice, header.slices, header.stages)
     if header.budget is not None:
         state = f", state = {header.state}" if header.state != 1 else ""
         peak = f", peak = {size_text(header.peak)}" if header.peak is not None else ""
         lines += [f"budget(per_device = {size_text(header.budget)}{state}{peak})", ""]
     if choice.strategy != "dp":
         lines += _layout_lines(choice, rules, whole, variables, roles)
+    if header.stages is not None:
+        lines += ["", *header.stages.lines()]
     if state_rules:
         lines += ["", "state {"]
         for rule in state_rules:
@@ -87,9 +91,20 @@ def _layout_lines(choice: MeshChoice, rules, whole, variables, roles) -> list[st
     return lines
 
 
-def _mesh_lines(choice: MeshChoice) -> list[str]:
-    """The `param`, `mesh` and `model_parallel` lines: the batch axis takes what is left
-    (`auto`), so the plan is the same on any device count the sizes divide."""
+def _mesh_lines(choice: MeshChoice, slices: tuple | None = None, stages=None) -> list[str]:
+    """The `param`, `mesh`, `slices` and `model_parallel` lines: the batch axis takes what
+    is left (`auto`), so the plan is the same on any device count the sizes divide."""
+    lines = _mesh_only(choice, slices)
+    if stages is not None:  # the pipeline axis first: stages are the outermost split
+        at = next(i for i, line in enumerate(lines) if line.startswith("mesh("))
+        lines[at] = f"mesh({stages.axis} = {stages.count}, " + lines[at][len("mesh("):]
+    if slices is not None:
+        at = next(i for i, line in enumerate(lines) if line.startswith("mesh("))
+        lines[at + 1:at + 1] = [f"slices({slices[0]} = {slices[1]})"]
+    return lines
+
+
+def _mesh_only(choice: MeshChoice, slices: tuple | None) -> list[str]:
     batch = choice.batch_axes
     said = batch[0] if len(batch) == 1 else "(" + ", ".join(batch) + ")"
     if choice.strategy == "dp":  # replication is the strategy: no layout to write
@@ -97,7 +112,9 @@ def _mesh_lines(choice: MeshChoice) -> list[str]:
     if choice.strategy == "fsdp":
         return [f"mesh({batch[0]} = auto)", "", f"model_parallel(batch = {said})", ""]
     if choice.strategy == "hsdp":
-        lines = [f"param fsdp_size = {choice.fsdp}"]
+        # a size written is one slice's: `slices(fsdp = N)` multiplies it
+        per = choice.fsdp // slices[1] if slices and slices[0] == FSDP else choice.fsdp
+        lines = [f"param fsdp_size = {per}"]
         axes = ["data = auto", f"{FSDP} = fsdp_size"]
         if choice.tp > 1:
             lines.append(f"param tp = {choice.tp}")
@@ -168,6 +185,7 @@ def _default_comment(whole, choice, variables, roles) -> str:
 
 def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -> list[str]:
     n, total = choice.devices, choice.cost.total
+    everyone = n * (header.stages.count if header.stages is not None else 1)
     if choice.strategy == "fsdp":
         how = f"FSDP, every variable split over `{FSDP}` ({n} devices); the batch too"
     elif choice.strategy == "dp":
@@ -183,10 +201,12 @@ def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -
     else:
         how = (f"tensor parallelism over `{MODEL}` ({choice.tp} devices), FSDP over "
                f"`{FSDP}` ({choice.fsdp}); the batch over `{FSDP}`")
-    per = choice.cost.per_device
+    per = choice.cost.per_device if header.stages is None else header.stages.per_device
     params = f"# Per device: {human_bytes(per)} of parameters"
     if header.state != 1:
-        params += (f", {human_bytes(choice.needs(header.state))} with optimizer state "
+        needs = (choice.needs(header.state) if header.stages is None
+                 else per * header.state)
+        params += (f", {human_bytes(needs)} with optimizer state "
                    f"(--state {header.state}: parameters and optimizer slots)")
     if header.budget is not None:
         params += f"; the budget is {size_text(header.budget)}"
@@ -200,12 +220,15 @@ def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -
     frac = choice.cost.replicated_fraction * 100
     frac = "0" if frac == 0 else "< 0.01" if frac < 0.01 else f"{frac:.2f}"
     return [
-        (f"# Suggested by `planc suggest` for {_clean(header.source)} on {n} devices: "
+        (f"# Suggested by `planc suggest` for {_clean(header.source)} on {everyone} devices: "
          f"{_count(len(variables))}, {human_bytes(total)}."),
-        f"# Strategy {choice.strategy}: {how}.",
+        f"# Strategy {choice.strategy}: {how}" + (
+            f", within each of {header.stages.count} pipeline stages over "
+            f"`{header.stages.axis}`." if header.stages is not None else "."),
         params + ".",
         f"# Replicated: {frac}% of the parameter bytes ({_count(len(whole))} left whole).",
         *zero1,
         *(f"# {line}" if line else "#" for line in header.why),
-        f"# Review it like any plan, then: planc lint PLAN --model SRC --devices {n} --strict",
+        f"# Review it like any plan, then: planc lint PLAN --model SRC --devices {everyone} "
+        "--strict",
     ]

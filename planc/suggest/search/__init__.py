@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from planc.diagnostics import PlanError, error
 from planc.resolve import human_bytes
 from planc.suggest.roles import detect_roles
+from planc.suggest.search.pipeline import stage_loads
 from planc.suggest.search.report import Row, document, rows_of, table_lines, why_not
 from planc.suggest.search.searcher import (MARGIN, MAX_CANDIDATES, MAX_COMPILES, Searched,
                                            nothing_fits, search_space)
@@ -43,13 +44,14 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
            step: str | None = None, tokens: int | None = None, state: int = 3,
            budget: int | None = None, calibration: str | None = None, chip: str | None = None,
            compiles: int = MAX_COMPILES, max_candidates: int = MAX_CANDIDATES,
-           name: str = "suggested", source: str | None = None,
+           slices: int = 1, name: str = "suggested", source: str | None = None,
            file: str = "<suggested>") -> SearchResult:
     """The fastest plan for `model` (or the step's parameters) that fits, on `devices` or
     `topology`, ranked by the analytic cost model and, with `step` (`MODULE:ATTR`, as
     `planc aot` takes it) and `topology`, proved by compiling the best candidates.
 
     `tokens` per step is needed without a step (with one, it is read from the batch).
+    `slices` > 1 searches `slices` slices of `topology`, and which axis spans them.
     `state` is 1 + optimizer slots (3 for Adam). Raises `PlanError`: P509 for what the
     search cannot start without, P510 when no candidate fits.
 
@@ -75,7 +77,10 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
         variables = _variables(model) if model is not None else params
     else:
         variables = _variables(model)
-    topo, row = _topology_and_chip(topology, chip)
+    if slices > 1 and topology is None:
+        raise PlanError((_needs("a multi-slice search places its meshes on a topology: "
+                                "pass --topology"),))
+    topo, row = _topology_and_chip(topology, chip, slices)
     if topo is not None:
         count = len(topo.devices)
         if devices is not None and devices != count:
@@ -88,7 +93,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     # Without a step, remat is weighed as the step's option to take; with one, only
     # when its builder takes `remat` (the search cannot apply it otherwise).
     work = _workload(variables, tokens, state, batch_leaves,
-                     takes_remat if step is not None else True)
+                     takes_remat if step is not None else True, pipeline=step is None)
     # whole MiB, so the plan's budgets read as sizes (`15803 MiB`), never above the margin
     limit = budget if budget is not None else int(row.hbm_usable * (1 - MARGIN)) >> 20 << 20
     from planc.targets.cost.calibration import UNCALIBRATED, CalibrationError, read_calibration
@@ -110,8 +115,13 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
             # a row over the limit carries no budget it would fail: it lints clean, and
             # its row says why it lost
             fits = o.candidate.choice.needs(state) <= limit
+            dcn, pipe = o.candidate.dcn, o.candidate.pipeline
+            if pipe is not None:
+                pipe = pipe.with_bytes(stage_loads(pipe, variables, o.candidate.choice)[0])
+                fits = pipe.per_device * state <= limit
             h = Header(header.source, header.state, header.budget if fits else None,
-                       header.peak if fits and o.peak <= limit else None, tuple(why))
+                       header.peak if fits and o.peak <= limit else None, tuple(why),
+                       (dcn, o.candidate.slices) if dcn else None, pipe)
             texts[key] = written(variables, roles, o.candidate.choice, h, name=name, file=file)
         return texts[key]
 
@@ -129,7 +139,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     placements_for = _placements(topo, row) if on_torus else None
     searched = search_space(variables, roles, devices, work, row, cal, limit=limit,
                             placements_for=placements_for, prove=prover, compiles=compiles,
-                            max_candidates=max_candidates)
+                            max_candidates=max_candidates, slices=slices)
     if searched.winner is None:
         raise PlanError((nothing_fits(searched, human_bytes), *searched.diagnostics))
     rows = rows_of(searched)
@@ -156,7 +166,7 @@ def _describe(model) -> str:
     return describe(model)
 
 
-def _topology_and_chip(topology, chip):
+def _topology_and_chip(topology, chip, slices=1):
     from planc.targets.cost.chips import CHIPS, chip_for, chip_named
 
     def unknown(name):
@@ -171,7 +181,7 @@ def _topology_and_chip(topology, chip):
     from planc.targets.aot.topology import TopologyError, load_topology
 
     try:
-        topo = load_topology(topology)
+        topo = load_topology(topology, slices)
     except TopologyError as exc:
         raise PlanError((exc.diagnostic,)) from None
     if topo.platform == "cpu" or chip is not None:
@@ -190,16 +200,18 @@ def _placements(topo, row):
 
     cache: dict = {}
 
-    def placements_for(sizes):
-        key = tuple(sizes.items())
+    def placements_for(candidate):
+        sizes = candidate.sizes
+        key = (tuple(sizes.items()), candidate.dcn)
         if key not in cache:
-            cache[key] = placements_on(topo, sizes, row.wraparound_from)
+            cache[key] = placements_on(topo, sizes, row.wraparound_from, candidate.dcn,
+                                       candidate.slices)
         return cache[key]
 
     return placements_for
 
 
-def _workload(variables, tokens, state, batch_leaves, takes_remat) -> Workload:
+def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline) -> Workload:
     batch = None
     if tokens is None:
         found = tokens_of_batch(batch_leaves)
@@ -209,7 +221,7 @@ def _workload(variables, tokens, state, batch_leaves, takes_remat) -> Workload:
                                     "batch holds them"),))
         tokens, batch = found
     return workload_of(variables, tokens=tokens, state=state, batch=batch,
-                       remat_option=takes_remat)
+                       remat_option=takes_remat, pipeline_option=pipeline)
 
 
 def _why(searched) -> list[str]:

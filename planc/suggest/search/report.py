@@ -45,9 +45,16 @@ def pareto(outcomes) -> list:
     return out
 
 
+def _group(candidate) -> str:
+    """What a why-not row stands for: the strategy, pipelined or not."""
+    return candidate.choice.strategy + (" + pipeline" if candidate.pipeline else "")
+
+
 def rows_of(searched) -> list[Row]:
-    """The winner, the Pareto front, then each other family's best (a candidate may be
-    on the front and its family's best: it is then a row of each)."""
+    """The winner, the Pareto front, then the best of each other strategy (pipelined or
+    not), and the best of the winner's own strategy with ZeRO-1 and with remat the other
+    way: why not ZeRO-1, why not remat. A candidate on the front and a why-not row is a
+    row of each."""
     winner, limit = searched.winner, searched.limit
     rows: list[Row] = []
     seen: set = set()
@@ -62,15 +69,24 @@ def rows_of(searched) -> list[Row]:
     for o in pareto(searched.outcomes):
         add(o, "pareto")
     best: dict = {}
-    for o in searched.outcomes:  # rank order: the first of a family is its best
-        fam = o.candidate.family
-        if winner is not None and fam == winner.candidate.family:
-            continue
-        have = best.get(fam)
+
+    def consider(key, o):  # rank order: the first is the best, unless it does not fit
+        have = best.get(key)
         if have is None or (not have.fits(limit) and o.fits(limit)):
-            best[fam] = o
-    for fam in sorted(best, key=lambda f: (best[f].rank, f)):
-        add(best[fam], "why_not")
+            best[key] = o
+
+    for o in searched.outcomes:
+        c = o.candidate
+        if winner is None or _group(c) != _group(winner.candidate):
+            consider(_group(c), o)
+            continue
+        w = winner.candidate
+        if c.remat != w.remat and c.zero1 == w.zero1:
+            consider(_group(c) + (" + remat" if c.remat else " without remat"), o)
+        if c.zero1 != w.zero1 and c.remat == w.remat:
+            consider(_group(c) + (" + ZeRO-1" if c.zero1 else " without ZeRO-1"), o)
+    for key in sorted(best, key=lambda k: (best[k].rank, k)):
+        add(best[key], "why_not")
     return rows
 
 
@@ -126,7 +142,8 @@ def table_lines(rows, searched) -> list[str]:
                          f"{o.candidate.family} on {o.candidate.mesh_text}{chosen}")
     losers = [r for r in rows if r.kind == "why_not"]
     if losers:
-        lines.append("# Why not (each other family's best):")
+        lines.append("# Why not (each other strategy's best; the winner's without its "
+                     "options):")
         for r in losers:
             rule = f" [{r.rule}]" if r.rule else ""
             lines.append(f"#   {r.outcome.candidate.family} on {r.outcome.candidate.mesh_text}: "
@@ -141,8 +158,13 @@ def document(result) -> dict:
 
     def row(r):
         o = r.outcome
-        out = {"kind": r.kind, "family": o.candidate.family, "mesh": dict(o.candidate.choice.sizes),
+        out = {"kind": r.kind, "family": o.candidate.family, "mesh": dict(o.candidate.sizes),
                "zero1": o.candidate.zero1, "remat": o.candidate.remat, "rank": o.rank,
+               "stages": ({"count": o.candidate.pipeline.count, "schedule": "1f1b",
+                           "microbatches": o.candidate.pipeline.microbatches}
+                          if o.candidate.pipeline is not None else None),
+               "slices": ({"axis": o.candidate.dcn, "count": o.candidate.slices}
+                          if o.candidate.dcn else None),
                "plan": r.plan, "peak": o.peak, "estimate_s": o.estimate_s,
                "compiled": o.compiled,
                "analytic": {"peak": o.score.peak, "estimate_s": o.score.estimate_s,

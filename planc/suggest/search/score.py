@@ -23,6 +23,10 @@ Per device, with `d`, `f`, `t` devices on `data`, `fsdp`, `model`, T tokens per 
   never stores), only each layer's input with remat plus one layer recomputed, the
   logits and their gradient in f32, and one layer's weights gathered under FSDP.
 
+With pipeline stages (`pipeline`): the most loaded stage's parameters, 1F1B's S
+microbatches of its L / S layers in flight on the first stage, compute stretched by the
+bubble, and each microbatch's activations (and their gradients) sent to the next stage.
+
 What this leaves out (attention's own FLOPs, fusion, XLA's scheduling) is why the best
 candidates are compiled: the analytic figures rank, the compile decides.
 """
@@ -32,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planc.suggest.layouts import FSDP, MODEL
+from planc.suggest.search.pipeline import stage_loads
 from planc.targets.cost.model import Term, bounds, moved_bytes
 
 __all__ = ["Score", "score", "LINE"]
@@ -87,31 +92,41 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     c = candidate.choice
     w = workload
     d, f, t = c.data, c.fsdp, c.tp
+    pipe = candidate.pipeline
+    s, m = (pipe.count, pipe.microbatches) if pipe is not None else (1, 1)
     placements = placements or {}
     remat = candidate.remat
     t_loc = w.tokens / (d * f)
     act = w.act_bytes
-    split, whole = _layout_bytes(variables, c)
-    params = c.cost.per_device
+    if pipe is not None:  # the most loaded stage's share, on one stage's devices
+        params, split, whole = stage_loads(pipe, variables, c)
+    else:
+        split, whole = _layout_bytes(variables, c)
+        params = c.cost.per_device
     slot = c.slot_bytes if c.slot_bytes is not None else params
     slots = (w.state - 1) * slot
-    layer = t_loc * w.hidden * (10 + 24 / t) * act / 2
-    stored = (w.layers * t_loc * w.hidden * act + layer) if remat else w.layers * layer
+    # 1F1B keeps S microbatches of its L / S layers in flight on the first stage: the
+    # same layers-times-tokens as L layers of one microbatch
+    here, tokens = w.layers / s, t_loc / m
+    in_flight = s if pipe is not None else 1
+    layer = tokens * w.hidden * (10 + 24 / t) * act / 2
+    stored = in_flight * ((here * tokens * w.hidden * act + layer) if remat else here * layer)
     vocab = w.vocab / t if t > 1 and w.vocab % t == 0 else w.vocab
-    logits = 2 * t_loc * vocab * 4
-    gathered = (split * f / max(w.layers, 1)) if f > 1 else 0
+    logits = 2 * tokens * vocab * 4
+    gathered = (split * f / max(here, 1)) if f > 1 else 0
     parts = {"parameters": params, "gradients": params, "optimizer": slots,
              "activations": int(stored), "logits": int(logits), "gathered": int(gathered)}
     peak = sum(parts.values())
 
     passes = 4 if remat else 3
-    flops = (passes * 2) * w.matmul_params * w.tokens / (d * f * t)
+    flops = (passes * 2) * w.matmul_params * w.tokens / (d * f * t * s)
     dtype = "bf16" if act <= 2 else "f32"
     eff = calibration.efficiency
     out = []
-    peak_matmul = flops / chip.peak_flops(dtype)
+    # a pipeline's stages idle through its bubble: (S - 1) / (M + S - 1) of the step
+    peak_matmul = flops / chip.peak_flops(dtype) * (m + s - 1) / m
     out.append(Term("matmul compute", "compute", peak_matmul / eff["matmul"], peak_matmul))
-    hbm = (passes * w.param_bytes / t + (3 + 2 * (w.state - 1)) * params
+    hbm = (passes * w.param_bytes / (t * s) + (3 + 2 * (w.state - 1)) * params
            + 2 * stored + logits)
     out.append(Term("HBM traffic", "memory", hbm / chip.hbm_bytes_per_s / eff["hbm"],
                     hbm / chip.hbm_bytes_per_s))
@@ -137,6 +152,8 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     if t > 1:
         activation = int(t_loc * w.hidden * act)
         talk("all-reduce", MODEL, moved_bytes("all-reduce", activation, t),
-             w.row_parallel * (passes - 1))
+             w.row_parallel / s * (passes - 1))
+    if pipe is not None:  # each microbatch's activations forward, their gradients back
+        talk("collective-permute", pipe.axis, 2 * int(t_loc * w.hidden * act))
     lower, upper, estimate = bounds(out, calibration)
     return Score(int(peak), parts, tuple(out), lower, upper, estimate, flops)

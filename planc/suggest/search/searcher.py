@@ -79,10 +79,10 @@ class Searched:
 
 def search_space(variables, roles, devices: int, workload: Workload, chip, calibration, *,
                  limit: int, placements_for=None, prove=None, compiles: int = MAX_COMPILES,
-                 max_candidates: int = MAX_CANDIDATES) -> Searched:
+                 max_candidates: int = MAX_CANDIDATES, slices: int = 1) -> Searched:
     """Score every candidate, prove the best (`prove(outcome) -> (peak, seconds, cost)`,
     raising `PlanError` for a candidate that cannot be compiled), and choose."""
-    space = candidates(variables, roles, devices, workload)
+    space = candidates(variables, roles, devices, workload, slices)
     diagnostics: list = []
     cut = max(0, len(space) - max_candidates)
     if cut:
@@ -95,7 +95,7 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
         space = space[:max_candidates]
     outcomes = []
     for cand in space:
-        where = placements_for(cand.choice.sizes) if placements_for else None
+        where = placements_for(cand) if placements_for else None
         if placements_for is not None and where is None:
             continue  # JAX cannot place this mesh on the topology
         outcomes.append(Outcome(cand, score(cand, variables, workload, chip, calibration,

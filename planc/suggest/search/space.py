@@ -12,7 +12,10 @@ with `+ ZeRO-1` and `+ remat` where they apply.
 - the batch axes (`data` x `fsdp`) must divide the step's batch when the step gives it;
 - ZeRO-1 where the slots split further than the parameters (a `data` axis), only with
   optimizer state (`state` > 1);
-- remat only when the step builder takes a `remat` keyword.
+- remat only when the step builder takes a `remat` keyword;
+- on a multi-slice topology, which of `data` and `fsdp` spans the slices (the DCN);
+- without a step, pipeline stages over a `stage` axis for a model with numbered layers
+  (`pipeline`), each stage's devices factored as above.
 
 The order is fixed (fewest axes first, then sizes ascending), so a cut space
 (`max_candidates`) keeps the same candidates from run to run.
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 
 from planc.suggest.mesh import MeshChoice, evaluate, valid_tp_sizes, with_zero1
 from planc.suggest.roles import detect_roles
+from planc.suggest.search.pipeline import pipeline_for
 
 __all__ = ["Candidate", "candidates", "divisors"]
 
@@ -42,6 +46,9 @@ class Candidate:
 
     choice: MeshChoice
     remat: bool = False
+    dcn: str | None = None  # the axis that spans the slices (multi-slice topologies)
+    slices: int = 1
+    pipeline: object = None  # `pipeline.Pipeline`: stages over a `stage` axis
 
     @property
     def zero1(self) -> bool:
@@ -49,19 +56,27 @@ class Candidate:
 
     @property
     def family(self) -> str:
-        return (self.choice.strategy + (" + ZeRO-1" if self.zero1 else "")
-                + (" + remat" if self.remat else ""))
+        return (self.choice.strategy + (" + pipeline" if self.pipeline else "")
+                + (" + ZeRO-1" if self.zero1 else "") + (" + remat" if self.remat else ""))
+
+    @property
+    def sizes(self) -> dict:
+        """Every mesh axis's size, the pipeline's `stage` first."""
+        if self.pipeline is None:
+            return self.choice.sizes
+        return {self.pipeline.axis: self.pipeline.count, **self.choice.sizes}
 
     @property
     def mesh_text(self) -> str:
         """`data=2 x fsdp=4`: the mesh as a table row says it."""
-        return " x ".join(f"{a}={n}" for a, n in self.choice.sizes.items())
+        text = " x ".join(f"{a}={n}" for a, n in self.sizes.items())
+        return text + (f" ({self.dcn} over {self.slices} slices)" if self.dcn else "")
 
     @property
     def key(self) -> tuple:
         """What orders equal scores: fewest axes, then the sizes, then the options."""
-        c = self.choice
-        return (len(c.sizes), tuple(c.sizes.items()), self.zero1, self.remat)
+        return (len(self.sizes), tuple(self.sizes.items()), self.zero1, self.remat,
+                self.dcn or "")
 
 
 def divisors(n: int) -> list[int]:
@@ -76,8 +91,16 @@ def _strategy(data: int, fsdp: int, tp: int) -> str:
     return "hsdp"
 
 
-def candidates(variables, roles, devices: int, workload) -> list[Candidate]:
-    """Every candidate on `devices` (see the module docstring), in the fixed order."""
+def _dcn_axes(sizes: dict, slices: int) -> list:
+    if slices == 1:
+        return [None]
+    return [a for a in ("data", "fsdp") if sizes.get(a, 1) % slices == 0 and sizes.get(a, 1) > 1]
+
+
+def candidates(variables, roles, devices: int, workload, slices: int = 1) -> list[Candidate]:
+    """Every candidate on `devices` (see the module docstring), in the fixed order. On
+    `slices` > 1 slices, one candidate per axis that can span them (`data` or `fsdp`,
+    when the slices divide it): `model` never crosses the DCN."""
     variables = tuple(variables)
     roles = roles if roles is not None else detect_roles(variables)
     out = []
@@ -95,6 +118,32 @@ def candidates(variables, roles, devices: int, workload) -> list[Candidate]:
                     choices.append(zero)
             for c in choices:
                 for remat in ((False, True) if workload.remat_option else (False,)):
-                    out.append(Candidate(c, remat))
+                    for dcn in _dcn_axes(c.sizes, slices):
+                        out.append(Candidate(c, remat, dcn, slices))
+    if workload.pipeline_option and workload.numbered is not None and slices == 1:
+        out += _pipelined(variables, roles, devices, workload)
     out.sort(key=lambda c: c.key)
+    return out
+
+
+def _pipelined(variables, roles, devices, workload) -> list[Candidate]:
+    """Pipeline candidates: `count` stages (dividing the devices and the layers), each
+    stage's devices factored as above; no ZeRO-1 (the stages already split the state)."""
+    out = []
+    for count in divisors(devices):
+        pipe = pipeline_for(variables, roles, workload.numbered, count)
+        if pipe is None:
+            continue
+        rest = devices // count
+        for tp in [1] + valid_tp_sizes(variables, roles, rest):
+            for fsdp in divisors(rest // tp):
+                if tp == fsdp == 1:
+                    # `data_parallel` would split the batch over `stage` too: a plan
+                    # cannot say data parallelism within stages
+                    continue
+                data = rest // (tp * fsdp)
+                choice = evaluate(variables, roles, rest, _strategy(data, fsdp, tp), tp,
+                                  fsdp=fsdp)
+                for remat in ((False, True) if workload.remat_option else (False,)):
+                    out.append(Candidate(choice, remat, pipeline=pipe))
     return out

@@ -37,6 +37,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from planc.suggest.roles import detect_roles, model_facts
+from planc.suggest.search.pipeline import layers_of
 from planc.variables import itemsize
 
 __all__ = ["Workload", "workload_of", "tokens_of_batch"]
@@ -60,10 +61,13 @@ class Workload:
     vocab: int
     param_bytes: int
     remat_option: bool = False  # the step builder takes `remat=`
+    numbered: object = None  # the model's numbered layers (`pipeline.Layers`), if any
+    pipeline_option: bool = False  # weigh pipeline stages (no step: see `pipeline`)
 
 
 def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
-                roles=None, remat_option: bool = False) -> Workload:
+                roles=None, remat_option: bool = False,
+                pipeline_option: bool = False) -> Workload:
     """The `Workload` of training `variables` on `tokens` tokens per step."""
     variables = tuple(variables)
     roles = roles if roles is not None else detect_roles(variables)
@@ -92,7 +96,9 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
                     act_bytes=max(1, int(itemsize(main))), hidden=facts.hidden,
                     layers=_layers(variables, facts), matmul_params=matmul,
                     row_parallel=rows, vocab=vocab,
-                    param_bytes=sum(v.nbytes for v in variables), remat_option=remat_option)
+                    param_bytes=sum(v.nbytes for v in variables), remat_option=remat_option,
+                    numbered=None if facts.stacked else layers_of(variables),
+                    pipeline_option=pipeline_option)
 
 
 def _layers(variables, facts) -> int:

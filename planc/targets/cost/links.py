@@ -69,15 +69,19 @@ def axis_placements(mesh, slice_axes=(), wraparound_from: int = 0) -> dict[str, 
     return out
 
 
-def placements_on(topology, sizes: dict, wraparound_from: int = 0) -> dict | None:
-    """{axis: AxisPlacement} of a mesh of `sizes` ({name: size}, in mesh order) placed on
-    `topology` (a loaded `Topology`) as `plan.mesh()` places it; None when it cannot be."""
+def placements_on(topology, sizes: dict, wraparound_from: int = 0, dcn: str | None = None,
+                  slices: int = 1) -> dict | None:
+    """{axis: AxisPlacement} of a mesh of `sizes` ({name: global size}, in mesh order)
+    placed on `topology` (a loaded `Topology`) as `plan.mesh()` places it, axis `dcn`
+    spanning its `slices` slices; None when it cannot be placed."""
     import jax
 
     from planc.targets.aot.feasibility import assign
 
     shape = tuple(sizes.values())
-    grid, _ = assign(shape, (1,) * len(shape), topology)
+    spans = tuple(slices if name == dcn else 1 for name in sizes)
+    grid, _ = assign(shape, spans, topology)
     if grid is None:
         return None
-    return axis_placements(jax.sharding.Mesh(grid, tuple(sizes)), (), wraparound_from)
+    return axis_placements(jax.sharding.Mesh(grid, tuple(sizes)), (dcn,) if dcn else (),
+                           wraparound_from)

@@ -66,11 +66,27 @@ def test_the_chosen_plan_is_a_candidate_of_the_json_but_for_comments(found):
     assert doc["why_not"] and all(r["plan"] and r["why"] for r in doc["why_not"])
 
 
-def test_each_other_family_has_a_why_not_row(found):
-    families = {o.candidate.family for o in found.searched.outcomes}
-    winner = found.searched.winner.candidate.family
-    shown = {r.outcome.candidate.family for r in found.rows if r.kind == "why_not"}
-    assert shown == families - {winner}
+def test_each_other_strategy_and_each_option_of_the_winner_has_a_why_not_row(found):
+    from planc.suggest.search.report import _group
+
+    winner = found.searched.winner.candidate
+    groups = {_group(o.candidate) for o in found.searched.outcomes}
+    shown = [r.outcome.candidate for r in found.rows if r.kind == "why_not"]
+    assert {_group(c) for c in shown if _group(c) != _group(winner)} == groups - {_group(winner)}
+    mine = [c for c in shown if _group(c) == _group(winner)]
+    assert any(c.remat != winner.remat for c in mine)  # why not remat (or why remat)
+
+
+def test_pipeline_candidates_cut_the_numbered_layers_into_contiguous_stages(found):
+    from planc.check.checker import check
+    from planc.resolve import validate
+
+    piped = [o for o in found.searched.outcomes if o.candidate.pipeline is not None]
+    assert {o.candidate.pipeline.count for o in piped} == {2, 4, 8}
+    row = next(r for r in found.rows if r.outcome.candidate.pipeline is not None)
+    report = validate(check(row.plan, "piped.kd"), decoder(), 16)
+    assert report.stages is not None and report.stages.positions == row.outcome.candidate.pipeline.count
+    assert not [d for d in report.diagnostics if d.code.startswith("P36")]
 
 
 def test_a_search_is_byte_identical_from_run_to_run(found):
@@ -82,7 +98,7 @@ def test_a_search_is_byte_identical_from_run_to_run(found):
 def test_the_plan_says_why_it_was_chosen_and_what_else_was_weighed(found):
     assert "# Searched: the fastest of" in found.text
     assert "# Pareto front of the analytic figures" in found.text
-    assert "# Why not (each other family's best):" in found.text
+    assert "# Why not (each other strategy's best" in found.text
 
 
 def test_compute_is_six_n_t_over_the_devices():

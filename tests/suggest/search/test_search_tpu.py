@@ -28,3 +28,33 @@ def test_the_analytic_estimate_is_within_a_factor_of_two_of_the_compiled_one(fou
     for o in found.searched.outcomes:
         if o.compiled:
             assert 0.5 < o.score.estimate_s / o.compiled_s < 2
+
+
+def test_on_two_slices_the_search_chooses_the_axis_over_the_dcn():
+    from suggest.search.test_search_analytic import decoder
+
+    from planc.check.checker import check
+    from planc.resolve import validate
+    from planc.targets.cost.chips import chip_named
+
+    prepare_jax("v5e:2x4")
+    vs = decoder()
+    found = search(vs, topology="v5e:2x4", slices=2, tokens=16 * 2048)
+    spans = {o.candidate.dcn for o in found.searched.outcomes}
+    assert spans == {"data", "fsdp"}  # `model` never crosses the DCN
+    dp = next(o for o in found.searched.outcomes if o.candidate.family == "dp")
+    (over_dcn,) = [t for t in dp.score.terms if t.name == "all-reduce over data"]
+    assert over_dcn.seconds == pytest.approx(over_dcn.sent / chip_named("v5e").dcn_bytes_per_s)
+    w = found.searched.winner
+    assert f"slices({w.candidate.dcn} = 2)" in found.text
+    report = validate(check(found.text, "searched.kd"), vs, 16)
+    assert not [d for d in report.diagnostics if d.severity.value in ("error", "warning")]
+
+
+def test_a_two_slice_winner_compiles_on_the_two_slices():
+    prepare_jax("v5e:2x4")
+    found = search(step="examples.search_step:build", topology="v5e:2x4", slices=2,
+                   compiles=1)
+    w = found.searched.winner
+    assert w.compiled and w.cost.devices == 16
+    assert any(p.kind == "dcn" for p in w.cost.placements.values())
