@@ -63,7 +63,7 @@ def _safetensors(draw) -> bytes:
         end = (begin + size) if isinstance(begin, int) and not isinstance(begin, bool) \
             else draw(_NUMBERS)
         entries.append(f'"t{i}": {{"dtype": {json.dumps(draw(_DTYPES))}, "shape": ['
-                       + ", ".join(map(_number_text, dims)) + f'], "data_offsets": ['
+                       + ", ".join(map(_number_text, dims)) + '], "data_offsets": ['
                        + f"{_number_text(begin)}, {_number_text(end)}]}}")
         at = end if isinstance(end, int) and not isinstance(end, bool) and end >= 0 else at
     header = ("{" + ", ".join(entries) + "}").encode()

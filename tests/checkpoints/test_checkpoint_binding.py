@@ -3,7 +3,6 @@ found from the headers alone (`planc.checkpoints.renaming`, `planc.checkpoints.b
 
 import dataclasses
 
-import pytest
 
 import planc
 from planc.checkpoints.binding import MAX_EACH, Source, bind_checkpoint

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import planc
-from planc.checkpoints.h5_file import H5Checkpoint
 from planc.cli import main
 from planc.diagnostics import PlanError
 

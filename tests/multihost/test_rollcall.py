@@ -179,8 +179,6 @@ def test_lint_checks_the_coordinators_form_at_its_line(plan_file):
 
 
 def test_with_the_jobs_secret_a_peer_without_it_cannot_take_an_id(monkeypatch):
-    import hashlib
-    import hmac
 
     monkeypatch.setenv(rollcall.SECRET, "s3cret")
     # A stray hello claims id 1 with no proof; the real process 1 (same environment,

@@ -95,7 +95,7 @@ def test_a_wrong_ntasks_is_caught_before_jax_starts(slurm, tmp_path):
     tasks = by_task(done.stderr)
     for task in (0, 1):
         # One line per task, and the runtime never started: JAX said nothing.
-        assert tasks[task] == [f"planc: cluster error: the cluster has 3 processes (from Slurm, "
+        assert tasks[task] == ["planc: cluster error: the cluster has 3 processes (from Slurm, "
                                "plan) but SLURM_NTASKS=2 [P610]"], done.stderr
     assert "Traceback" not in done.stderr
 

@@ -5,7 +5,6 @@ memory kinds it draws, and P532 for a model too large for it."""
 import base64
 import hashlib
 import json
-import os
 import re
 import sys
 from pathlib import Path

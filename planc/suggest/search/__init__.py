@@ -108,7 +108,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     texts: dict = {}
 
     def plan_of(o, why=()):
-        key = id(o)
+        key = (id(o), o.compiled)  # compiled, its peak may have moved over the limit
         if key not in texts or why:
             from planc.suggest.suggester import written
 
