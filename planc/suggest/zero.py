@@ -29,7 +29,7 @@ def zero1_layout(shape: tuple[int, ...], layout: tuple, axis: str, sizes: dict) 
     """The layout of the slots of a parameter of `shape` laid out as `layout`, split over
     `axis` too (see the module docstring)."""
     size = sizes[axis]
-    if size <= 1 or any(axis in _axes(e) for e in layout):
+    if size <= 1 or any(axis in entry_axes(e) for e in layout):
         return layout
     free = sorted((d for d, e in enumerate(layout) if e is None),
                   key=lambda d: (-shape[d], d))
@@ -37,13 +37,14 @@ def zero1_layout(shape: tuple[int, ...], layout: tuple, axis: str, sizes: dict) 
         if shape[d] > 0 and shape[d] % size == 0:
             return layout[:d] + (axis,) + layout[d + 1:]
     for d, e in enumerate(layout):
-        split = math.prod(sizes[a] for a in _axes(e))
+        split = math.prod(sizes[a] for a in entry_axes(e))
         if e is not None and shape[d] > 0 and shape[d] % (split * size) == 0:
-            return layout[:d] + (_axes(e) + (axis,),) + layout[d + 1:]
+            return layout[:d] + (entry_axes(e) + (axis,),) + layout[d + 1:]
     return layout
 
 
-def _axes(entry) -> tuple[str, ...]:
+def entry_axes(entry) -> tuple[str, ...]:
+    """The axes of one layout entry: none, one name, or a tuple of names."""
     return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
 
 
@@ -51,6 +52,6 @@ def slot_bytes(variables, slots, sizes: dict) -> int:
     """The bytes per device of one slot of every variable, each at its slot's layout."""
     total = 0
     for v, lay in zip(variables, slots):
-        pieces = math.prod(sizes[a] for e in lay for a in _axes(e))
+        pieces = math.prod(sizes[a] for e in lay for a in entry_axes(e))
         total += math.ceil(math.prod(v.shape) // pieces * itemsize(v.dtype))
     return total

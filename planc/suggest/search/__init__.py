@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from planc.diagnostics import PlanError, error
 from planc.resolve import human_bytes
 from planc.suggest.roles import detect_roles
-from planc.suggest.search.pipeline import stage_loads
+from planc.suggest.search.score import loads
 from planc.suggest.search.report import Row, document, rows_of, table_lines, why_not
 from planc.suggest.search.searcher import (MARGIN, MAX_CANDIDATES, MAX_COMPILES, Searched,
                                            nothing_fits, search_space)
@@ -59,9 +59,11 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     >>> vs = [Variable(f"blk_{i}/mlp/{n}", s, "bfloat16") for i in range(4)
     ...       for n, s in (("up", (1024, 4096)), ("down", (4096, 1024)))]
     >>> found = search(vs, 8, tokens=8 * 2048)
-    >>> found.searched.winner.candidate.family  # a small model: whole on every device
-    'dp + ZeRO-1'
-    >>> "data_parallel" in found.text
+    >>> w = found.searched.winner
+    >>> w.peak <= found.searched.limit and f"{w.candidate.family} on" in found.text
+    True
+    >>> # 10 meshes of 8 devices, 6 of them with ZeRO-1 too; 7 of 2 or 4 stages; x remat
+    >>> len(found.searched.outcomes) == (10 + 6 + 7) * 2
     True
     """
     from planc.suggest.suggester import _variables
@@ -117,7 +119,8 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
             fits = o.candidate.choice.needs(state) <= limit
             dcn, pipe = o.candidate.dcn, o.candidate.pipeline
             if pipe is not None:
-                pipe = pipe.with_bytes(stage_loads(pipe, variables, o.candidate.choice)[0])
+                pipe = pipe.with_bytes(loads(variables, o.candidate.choice, pipe.stage_of,
+                                             pipe.count)[0])
                 fits = pipe.per_device * state <= limit
             h = Header(header.source, header.state, header.budget if fits else None,
                        header.peak if fits and o.peak <= limit else None, tuple(why),

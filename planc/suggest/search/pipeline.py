@@ -27,10 +27,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from planc.suggest.layouts import FSDP, shard_bytes
 from planc.suggest.roles import detect_roles
 
-__all__ = ["Pipeline", "Layers", "layers_of", "pipeline_for", "stage_loads"]
+__all__ = ["Pipeline", "Layers", "layers_of", "pipeline_for"]
 
 AXIS = "stage"
 _HEAD = re.compile(r"head|unembed|logits|output", re.IGNORECASE)
@@ -121,24 +120,3 @@ def pipeline_for(variables, roles, layers: Layers, count: int) -> Pipeline | Non
             last.append(v.path)
             stage_of.append(count - 1)
     return Pipeline(count, 4 * count, layers, tuple(first), tuple(last), tuple(stage_of))
-
-
-def stage_loads(pipeline: Pipeline, variables, choice) -> tuple[int, int, int]:
-    """(bytes per device, of them split over `fsdp`, whole over it) of the most loaded
-    stage under `choice`'s layouts (on one stage's devices)."""
-    totals = [[0, 0, 0] for _ in range(pipeline.count)]
-    for v, lay, k in zip(variables, choice.layouts, pipeline.stage_of):
-        b = shard_bytes(v.shape, v.dtype, lay, choice.fsdp, choice.tp)
-        row = totals[k]
-        row[0] += b
-        split = any(FSDP == e or (isinstance(e, tuple) and FSDP in e) for e in lay)
-        row[1 if split else 2] += b
-    return tuple(max(totals, key=lambda t: (t[0], t[1])))
-
-
-def bubble(pipeline: Pipeline) -> float:
-    """1F1B's idle share: (S - 1) / (M + S - 1)."""
-    s, m = pipeline.count, pipeline.microbatches
-    return (s - 1) / (m + s - 1)
-
-

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planc.suggest.layouts import FSDP, MODEL
-from planc.suggest.search.pipeline import stage_loads
+from planc.suggest.layouts import FSDP, MODEL, shard_bytes
+from planc.resolve.stages import bubble
+from planc.suggest.zero import entry_axes
 from planc.targets.cost.model import Term, bounds, moved_bytes
 
 __all__ = ["Score", "score", "LINE"]
@@ -68,22 +69,16 @@ class Score:
         return max(self.terms, key=lambda t: (t.seconds, t.name))
 
 
-def _axes(entry) -> tuple:
-    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
-
-
-def _layout_bytes(variables, choice) -> tuple[int, int]:
-    """(bytes per device of the variables split over `fsdp`, of those whole over it)."""
-    from planc.suggest.layouts import shard_bytes
-
-    split = whole = 0
-    for v, lay in zip(variables, choice.layouts):
+def loads(variables, choice, stage_of=None, stages: int = 1) -> tuple[int, int, int]:
+    """(bytes per device, of them split over `fsdp`, of them whole over it) of the most
+    loaded stage under `choice`'s layouts; one stage without `stage_of`."""
+    totals = [[0, 0, 0] for _ in range(stages)]
+    for i, (v, lay) in enumerate(zip(variables, choice.layouts)):
         b = shard_bytes(v.shape, v.dtype, lay, choice.fsdp, choice.tp)
-        if any(FSDP in _axes(e) for e in lay):
-            split += b
-        else:
-            whole += b
-    return split, whole
+        row = totals[stage_of[i] if stage_of is not None else 0]
+        row[0] += b
+        row[1 if any(FSDP in entry_axes(e) for e in lay) else 2] += b
+    return tuple(max(totals, key=lambda t: (t[0], t[1])))
 
 
 def score(candidate, variables, workload, chip, calibration, placements=None) -> Score:
@@ -98,11 +93,9 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     remat = candidate.remat
     t_loc = w.tokens / (d * f)
     act = w.act_bytes
-    if pipe is not None:  # the most loaded stage's share, on one stage's devices
-        params, split, whole = stage_loads(pipe, variables, c)
-    else:
-        split, whole = _layout_bytes(variables, c)
-        params = c.cost.per_device
+    # the most loaded stage's share, on one stage's devices
+    params, split, whole = (loads(variables, c, pipe.stage_of, s) if pipe is not None
+                            else loads(variables, c))
     slot = c.slot_bytes if c.slot_bytes is not None else params
     slots = (w.state - 1) * slot
     # 1F1B keeps S microbatches of its L / S layers in flight on the first stage: the
@@ -123,8 +116,9 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     dtype = "bf16" if act <= 2 else "f32"
     eff = calibration.efficiency
     out = []
-    # a pipeline's stages idle through its bubble: (S - 1) / (M + S - 1) of the step
-    peak_matmul = flops / chip.peak_flops(dtype) * (m + s - 1) / m
+    # a pipeline's stages idle through its bubble, as `planc explain` states it
+    idle = bubble(s, m) if pipe is not None else 0.0
+    peak_matmul = flops / chip.peak_flops(dtype) / (1 - idle)
     out.append(Term("matmul compute", "compute", peak_matmul / eff["matmul"], peak_matmul))
     hbm = (passes * w.param_bytes / (t * s) + (3 + 2 * (w.state - 1)) * params
            + 2 * stored + logits)
