@@ -79,3 +79,19 @@ def test_a_step_that_cannot_be_imported_is_a_usage_error(capsys, tmp_path):
     code, out, err = run(capsys, "--search", "--step", "no_such_module:build", "--topology",
                          "cpu:8", "-o", str(plan))
     assert code == 2 and "P811" in err and not plan.exists()
+
+
+def test_slices_without_a_topology_is_a_usage_error(capsys, model):
+    code, _, err = run(capsys, "--search", "--model", model, "--devices", "16", "--tokens",
+                       "65536", "--slices", "2")
+    assert code == 2 and "--slices N is N slices of --topology NAME" in err
+
+
+def test_json_rows_say_their_stages_and_slices(capsys, model):
+    code, out, _ = run(capsys, "--search", "--model", model, "--devices", "16", "--tokens",
+                       "65536", "--format", "json")
+    rows = json.loads(out)["candidates"] + json.loads(out)["why_not"]
+    piped = [r for r in rows if r["stages"] is not None]
+    assert piped and all(r["stages"]["schedule"] == "1f1b" and r["mesh"]["stage"] ==
+                         r["stages"]["count"] for r in piped)
+    assert all(r["slices"] is None for r in rows)
