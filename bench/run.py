@@ -140,6 +140,14 @@ LIMITS = {
         "interleaved runs, median of per-run ratios): wheel venv 4.88x (per-run 4.75-5.03) "
         "before, 4.90x (4.34-5.11) after; `make venv` 2.50x (2.29-2.63) after. No "
         "regression beyond the runs' spread."),
+    "search": (
+        "the analytic search is milliseconds per candidate (roles once, then each layout "
+        "and score from shapes; the shown rows' plans validated by planc's front end); "
+        "a search with a step is its compiles, a few seconds each for these steps on "
+        "compile-only TPU, and the sweep is every candidate's. Whether the search finds the "
+        "sweep's best depends on the analytic ranking, which is uncalibrated here (no chip "
+        "was lent): it orders a strategy's own variants well and strategies against one "
+        "another less surely, which is why each strategy's best is compiled first."),
     "shardings": (
         "per leaf: JAX's C++ `tree_flatten` (the treedef and the leaves, ~0.7-0.9 us), "
         "planc's walk for the paths (`planc.targets.jax.paths`, ~0.5-1 us, checked leaf for "
