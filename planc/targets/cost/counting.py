@@ -7,7 +7,9 @@ its computation runs in a step, and a loop whose count cannot be read makes the 
 lower bound that says so (`Counts.exact`).
 
 - **FLOPs**, by class: `matmul` (`dot`, and `convolution`, which XLA:TPU writes dots
-  as: 2 x the output's elements x the contracted size), `elementwise` (arithmetic and
+  as: 2 x the output's elements x the contracted size; a convolution's window counts
+  only the taps that meet a real input element, as XLA:TPU writes batched matmuls as
+  windows over base-dilated or fully padded inputs, one element per output), `elementwise` (arithmetic and
   transcendental ops: one per output element; reductions: one per input element),
   `custom` (custom calls, whose work XLA does not describe: 0 FLOPs, their bytes
   counted). Fused computations count their inner ops.
@@ -209,13 +211,56 @@ def _matmul_flops(module: Module, ins: Instruction) -> int:
         contracted = math.prod(dims[int(d)] for d in m.group(1).split(",") if d)
         return 2 * out_elements * contracted
     labels = _DIM_LABELS.search(ins.attrs)
+    lhs = _shape_of(module, ins.computation, ins.operands[0])
     rhs = _shape_of(module, ins.computation, ins.operands[1])
-    if not labels or not rhs:
+    if not labels or not rhs or not lhs:
         return 0
-    kernel = arrays(rhs)[0][1]
-    spec = labels.group(2)  # the kernel's dimensions: i input feature, o output, digits spatial
-    contracted = 1
-    for label, size in zip(spec, kernel):
-        if label == "i" or label.isdigit():
-            contracted *= size
-    return 2 * out_elements * contracted
+    kernel, source, result = arrays(rhs)[0][1], arrays(lhs)[0][1], out[0][1]
+    lhs_spec, rhs_spec, out_spec = labels.groups()
+    features = math.prod(size for label, size in zip(rhs_spec, kernel) if label == "i")
+    window = _window(ins.attrs, sum(c.isdigit() for c in rhs_spec))
+    spatial_out, taps = 1, 1
+    for k, (size, stride, pad, base, dilate) in enumerate(window):
+        n = source[lhs_spec.index(str(k))]
+        o = result[out_spec.index(str(k))]
+        spatial_out *= o
+        taps *= _taps(n, o, size, stride, pad, base, dilate)
+    return 2 * (out_elements // max(spatial_out, 1)) * features * taps
+
+
+_WINDOW_FIELD = re.compile(r"\b(size|stride|pad|lhs_dilate|rhs_dilate)=([\d_x-]+)")
+
+
+def _window(attrs: str, rank: int) -> list[tuple[int, int, int, int, int]]:
+    """Per spatial dimension of a convolution: (size, stride, padding below, base
+    (lhs) dilation, window (rhs) dilation); XLA leaves out what is 1 or 0."""
+    found = dict(_WINDOW_FIELD.findall(attrs[attrs.find("window={"):]
+                                       if "window={" in attrs else ""))
+
+    def ints(key, default):
+        if key not in found:
+            return [default] * rank
+        return [int(x.split("_")[0]) for x in found[key].split("x")]
+
+    return list(zip(ints("size", 1), ints("stride", 1), ints("pad", 0), ints("lhs_dilate", 1),
+                    ints("rhs_dilate", 1)))
+
+
+def _taps(n: int, out: int, size: int, stride: int, pad: int, base: int, dilate: int) -> int:
+    """How many (output position, window tap) pairs of one spatial dimension meet a real
+    input element: not padding, and not a hole of base dilation. XLA:TPU writes batched
+    matmuls as convolutions whose batch dimensions are base-dilated windows (`size=16
+    stride=15 lhs_dilate=16`) or fully padded ones (`size=4 pad=3_3`): each output meets
+    one element, not `size`, and counting the window would multiply their FLOPs by it."""
+    last = (n - 1) * base  # the last real element, in dilated coordinates
+    total = 0
+    for t in range(size):
+        offset = t * dilate - pad
+        if base == 1:  # every position in [0, last] is real: an interval of outputs
+            lo = max(0, (stride - 1 - offset) // stride)  # ceil(-offset / stride)
+            hi = min(out - 1, (last - offset) // stride) if last >= offset else -1
+            total += max(0, hi - lo + 1)
+        else:
+            total += sum(1 for o in range(out)
+                         if 0 <= o * stride + offset <= last and (o * stride + offset) % base == 0)
+    return total

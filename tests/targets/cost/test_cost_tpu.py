@@ -1,6 +1,8 @@
 """`plan.cost` on a compile-only TPU topology (libtpu, the `tpu` extra): XLA:TPU writes no
 trip count on a scan, and planc still counts every layer."""
 
+import jax
+import jax.numpy as jnp
 import pytest
 
 import planc
@@ -33,3 +35,27 @@ def test_a_one_chip_topology_is_costed_like_any_other():
     assert report.devices == 1 and report.chip == "v5e"
     assert report.counts.flops["matmul"] == 3 * LAYERS * 2 * BATCH * WIDTH * WIDTH
     assert not [t for t in report.terms if t.collective is not None]
+
+
+def test_batched_matmuls_written_as_dilated_convolutions_count_each_product_once():
+    # XLA:TPU writes attention's batched matmuls as convolutions whose batch dimensions
+    # are windows over a base-dilated input (`size=2x4 lhs_dilate=2x4`): each output
+    # meets one element per window, so counting the window's size multiplied their FLOPs.
+    B, S, D, H, HD = 16, 256, 256, 4, 64
+
+    def step(params, opt_state, x):
+        def loss(p):
+            q = (x @ p["wq"]).reshape(x.shape[0], S, H, HD)
+            k = (x @ p["wk"]).reshape(x.shape[0], S, H, HD)
+            return jnp.sum(jnp.tanh(jnp.einsum("bqhd,bkhd->bhqk", q, k)))
+        grads = jax.grad(loss)(params)
+        return jax.tree.map(lambda a, g: a - 0.1 * g, params, grads), opt_state, None
+
+    params = {n: jax.ShapeDtypeStruct((D, H * HD), jnp.bfloat16) for n in ("wq", "wk")}
+    plan = planc.loads("plan att\nmesh(data = auto)\ndata_parallel\n")
+    report = plan.cost(step, params, {}, jax.ShapeDtypeStruct((B, S, D), jnp.bfloat16),
+                       topology="v5e:2x4")
+    assert "lhs_dilate" in report.aot.program.hlo  # the convolutions this is about
+    # projections: forward and weight gradient, two each; attention: forward, two backward
+    analytic = 4 * 2 * B * S * D * H * HD + 3 * 2 * B * H * S * S * HD
+    assert report.counts.flops["matmul"] == analytic // 8
