@@ -40,8 +40,10 @@ EPILOGS: dict[str, str] = {
     "inspect": "exit codes: 0 written, 2 the source cannot be read\n\nexample:\n  planc "
                "inspect examples/mlp.safetensors -o mlp.json",
     "suggest": "exit codes: 0 written, 1 no plan fits or the suggestion failed validation "
-               "(nothing written), 2 a bad command line or an unreadable model\n\nexample:\n"
-               "  planc suggest --model plans/models/gemma_2b.json --devices 8 --budget 16GiB",
+               "(nothing written), 2 a bad command line, an unreadable model, topology or "
+               "step\n\nexample:\n"
+               "  planc suggest --model plans/models/gemma_2b.json --devices 8 --budget 16GiB\n"
+               "  planc suggest --search --step examples.search_step:build --topology cpu:8",
     "import": "exit codes: 0 written, 1 faults in the source or a layout that differs from "
               "it (nothing written), 2 a bad command line or an unreadable source\n\n"
               "example:\n  planc import plans/models/hf_llama_config.json --mesh "
