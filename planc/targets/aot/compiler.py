@@ -81,15 +81,12 @@ def _step_failed(ir: PlanIR, stage: str, exc: BaseException) -> Diagnostic:
 
 
 def _mesh_context(ir: PlanIR, mesh):
-    """`jax.set_mesh(mesh)` for a plan with explicit axes (JAX wants the mesh current to
-    trace on them); otherwise nothing."""
-    import contextlib
-
-    if not ir.explicit_axes:
-        return contextlib.nullcontext()
+    """`jax.set_mesh(mesh)`: the plan's mesh current while the step is traced, as JAX
+    wants it for explicit axes, and so a step may constrain its activations by axis name
+    (`with_sharding_constraint(x, P("data"))`, as MaxText's steps do under their mesh)."""
     from planc.targets.jax.compat import require
 
-    return require("set_mesh", ir, needed_for="tracing on explicit axes")(mesh)
+    return require("set_mesh", ir, needed_for="tracing the step on the plan's mesh")(mesh)
 
 
 def output_shapes(ir: PlanIR, mesh, step, args):

@@ -388,3 +388,20 @@ def test_an_involuntary_full_rematerialization_is_p817_naming_the_parameter_and_
     assert any("`params/w`" in d.message for d in found), [d.message for d in found]
     assert any('"w" -> ((a, b), _)' in h for d in found for h in d.help)
     assert "Involuntary full rematerialization" not in capsys.readouterr().err
+
+
+def test_a_step_may_constrain_its_activations_by_axis_name():
+    # MaxText's steps run under their mesh and constrain activations by name alone;
+    # planc traces the step with the plan's mesh current, so such a step compiles.
+    plan = planc.loads("mesh(fsdp = 4, model = 2)\nmodel_parallel(batch = fsdp)\n"
+                       'layout {\n    "w" -> (fsdp, model)\n}\n')
+
+    def step(params, opt_state, x):
+        def loss(w):
+            h = jax.lax.with_sharding_constraint(x @ w, P("fsdp", "model"))
+            return jnp.mean(h ** 2)
+        return {"w": params["w"] - 0.1 * jax.grad(loss)(params["w"])}, opt_state, None
+
+    report = plan.aot(step, {"w": jax.ShapeDtypeStruct((64, 64), F32)}, {},
+                      jax.ShapeDtypeStruct((32, 64), F32), topology="cpu:8")
+    assert report.peak > 0
