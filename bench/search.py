@@ -105,10 +105,11 @@ def sweep(results, spec, topology, label):
     for o in found.searched.outcomes:
         text = written(vs, roles, o.candidate.choice, Header("sweep", 3, None)).text
         try:
-            peak, seconds, _ = prover(text, o.candidate.remat)
+            cost = prover(text, o.candidate.remat)
         except PlanError:  # a compile that fails is no candidate, as in the search
             continue
         compiled += 1
+        peak, seconds = cost.aot.peak, cost.estimate_s
         ratios.append(o.score.peak / peak)
         if peak <= limit and (best is None or seconds < best[0]):
             best = (seconds, o.candidate.family, o.candidate.mesh_text, peak)

@@ -114,10 +114,11 @@ def valid_tp_sizes(variables, roles, devices: int) -> list[int]:
     """Every K > 1 dividing `devices` and every strict `model` dimension, ascending."""
     strict = {v.shape[r.model_dims[0]] for v, r in zip(variables, roles)
               if r.strict and r.model_dims and not r.small}
-    return [k for k in _divisors(devices) if k > 1 and all(n % k == 0 for n in strict)]
+    return [k for k in divisors(devices) if k > 1 and all(n % k == 0 for n in strict)]
 
 
-def _divisors(n: int) -> list[int]:
+def divisors(n: int) -> list[int]:
+    """Every divisor of `n`, ascending."""
     small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
     return sorted(set(small) | {n // k for k in small})
 

@@ -58,12 +58,12 @@ def suggest(model, devices: int, *, budget: int | str | None = None, strategy: s
     >>> s.choice.cost.per_device * 8 == s.report.memory.total_bytes
     True
     """
-    variables = _variables(model)
+    variables = model_variables(model)
     _check_arguments(variables, devices, strategy, tp, state)
     limit = _budget(budget)
     roles = detect_roles(variables)
     choice = choose_mesh(variables, roles, devices, strategy, tp, limit, state)
-    header = Header(source or _describe(model), state, limit)
+    header = Header(source or describe_model(model), state, limit)
     return written(variables, roles, choice, header, name=name, file=file)
 
 
@@ -104,7 +104,8 @@ def _state_rules(variables, roles, choice) -> list[RuleSpec]:
     return [r for r in rules if any(choice.slots[i] != choice.layouts[i] for i in r.members)]
 
 
-def _variables(model) -> tuple[Variable, ...]:
+def model_variables(model) -> tuple[Variable, ...]:
+    """The variables of any model source (P502 for an empty one)."""
     if isinstance(model, (list, tuple)) and not model:
         raise PlanError((error("P502", "the model has no variables: there is nothing to "
                                "lay out", None, help="point --model at the checkpoint, "
@@ -143,7 +144,8 @@ def _budget(budget) -> int | None:
     return budget
 
 
-def _describe(model) -> str:
+def describe_model(model) -> str:
+    """How a plan's header names the model: its source text, or what it is."""
     if isinstance(model, str):
         return model
     if isinstance(model, (list, tuple)):

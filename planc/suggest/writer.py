@@ -92,36 +92,30 @@ def _layout_lines(choice: MeshChoice, rules, whole, variables, roles) -> list[st
 
 
 def _mesh_lines(choice: MeshChoice, slices: tuple | None = None, stages=None) -> list[str]:
-    """The `param`, `mesh`, `slices` and `model_parallel` lines: the batch axis takes what
-    is left (`auto`), so the plan is the same on any device count the sizes divide."""
-    lines = _mesh_only(choice, slices)
-    if stages is not None:  # the pipeline axis first: stages are the outermost split
-        at = next(i for i, line in enumerate(lines) if line.startswith("mesh("))
-        lines[at] = f"mesh({stages.axis} = {stages.count}, " + lines[at][len("mesh("):]
-    if slices is not None:
-        at = next(i for i, line in enumerate(lines) if line.startswith("mesh("))
-        lines[at + 1:at + 1] = [f"slices({slices[0]} = {slices[1]})"]
-    return lines
-
-
-def _mesh_only(choice: MeshChoice, slices: tuple | None) -> list[str]:
+    """The `param`, `mesh`, `slices` and distribution lines: the batch axis takes what is
+    left (`auto`), so the plan is the same on any device count the sizes divide; a
+    pipeline's axis comes first, the outermost split."""
     batch = choice.batch_axes
-    said = batch[0] if len(batch) == 1 else "(" + ", ".join(batch) + ")"
-    if choice.strategy == "dp":  # replication is the strategy: no layout to write
-        return ["mesh(data = auto)", "", "data_parallel", ""]
-    if choice.strategy == "fsdp":
-        return [f"mesh({batch[0]} = auto)", "", f"model_parallel(batch = {said})", ""]
+    params, axes = [], []
+    if stages is not None:
+        axes.append(f"{stages.axis} = {stages.count}")
     if choice.strategy == "hsdp":
         # a size written is one slice's: `slices(fsdp = N)` multiplies it
         per = choice.fsdp // slices[1] if slices and slices[0] == FSDP else choice.fsdp
-        lines = [f"param fsdp_size = {per}"]
-        axes = ["data = auto", f"{FSDP} = fsdp_size"]
-        if choice.tp > 1:
-            lines.append(f"param tp = {choice.tp}")
-            axes.append(f"{MODEL} = tp")
-        return lines + ["", f"mesh({', '.join(axes)})", "", f"model_parallel(batch = {said})", ""]
-    return [f"param tp = {choice.tp}", "", f"mesh({batch[0]} = auto, {MODEL} = tp)", "",
-            f"model_parallel(batch = {said})", ""]
+        params.append(f"param fsdp_size = {per}")
+        axes += ["data = auto", f"{FSDP} = fsdp_size"]
+    else:
+        axes.append(f"{batch[0]} = auto")
+    if choice.tp > 1:
+        params.append(f"param tp = {choice.tp}")
+        axes.append(f"{MODEL} = tp")
+    lines = params + [""] * bool(params) + [f"mesh({', '.join(axes)})"]
+    if slices is not None:
+        lines.append(f"slices({slices[0]} = {slices[1]})")
+    said = batch[0] if len(batch) == 1 else "(" + ", ".join(batch) + ")"
+    # replication is the `dp` strategy: `data_parallel`, and no layout to write
+    return lines + ["", "data_parallel" if choice.strategy == "dp" else
+                    f"model_parallel(batch = {said})", ""]
 
 
 def _slot_bytes(members, choice: MeshChoice, variables) -> int:

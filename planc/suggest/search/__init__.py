@@ -16,14 +16,16 @@ from dataclasses import dataclass
 from planc.diagnostics import PlanError, error
 from planc.resolve import human_bytes
 from planc.suggest.roles import detect_roles
+from planc.suggest.search.report import Row, document, rule_for, rows_of, table_lines, why_not
 from planc.suggest.search.score import loads
-from planc.suggest.search.report import Row, document, rows_of, table_lines, why_not
 from planc.suggest.search.searcher import (MARGIN, MAX_CANDIDATES, MAX_COMPILES, Searched,
                                            nothing_fits, search_space)
 from planc.suggest.search.workload import Workload, tokens_of_batch, workload_of
-from planc.suggest.writer import Header, layout_text
+from planc.suggest.suggester import describe_model, model_variables, written
+from planc.suggest.writer import Header
+from planc.targets.cost.report import seconds_text
 
-__all__ = ["search", "SearchResult", "MARGIN", "MAX_COMPILES", "MAX_CANDIDATES"]
+__all__ = ["search", "SearchResult", "Row", "MARGIN", "MAX_COMPILES", "MAX_CANDIDATES"]
 
 
 @dataclass(frozen=True)
@@ -66,22 +68,20 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     >>> len(found.searched.outcomes) == (10 + 6 + 7) * 2
     True
     """
-    from planc.suggest.suggester import _variables
-
     if step is not None and topology is None:
         raise PlanError((_needs("a step is compiled for a topology: pass --topology (a TPU "
                                 "name such as v5e:4x4, or cpu:N)"),))
+    if slices > 1 and topology is None:
+        raise PlanError((_needs("a multi-slice search places its meshes on a topology: "
+                                "pass --topology"),))
     batch_leaves, takes_remat = (), False
     if step is not None:
         from planc.suggest.search.prove import step_facts
 
         params, batch_leaves, takes_remat = step_facts(step, file)
-        variables = _variables(model) if model is not None else params
+        variables = model_variables(model) if model is not None else params
     else:
-        variables = _variables(model)
-    if slices > 1 and topology is None:
-        raise PlanError((_needs("a multi-slice search places its meshes on a topology: "
-                                "pass --topology"),))
+        variables = model_variables(model)
     topo, row = _topology_and_chip(topology, chip, slices)
     if topo is not None:
         count = len(topo.devices)
@@ -105,15 +105,13 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     except CalibrationError as exc:
         raise PlanError((exc.diagnostic,)) from None
     roles = detect_roles(variables)
-    header = Header(source or (step if model is None and step else _describe(model)), state,
+    header = Header(source or (step if model is None and step else describe_model(model)), state,
                     limit, peak=limit if step is not None else None)
     texts: dict = {}
 
     def plan_of(o, why=()):
         key = (id(o), o.compiled)  # compiled, its peak may have moved over the limit
         if key not in texts or why:
-            from planc.suggest.suggester import written
-
             # a row over the limit carries no budget it would fail: it lints clean, and
             # its row says why it lost
             fits = o.candidate.choice.needs(state) <= limit
@@ -150,7 +148,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
         if r.kind == "why_not":
             r.why, decider = why_not(r.outcome, searched.winner, limit)
             r.plan = plan_of(r.outcome).text
-            r.rule = _rule_for(decider, plan_of(r.outcome), variables)
+            r.rule = rule_for(decider, plan_of(r.outcome), variables)
         elif r.kind != "chosen":
             r.plan = plan_of(r.outcome).text
     chosen = plan_of(searched.winner, _why(searched))
@@ -163,39 +161,23 @@ def _needs(message: str):
     return error("P509", message, None)
 
 
-def _describe(model) -> str:
-    from planc.suggest.suggester import _describe as describe
-
-    return describe(model)
-
-
 def _topology_and_chip(topology, chip, slices=1):
-    from planc.targets.cost.chips import CHIPS, chip_for, chip_named
+    """The loaded topology (None without one) and the chip to price on (P801, P815)."""
+    from planc.targets.cost.chips import chip_to_price
 
-    def unknown(name):
-        return PlanError((error("P815", f"no chip named `{name}` to price the step on", None,
-                                help="one of " + ", ".join(f"`{c.name}`" for c in CHIPS)),))
+    topo = None
+    if topology is not None:
+        from planc.targets.aot.topology import TopologyError, load_topology
 
-    if topology is None:
-        row = chip_named(chip or "v5e")
-        if row is None:
-            raise unknown(chip)
-        return None, row
-    from planc.targets.aot.topology import TopologyError, load_topology
-
+        try:
+            topo = load_topology(topology, slices)
+        except TopologyError as exc:
+            raise PlanError((exc.diagnostic,)) from None
     try:
-        topo = load_topology(topology, slices)
-    except TopologyError as exc:
-        raise PlanError((exc.diagnostic,)) from None
-    if topo.platform == "cpu" or chip is not None:
-        row = chip_named(chip or "v5e")
-        if row is None:
-            raise unknown(chip)
-        return topo, row
-    row = chip_for(topo.device_kind)
-    if row is None:
-        raise PlanError((error("P815", f"planc has no figures for `{topo.device_kind}`", None),))
-    return topo, row
+        return topo, chip_to_price(topo.platform if topo else "cpu",
+                                   topo.device_kind if topo else "", chip)
+    except LookupError as exc:
+        raise PlanError((error("P815", exc.args[0], None, help=exc.args[1]),)) from None
 
 
 def _placements(topo, row):
@@ -232,44 +214,10 @@ def _why(searched) -> list[str]:
     how = ("compiled for the topology: peak" if w.compiled else "analytic: peak")
     lines = [f"Searched: the fastest of {len(searched.outcomes):,} candidates that fits "
              f"{human_bytes(searched.limit)} per device ({how} "
-             f"{human_bytes(w.peak)}, step {_seconds(w.estimate_s)}).",
+             f"{human_bytes(w.peak)}, step {seconds_text(w.estimate_s)}).",
              f"Its largest term: {w.score.largest().name}. The tables at the end say what "
              "else was weighed."]
     if w.candidate.remat:
         lines.append("With remat: run each layer under `jax.checkpoint` (the step's "
                      "`remat=True`); without it, this plan does not fit as scored.")
     return lines
-
-
-def _seconds(s: float) -> str:
-    from planc.targets.cost.report import seconds_text
-
-    return seconds_text(s)
-
-
-def _rule_for(decider: str, suggestion, variables) -> str | None:
-    """The rule of `suggestion` behind `decider` (a term or part name): the one whose
-    variables carry the most bytes of it."""
-    if not decider or decider in ("matmul compute", "HBM traffic", "activations", "logits"):
-        return None
-    want = None
-    if "over fsdp" in decider or decider == "gathered":
-        want = "fsdp"
-    elif "over model" in decider:
-        want = "model"
-    best, size = None, -1
-    for rule in suggestion.rules:
-        if want and not any(want in str(a) for a in rule.alternatives):
-            continue
-        b = sum(variables[i].nbytes for i in rule.members)
-        if b > size:
-            best, size = rule, b
-    if best is None:
-        return None
-    line = next((n for n, text in enumerate(suggestion.text.splitlines(), 1)
-                 if text.strip().startswith(f'"{best.pattern}"')), None)
-    alts = " | ".join(layout_text(a) for a in best.alternatives)
-    return f'"{best.pattern}" -> {alts}' + (f" (line {line})" if line else "")
-
-
-__all__ += ["Row"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from planc.suggest.roles import detect_roles
 
-__all__ = ["Pipeline", "Layers", "layers_of", "pipeline_for"]
+__all__ = ["Pipeline", "Layers", "layers_of", "numbers_by_prefix", "pipeline_for"]
 
 AXIS = "stage"
 _HEAD = re.compile(r"head|unembed|logits|output", re.IGNORECASE)
@@ -46,13 +46,19 @@ class Layers:
     count: int
 
 
-def layers_of(variables) -> Layers | None:
-    """The numbered layers of `variables` (the number that varies most under one
-    prefix), or None when the model has none."""
+def numbers_by_prefix(variables) -> dict[str, set]:
+    """{the path before a run of digits: the numbers found there}, over every path."""
     numbers: dict[str, set] = {}
     for v in variables:
         for m in re.finditer(r"[0-9]+", v.path):
             numbers.setdefault(v.path[:m.start()], set()).add(int(m.group()))
+    return numbers
+
+
+def layers_of(variables) -> Layers | None:
+    """The numbered layers of `variables` (the number that varies most under one
+    prefix), or None when the model has none."""
+    numbers = numbers_by_prefix(variables)
     if not numbers:
         return None
     prefix = max(numbers, key=lambda k: (len(numbers[k]), k))

@@ -24,16 +24,15 @@ class Prover:
         self.file = file
 
     def __call__(self, text: str, remat: bool):
-        """`(peak bytes, estimate seconds, CostReport)` of the plan `text`'s compile;
-        `PlanError` when it cannot be compiled."""
+        """The `CostReport` of the plan `text`'s compile (its `aot` report holds the
+        peak); `PlanError` when it cannot be compiled."""
         from planc.targets.aot.step_builder import compile_named_step
         from planc.targets.cost.estimate import cost_of
 
         ir = check(text, self.file)
         options = {"remat": remat} if self.remat_option else None
         report, _ = compile_named_step(ir, self.spec, self.topology, options=options)
-        cost = cost_of(ir, report, calibration=self.calibration, chip=self.chip)
-        return report.peak, cost.estimate_s, cost
+        return cost_of(ir, report, calibration=self.calibration, chip=self.chip)
 
 
 def step_facts(spec: str, file: str):

@@ -13,9 +13,12 @@ Why a family lost, in the order a reviewer asks:
 from __future__ import annotations
 
 from planc.resolve import human_bytes
+from planc.suggest.layouts import FSDP, MODEL
+from planc.suggest.writer import layout_text
+from planc.suggest.zero import entry_axes
 from planc.targets.cost.report import seconds_text
 
-__all__ = ["Row", "rows_of", "table_lines", "document"]
+__all__ = ["Row", "rows_of", "why_not", "rule_for", "table_lines", "document"]
 
 
 class Row:
@@ -45,11 +48,6 @@ def pareto(outcomes) -> list:
     return out
 
 
-def _group(candidate) -> str:
-    """What a why-not row stands for: the strategy, pipelined or not."""
-    return candidate.choice.strategy + (" + pipeline" if candidate.pipeline else "")
-
-
 def rows_of(searched) -> list[Row]:
     """The winner, the Pareto front, then the best of each other strategy (pipelined or
     not), and the best of the winner's own strategy with ZeRO-1 and with remat the other
@@ -59,10 +57,10 @@ def rows_of(searched) -> list[Row]:
     rows: list[Row] = []
     seen: set = set()
 
-    def add(o, kind, why=""):
+    def add(o, kind):
         if (id(o), kind == "why_not") not in seen:
             seen.add((id(o), kind == "why_not"))
-            rows.append(Row(o, kind, why=why))
+            rows.append(Row(o, kind))
 
     if winner is not None:
         add(winner, "chosen")
@@ -77,14 +75,14 @@ def rows_of(searched) -> list[Row]:
 
     for o in searched.outcomes:
         c = o.candidate
-        if winner is None or _group(c) != _group(winner.candidate):
-            consider(_group(c), o)
+        if winner is None or c.group != winner.candidate.group:
+            consider(c.group, o)
             continue
         w = winner.candidate
         if c.remat != w.remat and c.zero1 == w.zero1:
-            consider(_group(c) + (" + remat" if c.remat else " without remat"), o)
+            consider(c.group + (" + remat" if c.remat else " without remat"), o)
         if c.zero1 != w.zero1 and c.remat == w.remat:
-            consider(_group(c) + (" + ZeRO-1" if c.zero1 else " without ZeRO-1"), o)
+            consider(c.group + (" + ZeRO-1" if c.zero1 else " without ZeRO-1"), o)
     for key in sorted(best, key=lambda k: (best[k].rank, k)):
         add(best[key], "why_not")
     return rows
@@ -192,3 +190,26 @@ def document(result) -> dict:
         "diagnostics": [{"code": d.code, "severity": d.severity.value, "message": d.message}
                         for d in s.diagnostics],
     }
+
+
+def rule_for(decider: str, suggestion, variables) -> str | None:
+    """The rule of `suggestion` behind `decider` (a term or part name of a why-not row):
+    of the rules whose layouts use the term's axis (any, for memory), the one whose
+    variables carry the most bytes; with its line in the plan."""
+    if not decider or decider in ("matmul compute", "HBM traffic", "activations", "logits"):
+        return None
+    want = FSDP if "over fsdp" in decider or decider == "gathered" else (
+        MODEL if "over model" in decider else None)
+    best, size = None, -1
+    for rule in suggestion.rules:
+        if want and not any(want in entry_axes(e) for a in rule.alternatives for e in a):
+            continue
+        b = sum(variables[i].nbytes for i in rule.members)
+        if b > size:
+            best, size = rule, b
+    if best is None:
+        return None
+    line = next((n for n, text in enumerate(suggestion.text.splitlines(), 1)
+                 if text.strip().startswith(f'"{best.pattern}"')), None)
+    alts = " | ".join(layout_text(a) for a in best.alternatives)
+    return f'"{best.pattern}" -> {alts}' + (f" (line {line})" if line else "")

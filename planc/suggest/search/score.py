@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from planc.suggest.layouts import FSDP, MODEL, shard_bytes
 from planc.resolve.stages import bubble
 from planc.suggest.zero import entry_axes
-from planc.targets.cost.model import Term, bounds, moved_bytes
+from planc.targets.cost.model import (Term, bounds, collective_term, hbm_term, matmul_term,
+                                      moved_bytes)
 
 __all__ = ["Score", "score", "LINE"]
 
@@ -114,28 +115,17 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     passes = 4 if remat else 3
     flops = (passes * 2) * w.matmul_params * w.tokens / (d * f * t * s)
     dtype = "bf16" if act <= 2 else "f32"
-    eff = calibration.efficiency
-    out = []
     # a pipeline's stages idle through its bubble, as `planc explain` states it
     idle = bubble(s, m) if pipe is not None else 0.0
-    peak_matmul = flops / chip.peak_flops(dtype) / (1 - idle)
-    out.append(Term("matmul compute", "compute", peak_matmul / eff["matmul"], peak_matmul))
     hbm = (passes * w.param_bytes / (t * s) + (3 + 2 * (w.state - 1)) * params
            + 2 * stored + logits)
-    out.append(Term("HBM traffic", "memory", hbm / chip.hbm_bytes_per_s / eff["hbm"],
-                    hbm / chip.hbm_bytes_per_s))
+    out = [matmul_term(flops / chip.peak_flops(dtype) / (1 - idle), calibration),
+           hbm_term(hbm, chip, calibration)]
 
     def talk(kind, axis, sent, count=1):
-        if sent <= 0:
-            return
-        where = placements.get(axis, LINE)
-        if where.kind == "dcn":
-            rate, e = chip.dcn_bytes_per_s, eff["dcn"]
-        else:
-            rate, e = chip.ici_link_bytes_per_s * where.links, eff["ici"]
-        total = sent * count
-        out.append(Term(f"{kind} over {axis}", "collective", total / rate / e, total / rate,
-                        links=where.links, sent=int(total)))
+        if sent > 0:
+            out.append(collective_term(f"{kind} over {axis}", sent * count,
+                                       [placements.get(axis, LINE)], chip, calibration))
 
     if f > 1:
         talk("all-gather", FSDP, moved_bytes("all-gather", split * f, f), passes - 1)

@@ -6,11 +6,12 @@ by compiling the best few for the topology.
 2. Score (`score.score`): each candidate's analytic peak and step time.
 3. Prove, with a step: candidates whose analytic peak is near the limit are compiled for
    the topology (`proving_order`: round the strategies until each has one that fits),
-   `compiles` of them (more, up to `MAX_COMPILES`, while none of those compiled fits). The winner is the compiled
-   candidate within the limit with the least predicted step time (`planc cost`'s
-   estimate of its compile). Without a step the analytic figures decide.
-4. Report (`tables`): the winner's plan, a Pareto table of peak against step time, and
-   why each other family lost, every row a plan text.
+   `compiles` of them (more, up to `MAX_COMPILES`, while none of those compiled fits).
+   The winner is the compiled candidate within the limit with the least predicted step
+   time (`planc cost`'s estimate of its compile). Without a step the analytic figures
+   decide.
+4. Report (`report`): the winner's plan, a Pareto table of peak against step time, and
+   why each other strategy lost, every row a plan text.
 
 The limit is `budget` if given, else 98% of the usable HBM of the chip (XLA's figure on a
 TPU v5e was 0.03-1.8% under the real need, so 2% is left).
@@ -39,20 +40,26 @@ MAX_CANDIDATES = 10_000
 
 @dataclass
 class Outcome:
-    """A candidate with its analytic `score` and, once compiled, its `compiled_peak`
-    and `compiled_s` (the cost report's estimate), or the `failure` that stopped it."""
+    """A candidate with its analytic `score` and, once compiled, the `cost` report of
+    its compile, or the `failure` that stopped it."""
 
     candidate: Candidate
     score: Score
     rank: int = 0
-    compiled_peak: int | None = None
-    compiled_s: float | None = None
-    failure: Diagnostic | None = None
     cost: object = None  # the CostReport of its compile
+    failure: Diagnostic | None = None
 
     @property
     def compiled(self) -> bool:
-        return self.compiled_peak is not None
+        return self.cost is not None
+
+    @property
+    def compiled_peak(self) -> int | None:
+        return self.cost.aot.peak if self.cost is not None else None
+
+    @property
+    def compiled_s(self) -> float | None:
+        return self.cost.estimate_s if self.cost is not None else None
 
     @property
     def peak(self) -> int:
@@ -84,8 +91,8 @@ class Searched:
 def search_space(variables, roles, devices: int, workload: Workload, chip, calibration, *,
                  limit: int, placements_for=None, prove=None, compiles: int = MAX_COMPILES,
                  max_candidates: int = MAX_CANDIDATES, slices: int = 1) -> Searched:
-    """Score every candidate, prove the best (`prove(outcome) -> (peak, seconds, cost)`,
-    raising `PlanError` for a candidate that cannot be compiled), and choose."""
+    """Score every candidate, prove the best (`prove(outcome) -> CostReport`, raising
+    `PlanError` for a candidate that cannot be compiled), and choose."""
     space = candidates(variables, roles, devices, workload, slices)
     diagnostics: list = []
     cut = max(0, len(space) - max_candidates)
@@ -117,7 +124,7 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
                 break
             done += 1
             try:
-                o.compiled_peak, o.compiled_s, o.cost = prove(o)
+                o.cost = prove(o)
             except PlanError as exc:
                 o.failure = exc.diagnostics[0]
                 diagnostics.append(note(
@@ -142,15 +149,12 @@ def proving_order(outcomes, limit: int):
     for o in near:
         queues.setdefault(o.candidate.choice.strategy, []).append(o)
     while any(queues.values()):
-        for strategy in list(queues):
-            queue = queues[strategy]
+        for strategy, queue in queues.items():
             if queue:
                 yield queue.pop(0)
             if any(x.compiled and x.fits(limit) for x in near
                    if x.candidate.choice.strategy == strategy):
-                queues[strategy] = []  # proved: its other variants wait for the rest
-        if not any(queues.values()):
-            break
+                queue.clear()  # proved: its other variants wait for the rest
     for o in near:
         if not o.compiled and o.failure is None:
             yield o

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planc.suggest.mesh import MeshChoice, evaluate, valid_tp_sizes, with_zero1
+from planc.suggest.mesh import MeshChoice, divisors, evaluate, valid_tp_sizes, with_zero1
 from planc.suggest.roles import detect_roles
 from planc.suggest.search.pipeline import pipeline_for
 
-__all__ = ["Candidate", "candidates", "divisors"]
+__all__ = ["Candidate", "candidates"]
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,15 @@ class Candidate:
         return self.choice.slots is not None
 
     @property
+    def group(self) -> str:
+        """The strategy, pipelined or not: what a why-not row stands for."""
+        return self.choice.strategy + (" + pipeline" if self.pipeline else "")
+
+    @property
     def family(self) -> str:
-        return (self.choice.strategy + (" + pipeline" if self.pipeline else "")
-                + (" + ZeRO-1" if self.zero1 else "") + (" + remat" if self.remat else ""))
+        """The group with its options: `tp + ZeRO-1 + remat`."""
+        return (self.group + (" + ZeRO-1" if self.zero1 else "")
+                + (" + remat" if self.remat else ""))
 
     @property
     def sizes(self) -> dict:
@@ -79,10 +85,6 @@ class Candidate:
                 self.dcn or "")
 
 
-def divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
-
-
 def _strategy(data: int, fsdp: int, tp: int) -> str:
     if fsdp == 1:
         return "dp" if tp == 1 else "tp"
@@ -97,6 +99,20 @@ def _dcn_axes(sizes: dict, slices: int) -> list:
     return [a for a in ("data", "fsdp") if sizes.get(a, 1) % slices == 0 and sizes.get(a, 1) > 1]
 
 
+def _meshes(variables, roles, devices: int):
+    """`(data, fsdp, choice)` for every factorization of `devices` into `data` x `fsdp` x
+    `model` whose `model` size `suggest` offers, in ascending sizes."""
+    for tp in [1] + valid_tp_sizes(variables, roles, devices):
+        for fsdp in divisors(devices // tp):
+            data = devices // (tp * fsdp)
+            yield data, fsdp, evaluate(variables, roles, devices, _strategy(data, fsdp, tp),
+                                       tp, fsdp=fsdp)
+
+
+def _remat(workload) -> tuple:
+    return (False, True) if workload.remat_option else (False,)
+
+
 def candidates(variables, roles, devices: int, workload, slices: int = 1) -> list[Candidate]:
     """Every candidate on `devices` (see the module docstring), in the fixed order. On
     `slices` > 1 slices, one candidate per axis that can span them (`data` or `fsdp`,
@@ -104,22 +120,18 @@ def candidates(variables, roles, devices: int, workload, slices: int = 1) -> lis
     variables = tuple(variables)
     roles = roles if roles is not None else detect_roles(variables)
     out = []
-    for tp in [1] + valid_tp_sizes(variables, roles, devices):
-        for fsdp in divisors(devices // tp):
-            data = devices // (tp * fsdp)
-            if workload.batch is not None and workload.batch % (data * fsdp):
-                continue
-            choice = evaluate(variables, roles, devices, _strategy(data, fsdp, tp), tp,
-                              fsdp=fsdp)
-            choices = [choice]
-            if workload.state > 1:
-                zero = with_zero1(choice, variables, roles)
-                if zero is not None:
-                    choices.append(zero)
-            for c in choices:
-                for remat in ((False, True) if workload.remat_option else (False,)):
-                    for dcn in _dcn_axes(c.sizes, slices):
-                        out.append(Candidate(c, remat, dcn, slices))
+    for data, fsdp, choice in _meshes(variables, roles, devices):
+        if workload.batch is not None and workload.batch % (data * fsdp):
+            continue
+        choices = [choice]
+        if workload.state > 1:
+            zero = with_zero1(choice, variables, roles)
+            if zero is not None:
+                choices.append(zero)
+        for c in choices:
+            for remat in _remat(workload):
+                for dcn in _dcn_axes(c.sizes, slices):
+                    out.append(Candidate(c, remat, dcn, slices))
     if workload.pipeline_option and workload.numbered is not None and slices == 1:
         out += _pipelined(variables, roles, devices, workload)
     out.sort(key=lambda c: c.key)
@@ -134,16 +146,10 @@ def _pipelined(variables, roles, devices, workload) -> list[Candidate]:
         pipe = pipeline_for(variables, roles, workload.numbered, count)
         if pipe is None:
             continue
-        rest = devices // count
-        for tp in [1] + valid_tp_sizes(variables, roles, rest):
-            for fsdp in divisors(rest // tp):
-                if tp == fsdp == 1:
-                    # `data_parallel` would split the batch over `stage` too: a plan
-                    # cannot say data parallelism within stages
-                    continue
-                data = rest // (tp * fsdp)
-                choice = evaluate(variables, roles, rest, _strategy(data, fsdp, tp), tp,
-                                  fsdp=fsdp)
-                for remat in ((False, True) if workload.remat_option else (False,)):
-                    out.append(Candidate(choice, remat, pipeline=pipe))
+        for _, fsdp, choice in _meshes(variables, roles, devices // count):
+            if fsdp == choice.tp == 1:
+                # `data_parallel` would split the batch over `stage` too: a plan cannot
+                # say data parallelism within stages
+                continue
+            out += [Candidate(choice, remat, pipeline=pipe) for remat in _remat(workload)]
     return out

@@ -32,18 +32,14 @@ True
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 
 from planc.suggest.roles import detect_roles, model_facts
-from planc.suggest.search.pipeline import layers_of
+from planc.suggest.search.pipeline import layers_of, numbers_by_prefix
 from planc.variables import itemsize
 
 __all__ = ["Workload", "workload_of", "tokens_of_batch"]
-
-_NUMBER = re.compile(r"[0-9]+")
-
 
 @dataclass(frozen=True)
 class Workload:
@@ -104,12 +100,7 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
 def _layers(variables, facts) -> int:
     if facts.stacked:
         return max(facts.stacked.values())
-    numbers: dict[str, set] = {}
-    for v in variables:
-        for m in _NUMBER.finditer(v.path):
-            key = v.path[:m.start()] + "#"
-            numbers.setdefault(key, set()).add(m.group())
-    return max((len(n) for n in numbers.values()), default=1)
+    return max(map(len, numbers_by_prefix(variables).values()), default=1)
 
 
 def tokens_of_batch(leaves) -> tuple[int, int] | None:

@@ -14,7 +14,7 @@ said so in every report that uses it.
 
 from __future__ import annotations
 
-__all__ = ["Chip", "CHIPS", "chip_for", "chip_named"]
+__all__ = ["Chip", "CHIPS", "chip_for", "chip_named", "chip_to_price", "DEFAULT_CPU_CHIP"]
 
 
 class Chip:
@@ -97,3 +97,29 @@ def chip_for(device_kind: str) -> Chip | None:
 def chip_named(name: str) -> Chip | None:
     """The row named `name` (`v5e`), or None."""
     return next((c for c in CHIPS if c.name == name), None)
+
+
+# A `cpu:N` compile has no chip: it is priced as one of these per device, and says so.
+DEFAULT_CPU_CHIP = "v5e"
+
+
+def chip_to_price(platform: str, device_kind: str, name: str | None = None) -> Chip:
+    """The row a compile on `platform`'s `device_kind` is priced on: `name` when given,
+    a `cpu` compile's `DEFAULT_CPU_CHIP`, else the device's own. `LookupError(message,
+    help)` when there is no such row.
+
+    >>> chip_to_price("tpu", "TPU v5 lite").name, chip_to_price("cpu", "cpu").name
+    ('v5e', 'v5e')
+    """
+    known = ", ".join(f"`{c.name}`" for c in CHIPS)
+    if platform == "cpu" or name is not None:
+        row = chip_named(name or DEFAULT_CPU_CHIP)
+        if row is None:
+            raise LookupError(f"no chip named `{name}` to price the step on", "one of " + known)
+        return row
+    row = chip_for(device_kind)
+    if row is None:
+        raise LookupError(f"planc has no figures for `{device_kind}` to price the step on",
+                          f"the chips planc knows: {known} (planc/targets/cost/chips.py, "
+                          "with their sources)")
+    return row

@@ -9,8 +9,9 @@ lower bound that says so (`Counts.exact`).
 - **FLOPs**, by class: `matmul` (`dot`, and `convolution`, which XLA:TPU writes dots
   as: 2 x the output's elements x the contracted size; a convolution's window counts
   only the taps that meet a real input element, as XLA:TPU writes batched matmuls as
-  windows over base-dilated or fully padded inputs, one element per output), `elementwise` (arithmetic and
-  transcendental ops: one per output element; reductions: one per input element),
+  windows over base-dilated or fully padded inputs, one element per output),
+  `elementwise` (arithmetic and transcendental ops: one per output element;
+  reductions: one per input element),
   `custom` (custom calls, whose work XLA does not describe: 0 FLOPs, their bytes
   counted). Fused computations count their inner ops.
 - **HBM bytes**: what each instruction the device runs reads and writes in main memory:

@@ -13,15 +13,13 @@ from __future__ import annotations
 from planc.diagnostics import PlanError, error, note
 from planc.targets.cost.attribution import explain
 from planc.targets.cost.calibration import UNCALIBRATED, CalibrationError, read_calibration
-from planc.targets.cost.chips import CHIPS, chip_for, chip_named
+from planc.targets.cost.chips import DEFAULT_CPU_CHIP, chip_to_price
 from planc.targets.cost.counting import count
 from planc.targets.cost.links import axis_placements
 from planc.targets.cost.model import bounds, terms
 from planc.targets.cost.report import CostReport, seconds_text
 
 __all__ = ["cost_of", "DEFAULT_CPU_CHIP"]
-
-DEFAULT_CPU_CHIP = "v5e"
 
 
 def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None = None) -> CostReport:
@@ -65,21 +63,14 @@ def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None 
 
 
 def _chip(ir, aot_report, name):
-    if aot_report.platform == "cpu" or name is not None:
-        row = chip_named(name or DEFAULT_CPU_CHIP)
-        if row is None:
-            raise PlanError((error(
-                "P815", f"no chip named `{name}` to price the step on", None, file=ir.file,
-                help="one of " + ", ".join(f"`{c.name}`" for c in CHIPS)),), ir.source_dict)
-        return row
-    row = chip_for(aot_report.device_kind)
-    if row is None:
-        raise PlanError((error(
-            "P815", f"planc has no figures for `{aot_report.device_kind}` to price the step "
-                    "on", ir.anchor,
-            help="the chips planc knows: " + ", ".join(f"`{c.name}`" for c in CHIPS) +
-                 " (planc/targets/cost/chips.py, with their sources)"),), ir.source_dict)
-    return row
+    try:
+        return chip_to_price(aot_report.platform, aot_report.device_kind, name)
+    except LookupError as exc:
+        message, why = exc.args
+        named = aot_report.platform == "cpu" or name is not None
+        raise PlanError((error("P815", message, None if named else ir.anchor,
+                               file=ir.file if named else None, help=why),),
+                        ir.source_dict) from None
 
 
 def _budget_help(all_terms, upper) -> tuple[str, ...]:

@@ -20,7 +20,8 @@ plus the collective time not hidden under them (`overlap` of the calibration):
 
 from __future__ import annotations
 
-__all__ = ["Term", "terms", "bounds", "moved_bytes"]
+__all__ = ["Term", "terms", "bounds", "moved_bytes", "matmul_term", "hbm_term",
+           "collective_term"]
 
 
 class Term:
@@ -59,28 +60,47 @@ def moved_bytes(kind: str, result_bytes: int, group: int | None) -> int:
     return result_bytes
 
 
+def matmul_term(peak_seconds: float, calibration) -> Term:
+    """Matrix work taking `peak_seconds` at the chip's peak, at its calibrated rate."""
+    return Term("matmul compute", "compute", peak_seconds / calibration.efficiency["matmul"],
+                peak_seconds)
+
+
+def hbm_term(nbytes: float, chip, calibration) -> Term:
+    """`nbytes` read and written in HBM, at the chip's bandwidth over its efficiency."""
+    peak = nbytes / chip.hbm_bytes_per_s
+    return Term("HBM traffic", "memory", peak / calibration.efficiency["hbm"], peak)
+
+
+def collective_term(name: str, sent: float, where, chip, calibration,
+                    collective=None) -> Term:
+    """`sent` bytes from each device over axes lying as `where` (their `AxisPlacement`s):
+    the DCN if any spans slices, else the links of the one axis (a line of one link for
+    several axes, or none)."""
+    eff = calibration.efficiency
+    if any(p.kind == "dcn" for p in where):
+        rate, efficiency, links = chip.dcn_bytes_per_s, eff["dcn"], "dcn"
+    else:
+        count = where[0].links if len(where) == 1 else 1
+        rate, efficiency, links = chip.ici_link_bytes_per_s * count, eff["ici"], count
+    peak = sent / rate
+    return Term(name, "collective", peak / efficiency, peak, collective=collective,
+                links=links, sent=int(sent))
+
+
 def terms(counts, collectives, chip, calibration, placements) -> list[Term]:
     """The step's terms (see the module docstring); `placements` maps a mesh axis to its
     `AxisPlacement`."""
-    eff = calibration.efficiency
-    out = []
     peak_matmul = sum(n / chip.peak_flops(dtype) for dtype, n in counts.matmul_by_dtype.items())
-    out.append(Term("matmul compute", "compute", peak_matmul / eff["matmul"], peak_matmul))
-    peak_hbm = counts.total_hbm_bytes / chip.hbm_bytes_per_s
-    out.append(Term("HBM traffic", "memory", peak_hbm / eff["hbm"], peak_hbm))
+    out = [matmul_term(peak_matmul, calibration),
+           hbm_term(counts.total_hbm_bytes, chip, calibration)]
     for c in collectives:
-        sent = moved_bytes(c.kind, c.bytes, c.group_size)
         axes = c.axes or ()
-        where = [placements[a] for a in axes if a in placements]
-        if any(p.kind == "dcn" for p in where):
-            rate, efficiency, links = chip.dcn_bytes_per_s, eff["dcn"], "dcn"
-        else:
-            count = where[0].links if len(where) == 1 else 1
-            rate, efficiency, links = chip.ici_link_bytes_per_s * count, eff["ici"], count
-        peak = sent / rate
         over = "(" + ", ".join(axes) + ")" if len(axes) > 1 else (axes[0] if axes else "?")
-        out.append(Term(f"{c.kind} over {over}", "collective", peak / efficiency, peak,
-                        collective=c, links=links, sent=sent))
+        out.append(collective_term(f"{c.kind} over {over}",
+                                   moved_bytes(c.kind, c.bytes, c.group_size),
+                                   [placements[a] for a in axes if a in placements], chip,
+                                   calibration, collective=c))
     return out
 
 

@@ -67,13 +67,11 @@ def test_the_chosen_plan_is_a_candidate_of_the_json_but_for_comments(found):
 
 
 def test_each_other_strategy_and_each_option_of_the_winner_has_a_why_not_row(found):
-    from planc.suggest.search.report import _group
-
     winner = found.searched.winner.candidate
-    groups = {_group(o.candidate) for o in found.searched.outcomes}
+    groups = {o.candidate.group for o in found.searched.outcomes}
     shown = [r.outcome.candidate for r in found.rows if r.kind == "why_not"]
-    assert {_group(c) for c in shown if _group(c) != _group(winner)} == groups - {_group(winner)}
-    mine = [c for c in shown if _group(c) == _group(winner)]
+    assert {c.group for c in shown if c.group != winner.group} == groups - {winner.group}
+    mine = [c for c in shown if c.group == winner.group]
     assert any(c.remat != winner.remat for c in mine)  # why not remat (or why remat)
 
 
@@ -85,7 +83,8 @@ def test_pipeline_candidates_cut_the_numbered_layers_into_contiguous_stages(foun
     assert {o.candidate.pipeline.count for o in piped} == {2, 4, 8}
     row = next(r for r in found.rows if r.outcome.candidate.pipeline is not None)
     report = validate(check(row.plan, "piped.kd"), decoder(), 16)
-    assert report.stages is not None and report.stages.positions == row.outcome.candidate.pipeline.count
+    assert report.stages is not None
+    assert report.stages.positions == row.outcome.candidate.pipeline.count
     assert not [d for d in report.diagnostics if d.code.startswith("P36")]
 
 
