@@ -448,13 +448,17 @@ class Resolver:
             return self._resolve_all(variables)
 
     def _resolve_all(self, variables) -> Resolution:
-        # Paths with a line break are refused (P125). For a list or tuple one scan of
-        # every path finds whether any has one, so the loop asks each path only then
-        # (an iterator, such as a progress bar's, is asked path by path).
+        # Paths with a line break, or longer than the limit, are refused (P125). For a
+        # list or tuple one scan of every path finds whether any is such a path, so the
+        # loop asks each path only then (an iterator, such as a progress bar's, is asked
+        # path by path).
         if isinstance(variables, (list, tuple)):
-            breaks = any_line_break(map(path_of, variables))
+            breaks = variables and (
+                any_line_break(map(path_of, variables))
+                or max(map(len, map(path_of, variables))) > limits.MAX_PATH_LENGTH)
         else:
             breaks = True
+        limit = limits.MAX_PATH_LENGTH
         assignments = []
         append = assignments.append
         problems: list[Diagnostic] = []
@@ -473,11 +477,10 @@ class Resolver:
         # A plan with an `axes` table sends a path no rule matches down the general path:
         # the variable's own names, where it has them, come before `default`.
         unmatched_key = None if default is None or self._own is not None else -1
-        usable = self._own.usable if self._own is not None else None
         assignment_of = tuple.__new__
         for var in variables:
             path = var.path
-            if breaks and ("\n" in path or "\r" in path):
+            if breaks and ("\n" in path or "\r" in path or len(path) > limit):
                 assignment, found = self.resolve(var)  # refused there, with P125
                 append(assignment)
                 problems += found
@@ -519,21 +522,13 @@ class Resolver:
             for i in hits:
                 matched[i] += 1
             found: list[Diagnostic] = []
-            rule, reason = self.decide(path, hits, usable(var, found) if usable else None)
-            self._report_decision(var, hits, rule, reason, found)
-            if rule is None:
-                assignment = Assignment(var, replicated(var.rank), None)
-            else:
-                layout, alt = self._fit_and_report(rule, var, found)
-                assignment = Assignment(var, layout, rule, alt)
-                if rule.pattern is not None:
-                    won[rule.index] += 1
-                    for i in hits:
-                        if i != rule.index:
-                            taken_from.setdefault(i, set()).add(rule.index)
-                if alt >= 0 and not found and reason in (Reason.ONLY, Reason.DEFAULT):
-                    known[-1 if reason is Reason.DEFAULT else rule.index][var.shape] = (
-                        layout, rule, alt)
+            assignment = self._decided(var, hits, found)
+            rule = assignment.rule
+            if rule is not None and rule.pattern is not None:
+                won[rule.index] += 1
+                for i in hits:
+                    if i != rule.index:
+                        taken_from.setdefault(i, set()).add(rule.index)
             append(assignment)
             problems += found
         for i in range(n):  # what the fast path laid out, each matched by its rule alone
@@ -550,6 +545,82 @@ class Resolver:
         unchecked = tuple(a.name for a in self.ir.mesh.axes if a.size is None)
         return Resolution(tuple(assignments), tuple(grouped(problems)), tuple(matched),
                           tuple(won), unchecked)
+
+    def _decided(self, var: Variable, hits, found: list[Diagnostic]) -> Assignment:
+        """`var`'s assignment on the general path, its diagnostics added to `found`; a clean
+        one its rule laid out as the only match, or `default`, is kept for the fast path
+        (`known`)."""
+        usable = self._own.usable if self._own is not None else None
+        rule, reason = self.decide(var.path, hits, usable(var, found) if usable else None)
+        self._report_decision(var, hits, rule, reason, found)
+        if rule is None:
+            return Assignment(var, replicated(var.rank), None)
+        layout, alt = self._fit_and_report(rule, var, found)
+        if alt >= 0 and not found and reason in (Reason.ONLY, Reason.DEFAULT):
+            self._known[-1 if reason is Reason.DEFAULT else rule.index][var.shape] = (
+                layout, rule, alt)
+        return Assignment(var, layout, rule, alt)
+
+    def quick(self, convert=None):
+        """`answer(path, shape)`: `convert(layout)` (default: the layout) for the layout
+        `resolve_all` gives a variable whose shape is a tuple of ints; None where
+        resolving it finds any error, where the path takes more than the fast path (a
+        line break, a path over the length limit, a plan whose unmatched paths read
+        logical names), or where `convert` gives None. For callers that resolve leaf by
+        leaf as they walk a tree and go back to `resolve_all` for the diagnostics
+        (`plan.shardings`). `convert` is called once per (rule, shape). None when the
+        matcher has no raw answer to read.
+
+        >>> import planc
+        >>> plan = planc.loads('mesh(batch = 2, model = 4)\\nmodel_parallel(batch = batch)\\n'
+        ...                    'layout { ".*kernel" -> (_, model) }')
+        >>> Resolver(plan.ir).quick()("dense/kernel", (8, 16)).axes
+        (None, 'model')
+        """
+        if self.matcher.raw is None or self._own is not None:
+            return None
+        convert = convert or (lambda layout: layout)
+        raw, sentinel = self.matcher.raw
+        only_sentinel = [sentinel]
+        known, literals, limit = self._known, self.matcher._literals, limits.MAX_PATH_LENGTH
+        converted = [{} for _ in known]  # convert(layout) by shape, as `known` by rule
+        default_key = -1 if self.default is not None else None
+        decided, match = self._decided, self.matcher.match
+        new = tuple.__new__  # Variable(path, shape), without the named tuple's __new__
+
+        # Hand-tuned as resolve_all's loop, which it follows: RE2's own answer is read, and
+        # a (rule, shape) resolved cleanly before is answered without the general path.
+        # The common case is tested first, in as few steps as it takes (bench 13).
+        def answer(path, shape):
+            key = None
+            if path not in literals and "\n" not in path and "\r" not in path \
+                    and len(path) <= limit:
+                found = raw(path.encode())
+                if len(found) == 2:
+                    a, b = found
+                    key = a if b == sentinel else b if a == sentinel else None
+                elif found == only_sentinel:
+                    key = default_key
+                if key is not None:
+                    value = converted[key].get(shape)
+                    if value is not None:
+                        return value
+                    entry = known[key].get(shape)
+                    if entry is not None:
+                        value = converted[key][shape] = convert(entry[0])
+                        return value
+            elif len(path) > limit or "\n" in path or "\r" in path:
+                return None
+            # A literal path, several matches, a (rule, shape) not yet known, no default.
+            problems: list[Diagnostic] = []
+            assignment = decided(new(Variable, (path, shape, "float32", None)),
+                                 match(path), problems)
+            for d in problems:
+                if d.is_error:
+                    return None
+            return convert(assignment.layout)
+
+        return answer
 
     @property
     def _rule_word(self) -> str:

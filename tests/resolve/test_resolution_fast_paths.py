@@ -309,6 +309,18 @@ def test_resolve_all_refuses_a_line_break_in_any_kind_of_sequence(kind):
     assert codes.count("P125") == 1
 
 
+@pytest.mark.parametrize("kind", [list, tuple, iter])
+def test_resolve_all_refuses_a_path_over_the_length_limit_as_resolve_does(kind):
+    from planc.limits import MAX_PATH_LENGTH
+
+    ir = mixed("first", "").ir
+    long = "odd/" + "x" * MAX_PATH_LENGTH  # matched by one rule, as "odd/a" is
+    variables = [Variable("odd/a", (8, 4)), Variable(long, (8, 4))]
+    codes = [d.code for d in Resolver(ir).resolve_all(kind(variables)).diagnostics]
+    assert codes.count("P125") == 1
+    assert [d.code for d in Resolver(ir).resolve(variables[1])[1]] == ["P125"]
+
+
 RESOLVED_PLAN = """
 mesh(data = 4, model = 2)
 model_parallel(batch = data)

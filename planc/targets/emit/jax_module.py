@@ -94,6 +94,7 @@ def _runtime(ir: PlanIR) -> str:
                           section_source(devices, "device list"),
                           section_source(resolve, "re2"), section_source(runtime, "mesh"),
                           section_source(resolve, "resolver"),
+                          section_source(resolve, "quick"),
                           section_source(runtime, "runtime"), section_source(tree, "tree"),
                           *shardings,
                           section_source(runtime, "runtime: data and activations"), *tail)

@@ -58,7 +58,7 @@ from planc.check.binding import bind_devices
 from planc.ir import PlanIR
 from planc.resolve import Assignment, ResolvedLayout, Resolver, replicated, slot_assignments
 from planc.targets.devices import _device_grid, _device_list
-from planc.targets.emit.runtime.tree import _leaf_shape, _owners, _stray
+from planc.targets.emit.runtime.tree import _Unusual, _leaf_shape, _mapped, _owners, _stray
 from planc.targets.expressible import indivisible_batch, scalar_batch
 from planc.targets.jax.compat import (axis_type, require, require_host_memory,
                                      require_host_outputs)
@@ -347,9 +347,38 @@ def tree_shardings(ir: PlanIR, mesh: Mesh, tree, params=None):
     """`tree`'s `NamedSharding`s (a pytree of them) on `mesh`, `ir` bound to it; with
     `params`, as optimizer state (see the module docstring). Every error of every leaf
     is raised in one `PlanError`."""
+    if params is None:
+        quick = _quick_shardings(ir, mesh, tree)
+        if quick is not None:
+            return quick
     treedef, _, assignments, errors = _tree_assignments(ir, tree, params)
     _raise(ir, errors)
     return jax.tree_util.tree_unflatten(treedef, _shardings_of(ir, mesh, assignments))
+
+
+def _quick_shardings(ir: PlanIR, mesh: Mesh, tree):
+    """`tree_shardings` in one walk of `tree` (`_mapped`), each leaf resolved as it is met
+    (`Resolver.quick`); None where that walk does not apply: a node it does not open, a
+    leaf with an error or a layout in host memory, a plan that reads logical names. The
+    caller's general path then answers, and raises every error. Its answers are the
+    general path's (tests/targets/jax/test_shardings_walk.py)."""
+    by_axes: dict = {}
+
+    def sharding_of(layout):
+        if layout.host:
+            return None
+        named = by_axes.get(layout.axes)
+        if named is None:
+            named = by_axes[layout.axes] = _sharding(mesh, layout)
+        return named
+
+    answer = _resolver(ir).quick(sharding_of)
+    if answer is None:
+        return None
+    try:
+        return _mapped(tree, answer)
+    except _Unusual:
+        return None
 
 
 def model_shardings(ir: PlanIR, tree, mesh=None):

@@ -255,9 +255,11 @@ def test_rule_strings_stay_data_in_the_emitted_module(tmp_path):
     text = out.read_text(encoding="utf-8")
     assert text.isascii()
     tree = ast.parse(text)
-    # Nothing but imports, assignments, functions and the docstring at the top level.
+    # Nothing but imports, assignments, functions, the runtime's one exception class and
+    # the docstring at the top level.
     kinds = {type(node).__name__ for node in tree.body}
-    assert kinds <= {"Expr", "Import", "ImportFrom", "Assign", "FunctionDef"}
+    assert kinds <= {"Expr", "Import", "ImportFrom", "Assign", "FunctionDef", "ClassDef"}
+    assert [n.name for n in tree.body if isinstance(n, ast.ClassDef)] == ["_Unusual"]
     m = load_module(out, "adversarial_sharding")
     plan = planc.load_plan(plan_path)
     assert [pattern for pattern, _ in m.RULES] == [r.pattern for r in plan.rules]

@@ -24,8 +24,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from planc.targets.devices import _device_grid, _device_list
 from planc.targets.emit.runtime.binding import _bind
-from planc.targets.emit.runtime.resolve import _resolve
-from planc.targets.emit.runtime.tree import _paths, _shape_once
+from planc.targets.emit.runtime.resolve import _quick, _resolve
+from planc.targets.emit.runtime.tree import _Unusual, _mapped, _paths, _shape_once
 
 PLAN_NAME = "runtime"
 MESH_AXES: tuple = ("batch",)
@@ -133,6 +133,11 @@ def shardings(tree, mesh=None):
     "/"). Every leaf's error is reported together, in one ValueError."""
     mesh = make_mesh() if mesh is None else mesh
     sizes = _sizes(mesh)
+    try:  # one walk, each leaf answered as it is met
+        return _mapped(tree, _quick(sizes, lambda entries: NamedSharding(
+            mesh, PartitionSpec(*entries))))
+    except _Unusual:  # a node it does not open, or an error: every error is said below
+        pass
     leaves, treedef = _paths(tree)
     out, errors, made, shapes, fits = [], [], {}, {}, {}
     for path, leaf in leaves:

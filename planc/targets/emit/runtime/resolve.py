@@ -214,3 +214,56 @@ def _resolve(rules, default, path, shape, sizes, fits=None):
     entries, why = _fitted(fits, index, pattern, alternatives, path, shape, sizes)
     return (entries or replicated), True, why
 
+
+# -- copied into emitted modules: quick ---------------------------------------------------
+
+def _quick(sizes, convert):
+    """`answer(path, shape)`: `convert(entries)` for the entries `_resolve` gives variable
+    `path` of `shape` by the layout rules on a mesh of `sizes`, or None where it finds an
+    error (the caller then takes `_resolve`'s own walk for the messages). `convert` is
+    called once per distinct entries. Hand-tuned, as the profile of bench/shardings.py
+    asks: where RE2 finds one rule (or none, and there is a default) for an ASCII path,
+    the rule's answer for that shape is kept, and the next such path is answered by
+    the match and a lookup, not by `_resolve`."""
+    test, literals, found = _matcher(RULES)
+    table = TABLE if TABLE_SIZES is not None and sizes == TABLE_SIZES else None
+    fits, made = {}, {}
+
+    def general(path, shape):
+        entries, _, why = _resolve(RULES, DEFAULT, path, shape, sizes, fits)
+        if why is not None:
+            return None
+        value = made.get(entries)
+        if value is None:
+            value = made[entries] = convert(entries)
+        return value
+
+    if found is None or not found[2] or DISTRIBUTION == "data_parallel":
+        return general
+    match, sentinel, _ = found
+    only_sentinel, limit = [sentinel], MAX_PATH_LENGTH
+    default = -1 if DEFAULT is not None else None
+    known = [{} for _ in range(len(RULES) + 1)]  # by rule (the default last), by shape
+
+    def answer(path, shape):
+        if table is not None and TABLE_SHAPES.get(path) == shape:
+            return general(path, shape)
+        if (path not in literals and path.isascii() and "\n" not in path and "\r" not in path
+                and 0 < len(path) <= limit):
+            hits = match(path.encode())
+            key = None
+            if len(hits) == 2:
+                a, b = hits
+                key = a if b == sentinel else b if a == sentinel else None
+            elif hits == only_sentinel:
+                key = default
+            if key is not None:
+                value = known[key].get(shape)
+                if value is None:
+                    value = general(path, shape)
+                    if value is not None:
+                        known[key][shape] = value
+                return value
+        return general(path, shape)
+
+    return answer
