@@ -148,13 +148,21 @@ def peak_anon(cmd: list[str], cwd=ROOT, env=None, every_s: float = 0.001) -> tup
     peak shorter than the interval can be missed; the buffers a load builds live far
     longer than that.
     """
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env or ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, anon_kb(proc.pid))
-        time.sleep(every_s)
-    out, err = proc.communicate()
+    import tempfile
+
+    # The child's output goes to files, not pipes: a child that prints more than a pipe
+    # holds (the checksums of 10,000 tensors) would wait on a reader that only reads
+    # once the child has exited.
+    with tempfile.TemporaryFile("w+") as out_file, tempfile.TemporaryFile("w+") as err_file:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env or ENV, stdout=out_file,
+                                stderr=err_file, text=True)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, anon_kb(proc.pid))
+            time.sleep(every_s)
+        out_file.seek(0)
+        err_file.seek(0)
+        out, err = out_file.read(), err_file.read()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {out[-2000:]}{err[-3000:]}")
     return peak * 1024, out

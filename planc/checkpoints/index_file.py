@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from planc.checkpoints.safetensors_file import TensorMap, read_entry
+from planc.checkpoints.safetensors_file import TensorMap, read_entries, read_entry
 from planc.checkpoints.tensors import (
     Checkpoint, CheckpointError, Tensor, checked_index, from_source_error,
 )
@@ -62,6 +62,13 @@ class IndexCheckpoint(Checkpoint):
         out = read_entry(shard, entry, index, self._maps)
         self.bytes_read += out.nbytes
         return out
+
+    def read_whole(self, names) -> list:
+        for n in names:
+            self.tensor(n)  # an unknown name raises CheckpointError
+        found = read_entries([self._where[n] for n in names], self._maps)
+        self.bytes_read += sum(a.nbytes for a in found)
+        return found
 
     def close(self) -> None:
         self._maps.clear()

@@ -18,6 +18,7 @@ Both layouts Orbax writes are read: the v1 layout (`DIR/state/_METADATA`, which
 from __future__ import annotations
 
 import logging
+import math
 import os
 from contextlib import contextmanager
 
@@ -290,10 +291,14 @@ class OrbaxCheckpoint(Checkpoint):
             name = "/".join(key_text(k) for k in keys)
             if name in abstract:
                 out[name] = leaf
-                # What this process read: each distinct shard its own devices hold.
-                shards = {tuple((i.start, i.stop) for i in s.index): s.data.nbytes
-                          for s in leaf.addressable_shards}
-                self.bytes_read += sum(shards.values())
+                # What this process read: each distinct shard its own devices hold, sized
+                # from its index (a shard's `.data` builds an array per device: a
+                # quarter of restoring 1,000 small tensors, bench 15).
+                indices = leaf.sharding.addressable_devices_indices_map(leaf.shape)
+                self.bytes_read += leaf.dtype.itemsize * sum(
+                    math.prod(stop - start for start, stop in shard)
+                    for shard in {tuple(i.indices(n)[:2] for i, n in zip(index, leaf.shape))
+                                  for index in indices.values()})
         return out
 
     def read(self, name: str, index: tuple[slice, ...]):

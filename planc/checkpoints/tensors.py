@@ -130,6 +130,12 @@ class Checkpoint:
         """`name[index]` as a new numpy array; only that slice is read from the file."""
         raise NotImplementedError
 
+    def read_whole(self, names) -> list:
+        """Each tensor of `names` whole, as `read` gives it. Readers whose tensors lie
+        back to back in a file read a run of them at once."""
+        return [self.read(n, tuple(slice(0, d) for d in self.tensor(n).shape))
+                for n in names]
+
     def tensor(self, name: str) -> Tensor:
         """The `Tensor` called `name`; CheckpointError when there is none."""
         table = self.__dict__.get("_by_name")

@@ -118,9 +118,10 @@ MAX_ELEMENTS = 10**300
 def make_variable(path: Any, shape: Any, dtype: Any) -> Variable:
     """A checked `Variable`; ValueError says what is wrong with path, shape or dtype."""
     # The common case, checked cheaply: an ASCII path on one line, a tuple of plain
-    # non-negative ints (what numpy and jax shapes are), a dtype seen before.
+    # non-negative ints (what numpy and jax shapes are) or a list of them (what JSON
+    # headers and manifests give), a dtype seen before.
     if (type(path) is str and path and path.isascii() and "\n" not in path
-            and "\r" not in path and type(shape) is tuple):
+            and "\r" not in path and (type(shape) is tuple or type(shape) is list)):
         try:
             name = DTYPE_NAMES.get(dtype)
         except TypeError:  # an unhashable dtype-like object
@@ -133,7 +134,8 @@ def make_variable(path: Any, shape: Any, dtype: Any) -> Variable:
                 count *= d
             else:
                 if count <= MAX_ELEMENTS:
-                    return Variable(path, shape, name)
+                    return Variable(path, shape if type(shape) is tuple else tuple(shape),
+                                    name)
     return _checked_variable(path, shape, dtype)
 
 

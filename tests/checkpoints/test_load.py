@@ -15,6 +15,7 @@ import safetensors.numpy
 
 import planc
 from planc.checkpoints.tensors import open_checkpoint
+from planc.checkpoints.sharded import load as load_module
 from planc.checkpoints.sharded.load import CheckpointWarning
 
 PLAN = r'''
@@ -131,7 +132,15 @@ def test_bfloat16_and_float8_tensors_load_with_their_dtype(tmp_path):
         assert tuple(out[name].sharding.spec) == (None, "model")
 
 
-def test_each_devices_shard_is_read_as_a_slice_never_the_whole_tensor(tmp_path):
+@pytest.fixture
+def shard_by_shard(monkeypatch):
+    """Every variable read as a large one is, shard by shard (a small one is read whole
+    and batched with others: see the tests of many small tensors below)."""
+    monkeypatch.setattr(load_module, "_BATCHED_UP_TO", -1)
+
+
+def test_each_devices_shard_is_read_as_a_slice_never_the_whole_tensor(tmp_path,
+                                                                        shard_by_shard):
     big = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
     path = tmp_path / "m.safetensors"
     safetensors.numpy.save_file({"w": big}, str(path))
@@ -149,7 +158,7 @@ def test_each_devices_shard_is_read_as_a_slice_never_the_whole_tensor(tmp_path):
     np.testing.assert_array_equal(np.asarray(out["w"]), big)
 
 
-def test_a_transposed_tensor_reads_each_shard_transposed(tmp_path):
+def test_a_transposed_tensor_reads_each_shard_transposed(tmp_path, shard_by_shard):
     weight = np.arange(24 * 16, dtype=np.float32).reshape(24, 16)   # PyTorch [out, in]
     path = tmp_path / "m.safetensors"
     safetensors.numpy.save_file({"proj.weight": weight}, str(path))
@@ -272,3 +281,67 @@ def test_a_replicated_tensor_is_read_once_for_every_device(tmp_path):
     assert len(shards) == 8 and out.sharding.is_fully_replicated
     for s in shards:
         np.testing.assert_array_equal(np.asarray(s.data), norm)
+
+
+# -- many small tensors ----------------------------------------------------------------------
+
+def many_tensors(n, seed=0):
+    """`n` small tensors of a few layers' norms, biases and small kernels, and one large."""
+    rng = np.random.default_rng(seed)
+    out = {"model.embed.weight": rng.standard_normal((1024, 1056)).astype(np.float32),
+           "model.norm.weight": rng.standard_normal((8,)).astype(np.float32)}
+    for i in range(n // 4):
+        out[f"model.layers.{i}.q.weight"] = rng.standard_normal((16, 8)).astype(np.float32)
+        out[f"model.layers.{i}.up.weight"] = rng.standard_normal((8, 12)).astype(np.float32)
+        out[f"model.layers.{i}.norm.weight"] = rng.standard_normal((8,)).astype(np.float32)
+        out[f"model.layers.{i}.bias"] = rng.standard_normal((4,)).astype(np.float32)
+    return out
+
+
+MANY_PLAN = PLAN.replace('  "model\\.norm\\.weight" -> "norm/scale"\n',
+                         '  "model\\.norm\\.weight" -> "norm/scale"\n'
+                         '  "model\\.layers\\.(\\d+)\\.(norm\\.weight|bias)" -> "layers/\\1/\\2"\n')
+
+
+def test_many_small_tensors_load_as_they_load_one_by_one(tmp_path, monkeypatch):
+    written = many_tensors(400)
+    path = tmp_path / "m.safetensors"
+    safetensors.numpy.save_file(written, str(path))
+    plan = planc.loads(MANY_PLAN)
+    batched = plan.load(path)
+    monkeypatch.setattr(load_module, "_BATCHED_UP_TO", -1)
+    one_by_one = plan.load(path)
+    assert list(batched) == list(one_by_one) and len(batched) == len(written)
+    for name, array in batched.items():
+        assert array.sharding == one_by_one[name].sharding
+        np.testing.assert_array_equal(np.asarray(array), np.asarray(one_by_one[name]))
+    np.testing.assert_array_equal(np.asarray(batched["layers/7/q/kernel"]),
+                                  written["model.layers.7.q.weight"].T)
+    assert tuple(batched["layers/7/q/kernel"].sharding.spec) == (None, "model")
+
+
+def test_small_tensors_are_read_whole_each_once(tmp_path):
+    written = many_tensors(40)
+    path = tmp_path / "m.safetensors"
+    safetensors.numpy.save_file(written, str(path))
+    with open_checkpoint(path) as ckpt:
+        planc.loads(MANY_PLAN).load(ckpt)
+        assert ckpt.bytes_read == sum(a.nbytes for a in written.values())
+
+
+def test_a_truncated_shard_among_ten_thousand_tensors_is_refused_naming_it(tmp_path):
+    written = many_tensors(10_000)
+    names = list(written)
+    weight_map = {}
+    for k in range(4):
+        part = {n: written[n] for n in names[k::4]}
+        safetensors.numpy.save_file(part, str(tmp_path / f"s{k}.safetensors"))
+        weight_map.update({n: f"s{k}.safetensors" for n in part})
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": weight_map}))
+    damaged = tmp_path / "s2.safetensors"
+    damaged.write_bytes(damaged.read_bytes()[:-100])
+    with pytest.raises(planc.PlanError) as info:
+        planc.loads(MANY_PLAN).load(index)
+    (diag,) = info.value.diagnostics
+    assert diag.code.startswith("P41") and "s2.safetensors" in diag.message

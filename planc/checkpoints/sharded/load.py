@@ -15,8 +15,10 @@ The order of work is the guarantee:
    `jax.make_array_from_callback`: the callback reads that device's slice from the
    file (a transposed tensor reads the transposed slice and transposes it), so a
    process reads only the bytes its own devices hold, and a slice several devices
-   share is read once. The file is closed after each variable, so host memory holds
-   the devices' shards plus at most one variable in flight. Orbax checkpoints are
+   share is read once. A small variable whose devices are all this process's is read
+   whole and put on them with others in one `jax.device_put` (`read_arrays`). The file
+   is closed after each large variable and each batch, so host memory holds the
+   devices' shards plus at most one variable or batch in flight. Orbax checkpoints are
    restored by Orbax itself into the same shardings (`orbax_save_restore`).
 4. A Keras model is assigned only once every array exists: a load fills every variable
    or changes none. Its optimizer state is not touched.
@@ -27,6 +29,7 @@ are issued as `CheckpointWarning`s carrying the diagnostics.
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -117,11 +120,8 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh, assign):
         placed, _ = jax_target.tree_paths(jax_target.model_shardings(ir, like, mesh=mesh))
         by_path = dict(placed)
         shardings = {s.variable.path: by_path[s.variable.path] for s in sources}
-    else:
-        abstract = {s.variable.path: jax.ShapeDtypeStruct(s.variable.shape,
-                                                          _np_dtype(s.variable.dtype))
-                    for s in sources}
-        shardings = jax_target.shardings(ir, abstract, mesh=mesh)  # PlanError: nothing read yet
+    else:  # PlanError: nothing read yet
+        shardings = jax_target.variable_shardings(ir, (s.variable for s in sources), mesh=mesh)
     diags = tuple(diags) + _reshard_note(ir, checkpoint)
     if diags:
         warnings.warn(CheckpointWarning(render_text(diags, ir.source_dict, color=False),
@@ -132,17 +132,7 @@ def _load(ir: PlanIR, checkpoint, like, dtype, strict: bool, mesh, assign):
 
         arrays = restore(ir, checkpoint, sources, shardings, dtype=dtype)
     else:
-        arrays = {}
-        # The copies out of the file release the GIL: a variable's shards are read by
-        # several threads at once (`_readers`). Only memory-mapped safetensors reads are
-        # safe to share between threads (a zip member or an HDF5 dataset has one file
-        # position).
-        threads = _readers() if checkpoint.kind in ("safetensors", "index") else 1
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            for s in sources:
-                arrays[s.variable.path] = build_array(checkpoint, s, shardings[s.variable.path],
-                                                 pool if threads > 1 else None)
-                checkpoint.close()  # drop the memory map of the pages just read
+        arrays = read_arrays(checkpoint, sources, shardings)
 
     if keras_model is not None:
         assign(keras_model, owners, arrays)
@@ -182,6 +172,61 @@ def _reshard_note(ir: PlanIR, checkpoint) -> tuple:
 
     found = reshard_note(ir, checkpoint)
     return () if found is None else (found,)
+
+
+# A variable of up to this many bytes is read whole and put on its devices together with
+# others, in one `jax.device_put` of a batch of up to `_BATCH_BYTES`: below it the work per
+# variable (its index map, a callback per device, a round trip through the readers'
+# threads) costs more than its copies. Checkpoints of many small tensors (norms, biases,
+# the experts of an MoE) loaded 5.3x slower than a batched loop before (bench 15).
+_BATCHED_UP_TO = 4 << 20
+_BATCH_BYTES = 32 << 20
+
+
+def read_arrays(checkpoint, sources, shardings) -> dict:
+    """`{path: jax.Array}` of every source, each in `shardings[path]`: small variables
+    batched (`_BATCHED_UP_TO`), the others shard by shard (`build_array`). The file's
+    memory maps are dropped after each batch and each large variable, so host memory
+    holds the devices' arrays plus one batch or one variable in flight."""
+    arrays: dict = {}
+    batch: list = []
+    held = 0
+
+    def flush():
+        nonlocal held
+        if batch:
+            read = checkpoint.read_whole([s.tensor.name for s, _, _ in batch])
+            # Each in an aligned buffer of its own, which its devices adopt (copied only
+            # to transpose or cast it).
+            values = [_adoptable(v.T if s.transpose else v, want)
+                      for v, (s, _, want) in zip(read, batch)]
+            del read
+            placed = jax.device_put(values, [sharding for _, sharding, _ in batch])
+            arrays.update(zip((s.variable.path for s, _, _ in batch), placed))
+            batch.clear()
+            held = 0
+            checkpoint.close()
+
+    # The copies out of the file release the GIL: a large variable's shards are read by
+    # several threads at once (`_readers`). Only memory-mapped safetensors reads are safe
+    # to share between threads (a zip member or an HDF5 dataset has one file position).
+    threads = _readers() if checkpoint.kind in ("safetensors", "index") else 1
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for s in sources:
+            sharding = shardings[s.variable.path]
+            want = _np_dtype(s.variable.dtype)
+            nbytes = math.prod(s.variable.shape) * want.itemsize
+            if nbytes <= _BATCHED_UP_TO and sharding.is_fully_addressable:
+                batch.append((s, sharding, want))
+                held += nbytes
+                if held >= _BATCH_BYTES:
+                    flush()
+            else:
+                arrays[s.variable.path] = build_array(checkpoint, s, sharding,
+                                                      pool if threads > 1 else None)
+                checkpoint.close()  # drop the memory map of the pages just read
+        flush()
+    return arrays
 
 
 def build_array(checkpoint, source, sharding, pool=None) -> jax.Array:

@@ -68,7 +68,7 @@ from planc.variables import Variable
 __all__ = [
     "make_mesh", "partition_spec", "shardings", "shard", "init", "init_jit",
     "data_sharding", "shard_batch", "output_sharding", "tree_paths", "place",
-    "mirrored_parameters", "tree_shardings", "model_shardings",
+    "mirrored_parameters", "tree_shardings", "model_shardings", "variable_shardings",
 ]
 
 
@@ -379,6 +379,17 @@ def _quick_shardings(ir: PlanIR, mesh: Mesh, tree):
         return _mapped(tree, answer)
     except _Unusual:
         return None
+
+
+def variable_shardings(ir: PlanIR, variables, mesh=None) -> dict:
+    """`{path: NamedSharding}` of planc `Variable`s (a checkpoint's tensors, before any
+    array exists), by the `layout` rules; every error is raised in one `PlanError`."""
+    mesh, ir = _mesh(ir, mesh)
+    variables = list(variables)
+    resolution = _resolver(ir).resolve_all(variables)
+    _raise(ir, [d for d in resolution.diagnostics if d.is_error])
+    return dict(zip((v.path for v in variables),
+                    _shardings_of(ir, mesh, resolution.assignments)))
 
 
 def model_shardings(ir: PlanIR, tree, mesh=None):
