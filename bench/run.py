@@ -143,7 +143,10 @@ LIMITS = {
         "path\"), measured before and after in one session (2026-12-05, 2 cores, "
         "interleaved runs, median of per-run ratios): wheel venv 4.88x (per-run 4.75-5.03) "
         "before, 4.90x (4.34-5.11) after; `make venv` 2.50x (2.29-2.63) after. No "
-        "regression beyond the runs' spread."),
+        "regression beyond the runs' spread."
+        " Round 5 (2026-12-06; the shardings walk, the loader's batches, explain's table, none "
+        "of them on the lint's path): `make venv` 2.65x (per-run 1.86-3.20), wheel venv 3.75x "
+        "(3.51-5.59), against 2.7x and 5.4x before it."),
     "search": (
         "the analytic search is milliseconds per candidate (roles once, then each layout "
         "and score from shapes; the shown rows' plans validated by planc's front end); "
@@ -163,7 +166,10 @@ LIMITS = {
         "builds the result (`planc.targets.emit.runtime.tree._mapped`); a tree with other "
         "nodes (namedtuples, registered classes) or an error takes the general path "
         "(JAX's flatten, `resolve_all`, JAX's unflatten). The emitted module runs the same "
-        "walk with its own small resolver."),
+        "walk with its own small resolver."
+        " The emitted module's resolver also checks that a path is ASCII (it matches only those"
+        " with RE2, as its general path does): ~70 ns a leaf more than planc, which is the "
+        "1.2-1.3x of its flat cells at 5,000 rules."),
     "front_end": (
         "the 'front end, N rules' rows compare `planc.loads` with lark's own parse of the "
         "same text into its parse tree (same grammar and lexer, in the same run). planc's "
@@ -193,15 +199,28 @@ LIMITS = {
         "bytes to ~1.1x at no cost in CPU. Of what is left above the arrays (~90 MiB), "
         "about half is heap that tensorstore's threads freed and glibc keeps "
         "(`malloc_trim` after the restore returns it) and half stays with Orbax and "
-        "tensorstore; neither is planc's to free during Orbax's one restore call."),
+        "tensorstore; neither is planc's to free during Orbax's one restore call."
+        " Bounding the reads more tightly does not move it: at 8 and 4 MiB in flight the same "
+        "load took 1,118-1,139 MiB against 1,110-1,122 at 16 (three fresh runs each, "
+        "2026-12-06), so the goal of 1.05x is missed by that fixed ~90 MiB."),
     "load_many": (
-        "per tensor, not per byte: a small tensor is read whole (one `pread`) and put on its "
+        "per tensor, not per byte: small tensors are read whole, those that lie back to back "
+        "in one `preadv` into aligned buffers of their own, and put on their "
         "devices with the others of a batch of up to 32 MiB in one `jax.device_put`, as the "
         "`device_put(load_file)` baseline does with the whole file; large tensors are read "
         "shard by shard as in benchmark 7. Before this round every variable went through "
         "`make_array_from_callback` and a round trip through the readers' threads, and the "
         "file was reopened per variable: 5.3-5.4x the batched loop. From Orbax, both sides "
-        "are Orbax's restore of the same tree."),
+        "are Orbax's restore of the same tree."
+        " What is left over the loop (~0-10%) is planc's checking of every header entry and the"
+        " binding of 10,000 tensors to variables, which `safe_open`'s Rust header read and a "
+        "loop that trusts its names do not pay; `device_put` of a batch costs less per tensor "
+        "than `make_array_from_callback`. From Orbax both sides are Orbax's restore, but planc "
+        "first reads the checkpoint's tree metadata through Orbax (`ocp.metadata`, ~0.5 s of "
+        "CPU for 1,000 tensors) to check every tensor against its variable before any data is "
+        "read, and Orbax reads it again inside its restore; its bounded reads (16 MiB) add ~35 "
+        "MiB here (315 MiB unbounded, 350 bounded, Orbax's own 285; three fresh runs each, "
+        "2026-12-06)."),
     "lsp_latency": (
         "a change that adds or removes a line reparses the whole text (`planc.syntax.lalr` "
         "over the generated tables; no lark) and runs every check `planc lint` runs: that "
@@ -214,7 +233,12 @@ LIMITS = {
         "as plain text by `planc.reports.explain`, and rich is imported only for a terminal "
         "or `--color always` (importing rich, and the HTML page's module, was ~50 ms of an "
         "explain that took 1.57x a lint's time at 1,137 variables). What explain adds to "
-        "the lint is that table and the summary: at 100k variables, formatting 100k rows."),
+        "the lint is that table and the summary: at 100k variables, formatting 100k rows."
+        " Round 5 (2026-12-06): each row's cells but the path are made once per distinct "
+        "(layout, rule, shape, dtype) and the column widths measured a column at a time "
+        "(`zip(*cells)`): at 100k variables explain went from 1.31x a lint's CPU to 1.30x in "
+        "the run above (per-pair 1.26-1.35), the rest being the formatting of each line and the"
+        " memory summary."),
     "aot": (
         "`planc lint --topology` is a fixed cost, about that of `import jax` (~1.5 s of CPU "
         "here) plus loading libtpu: against a small step's compile (a few seconds) it is a "

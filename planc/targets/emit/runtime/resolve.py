@@ -246,10 +246,8 @@ def _quick(sizes, convert):
     known = [{} for _ in range(len(RULES) + 1)]  # by rule (the default last), by shape
 
     def answer(path, shape):
-        if table is not None and TABLE_SHAPES.get(path) == shape:
-            return general(path, shape)
-        if (path not in literals and path.isascii() and "\n" not in path and "\r" not in path
-                and 0 < len(path) <= limit):
+        if (path and path not in literals and path.isascii() and len(path) <= limit
+                and "\n" not in path and "\r" not in path):
             hits = match(path.encode())
             key = None
             if len(hits) == 2:
@@ -266,4 +264,13 @@ def _quick(sizes, convert):
                 return value
         return general(path, shape)
 
-    return answer
+    if table is None:
+        return answer
+
+    def answer_or_table(path, shape):
+        # A variable of the model the module was compiled against: planc's own answer.
+        if TABLE_SHAPES.get(path) == shape:
+            return general(path, shape)
+        return answer(path, shape)
+
+    return answer_or_table
