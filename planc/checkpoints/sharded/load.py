@@ -43,6 +43,7 @@ from planc.checkpoints.orbax_dir import saved_plan
 from planc.checkpoints.tensors import ALIGN, CheckpointError, aligned_empty, open_checkpoint
 from planc.diagnostics import PlanError, Span, error
 from planc.diagnostics.text import render_text
+from planc.gc_pause import collector_paused
 from planc.ir import PlanIR
 from planc.sources.model import normalize_dtype
 from planc.sources.objects import describe
@@ -65,6 +66,15 @@ def load(ir: PlanIR, source, like=None, *, dtype=None, strict: bool = False, mes
     """Load the checkpoint `source` into the plan's shardings; see `planc.Plan.load`.
     `assign(model, variables, arrays)` puts the arrays into a Keras model's variables
     (by default each is assigned, and all put back should one fail)."""
+    # A checkpoint of thousands of tensors builds a few objects per tensor (its header
+    # entry, its source, its array), none in a reference cycle: with the collector
+    # running, its passes over every object JAX holds were ~10% of loading 10,000 small
+    # tensors (bench 15). Reference counting still frees every buffer as it goes.
+    with collector_paused():
+        return _load_paused(ir, source, like, dtype, strict, mesh, assign)
+
+
+def _load_paused(ir: PlanIR, source, like, dtype, strict: bool, mesh, assign):
     checkpoint = _open(ir, source)
     try:
         return _load(ir, checkpoint, like, dtype, strict, mesh, assign or _assign_all)
