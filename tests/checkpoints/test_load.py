@@ -344,4 +344,17 @@ def test_a_truncated_shard_among_ten_thousand_tensors_is_refused_naming_it(tmp_p
     with pytest.raises(planc.PlanError) as info:
         planc.loads(MANY_PLAN).load(index)
     (diag,) = info.value.diagnostics
-    assert diag.code.startswith("P41") and "s2.safetensors" in diag.message
+    assert diag.code == "P410" and "shard 's2.safetensors': truncated file: `model." \
+        in diag.message
+
+
+def test_a_file_cut_short_after_its_header_was_read_is_refused_naming_the_tensor(tmp_path):
+    path = tmp_path / "m.safetensors"
+    safetensors.numpy.save_file(many_tensors(400), str(path))
+    with open_checkpoint(path) as ckpt:
+        with open(path, "r+b") as f:  # the file changes under the loader
+            f.truncate(path.stat().st_size // 2)
+        with pytest.raises(planc.PlanError) as info:
+            planc.loads(MANY_PLAN).load(ckpt)
+    (diag,) = info.value.diagnostics
+    assert diag.code == "P413" and f"{path}: tensor `model." in diag.message
