@@ -235,8 +235,9 @@ LIMITS = {
         "the lint is that table and the summary: at 100k variables, formatting 100k rows."
         " Round 5 (2026-12-06): each row's cells but the path are made once per distinct "
         "(layout, rule, shape, dtype) and the column widths measured a column at a time "
-        "(`zip(*cells)`): at 100k variables explain went from 1.31x a lint's CPU to 1.30x in "
-        "the run above (per-pair 1.26-1.35), the rest being the formatting of each line and the"
+        "(`zip(*cells)`), and only the path and rule columns checked for text that is not "
+        "ASCII: at 100k variables explain went from 1.31x a lint's CPU to 1.28x in "
+        "the run above (per-pair 1.27-1.32), the rest being the formatting of each line and the"
         " memory summary."),
     "aot": (
         "`planc lint --topology` is a fixed cost, about that of `import jax` (~1.5 s of CPU "

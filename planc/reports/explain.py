@@ -485,14 +485,19 @@ def _plain_pieces(cells: list[tuple], marks: list[str] | None, headers: tuple = 
     right-justified (`right`) name the cells' columns (an itemised plan's rows have more)."""
     if marks is not None:
         headers, right = ("!", *headers), (False, *right)
-    ascii_only = all(c[0].isascii() and c[-1].isascii() for c in cells)
+    # A column at a time (`zip(*cells)`), read by `map`: generators over the rows were a
+    # tenth of an explain of 100k variables (bench 10). Only the path and rule columns
+    # can hold text that is not ASCII.
+    columns = list(zip(*cells)) if cells else [()] * (len(headers) - (marks is not None))
+    ascii_only = not cells or (all(map(str.isascii, columns[0]))
+                               and all(map(str.isascii, columns[-1])))
     if marks is not None:
         cells = [(m, *c) for m, c in zip(marks, cells)]
+        columns = [tuple(marks), *columns] if cells else [(), *columns]
     width = len if ascii_only else _cells
-    # A column at a time (`zip(*cells)`), measured by `map`: a generator over the rows per
-    # column was a tenth of an explain of 100k variables (bench 10).
-    widths = [max(len(h), *map(width, column)) if cells else len(h)
-              for h, column in zip(headers, zip(*cells) if cells else [()] * len(headers))]
+    widths = [max(len(h), *map(width, column)) if column else len(h)
+              for h, column in zip(headers, columns)]
+    del columns  # a reference per cell: not kept while the text is built
     # One format per row: left- or right-justified fields two spaces apart.
     if ascii_only:
         fmt = "  ".join(f"{{:{'>' if r else '<'}{w}}}" for w, r in zip(widths, right)).format
