@@ -96,10 +96,13 @@ def test_ctrl_c_to_srun_ends_every_task_in_one_line(slurm, tmp_path):
     # after passing Ctrl-C on, and then says 137 (SIGKILL) instead.
     assert step.returncode in (130, 137), err[-3000:]
     lines = by_task(err)
+    interrupted = "planc: cluster: process {} of 2 interrupted (SIGINT); exiting"
     for task in (0, 1):
-        # After the line that says what it found, the one that says it was interrupted.
-        assert [l for l in lines[task] if l.startswith("planc:")][1:] == [
-            f"planc: cluster: process {task} of 2 interrupted (SIGINT); exiting"], err
+        # After the line that says what it found, the one that says it was interrupted;
+        # or nothing, when srun cancelled the step before the task could say it (srun
+        # says so: "CANCELLED"), as it does to a task slow to exit on a loaded machine.
+        said = [l for l in lines[task] if l.startswith("planc:")][1:]
+        assert said == [interrupted.format(task)] or (not said and "CANCELLED" in err), err
     assert "Traceback" not in err
     assert not [t for t, pid in tasks.items() if alive(pid)]
     assert_nothing_left(slurm)
