@@ -26,7 +26,8 @@ import jax
 from planc.diagnostics import Diagnostic, Span, error
 from planc.ir import PlanIR
 from planc.targets.aot.arguments import StepProblem
-from planc.targets.aot.remat import capture_native_stderr, read_remats
+from planc.targets.aot import native_stderr
+from planc.targets.aot.remat import read_remats
 
 __all__ = ["Compiled", "output_shapes", "mirrored_outputs", "compile_step", "MEMORY_FIELDS"]
 
@@ -162,7 +163,7 @@ def compile_step(ir: PlanIR, mesh, step, arguments, out_shardings, donate: tuple
     except Exception as exc:
         raise StepProblem(_step_failed(ir, "lower", exc)) from None
     try:
-        with capture_native_stderr() as written:
+        with native_stderr.captured() as written:
             compiled = lowered.compile()
     except Exception as exc:
         _pass_on(written)

@@ -4,7 +4,7 @@ compiles and named in the plan's words (P817).
 XLA's SPMD partitioner writes them to the process's native stderr (openxla/xla #15207):
 it could not go from one sharding of a tensor to another without every device holding
 the whole tensor, and it names only an HLO instruction. Here the compile runs with file
-descriptor 2 captured (`capture_native_stderr`); each warning becomes a `Remat` (the two
+descriptor 2 captured (`planc.targets.aot.native_stderr`); each warning becomes a `Remat` (the two
 shardings, the instruction's shape on one device, its `op_name`), every other line is
 written back to stderr as XLA wrote it, and `remat_diagnostics` names the parameter the
 instruction is, or is shaped like, with the rule that laid it out.
@@ -12,15 +12,11 @@ instruction is, or is shaped like, with the rule that laid it out.
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-import tempfile
-from contextlib import contextmanager
 
 from planc.diagnostics import warning
 
-__all__ = ["Remat", "capture_native_stderr", "read_remats", "remat_diagnostics"]
+__all__ = ["Remat", "read_remats", "remat_diagnostics"]
 
 _WARNING = re.compile(
     r"Involuntary full rematerialization\. The compiler (?:cannot|was not able to) go from "
@@ -42,30 +38,6 @@ class Remat:
         self.instruction = instruction
         self.shape = shape
         self.op_name = op_name
-
-
-@contextmanager
-def capture_native_stderr():
-    """File descriptor 2 into a scratch file for the block; yields a list that holds the
-    text written there once the block ends."""
-    out: list[str] = []
-    try:
-        saved = os.dup(2)
-    except OSError:
-        yield out
-        return
-    sys.stderr.flush()
-    try:
-        with tempfile.TemporaryFile() as sink:
-            os.dup2(sink.fileno(), 2)
-            try:
-                yield out
-            finally:
-                os.dup2(saved, 2)
-                sink.seek(0)
-                out.append(sink.read().decode("utf-8", "replace"))
-    finally:
-        os.close(saved)
 
 
 def read_remats(text: str) -> tuple[list[Remat], str]:

@@ -24,12 +24,11 @@ from __future__ import annotations
 import math
 import os
 import re
-import tempfile
-from contextlib import contextmanager
 
 from planc import limits
 from planc.diagnostics import Diagnostic, error
 from planc.diagnostics.did_you_mean import closest
+from planc.targets.aot import native_stderr
 
 __all__ = ["Topology", "TopologyError", "load_topology", "is_cpu_name", "shown_name"]
 
@@ -242,7 +241,9 @@ def _load_tpu(name: str, slices: int, **options):
 
     if slices > 1:
         options["num_slices"] = slices
-    with _quiet_native_stderr():
+    # libtpu logs its start-up there (metadata and worker host names it cannot find,
+    # which a compile-only topology does not need): dropped, unless the process dies.
+    with native_stderr.captured():
         try:
             return topologies.get_topology_desc(name, "tpu", **options).devices
         except RuntimeError as exc:
@@ -269,26 +270,6 @@ def _one_host_bounds(name: str, error: str) -> tuple[int, int, int] | None:
     if len(dims) != 3 or any(d < 1 or d > h for d, h in zip(dims, host)):
         return None
     return tuple(dims)
-
-
-@contextmanager
-def _quiet_native_stderr():
-    """File descriptor 2 sent to a scratch file: libtpu logs its start-up there (metadata
-    and worker host names it cannot find, which a compile-only topology does not need)."""
-    try:
-        saved = os.dup(2)
-    except OSError:
-        yield
-        return
-    try:
-        with tempfile.TemporaryFile() as sink:
-            os.dup2(sink.fileno(), 2)
-            try:
-                yield
-            finally:
-                os.dup2(saved, 2)
-    finally:
-        os.close(saved)
 
 
 def _no_libtpu(name: str, why: str) -> Diagnostic:
