@@ -294,8 +294,9 @@ class StageRule(Frozen):
 
 class Stages(Frozen):
     """`stages(AXIS, microbatches = N, schedule = S) { RULES }`: pipeline stages over mesh
-    axis `axis`. `schedule` is "gpipe", "1f1b" or "interleaved" (with `virtual` stages per
-    position); there are size(axis) x `virtual` stages, stage k on position k % size."""
+    axis `axis`. `schedule` is "gpipe", "1f1b", or "interleaved" or "looped_bfs" (with
+    `virtual` stages per position); there are size(axis) x `virtual` stages, stage k on
+    position k % size."""
 
     axis: str
     microbatches: int
@@ -312,7 +313,9 @@ class Stages(Frozen):
 
     @property
     def schedule_text(self) -> str:
-        return f"interleaved({self.virtual})" if self.schedule == "interleaved" else self.schedule
+        if self.schedule in ("interleaved", "looped_bfs"):
+            return f"{self.schedule}({self.virtual})"
+        return self.schedule
 
 
 class Budget(Frozen):

@@ -8,13 +8,18 @@ plan alone says.
 
 from __future__ import annotations
 
+import re
+
 from planc.check.base import CheckerBase
 from planc.check.expression import encode, names_in, nodes_in
 from planc.diagnostics import Label
 from planc.ir import Mesh, StageRule, Stages
 from planc.syntax import ast
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "looped_bfs")
+# Several stages per position: V of them, stage k on position k % size(axis).
+MULTI_STAGE = {"interleaved": "1f1b", "looped_bfs": "gpipe"}  # each with V = 1
+_UNSAID = re.compile(r"zero|zb|dual", re.IGNORECASE)  # torch's schedules planc cannot say
 _SETTINGS = ("microbatches", "schedule")
 _ENDS = ("first", "last")
 
@@ -55,7 +60,7 @@ class StagesChecker(CheckerBase):
                 self.err("P161", f"unknown `stages` setting `{key}`", kw.name.span,
                          label="unknown", help=self._hint(key, _SETTINGS) or
                          "`stages` takes `microbatches = N` and `schedule = gpipe | 1f1b | "
-                         "interleaved(V)`")
+                         "interleaved(V) | looped_bfs(V)`")
                 ok = False
         if "microbatches" not in seen:
             self.err("P161", "`stages` needs `microbatches = N`", stmt.span,
@@ -80,18 +85,27 @@ class StagesChecker(CheckerBase):
     def _schedule(self, node) -> tuple[str, int] | None:
         if isinstance(node, ast.Name) and node.text in ("gpipe", "1f1b"):
             return node.text, 1
-        if isinstance(node, ast.CallValue) and node.name.text == "interleaved":
-            v = node.arg.value
+        if isinstance(node, ast.CallValue) and node.name.text in MULTI_STAGE:
+            name, v = node.name.text, node.arg.value
             if v < 1:
-                self.err("P161", f"`interleaved({v})`: the virtual stages per position must be "
+                self.err("P161", f"`{name}({v})`: the virtual stages per position must be "
                          "a positive integer", node.arg.span, label="not positive")
                 return None
-            return ("interleaved", v) if v > 1 else ("1f1b", 1)
+            # One stage per position: `interleaved(1)` is 1F1B, `looped_bfs(1)` GPipe.
+            return (name, v) if v > 1 else (MULTI_STAGE[name], 1)
         word = node.name.text if isinstance(node, ast.CallValue) else getattr(node, "text", None)
+        if word and _UNSAID.search(word):
+            self.err("P161", f"planc's stages cannot say torch's zero-bubble schedules "
+                     f"(`{word}`)", node.span, label="not a schedule planc runs",
+                     help="they split each backward pass in two (inputs, then weights), and "
+                          "ZBVZeroBubble and DualPipeV put stages r and 2P - 1 - r on "
+                          "position r, where a plan puts stage k on k % P; the nearest planc "
+                          "says is `interleaved(V)`")
+            return None
         self.err("P161", f"unknown schedule `{word if word is not None else '?'}`", node.span,
                  label="not a schedule", help=(self._hint(word, SCHEDULES) if word else None)
-                 or "a schedule is `gpipe`, `1f1b` or `interleaved(V)` (V virtual stages per "
-                    "position)")
+                 or "a schedule is `gpipe`, `1f1b`, `interleaved(V)` or `looped_bfs(V)` (V "
+                    "virtual stages per position)")
         return None
 
     def _stage_rules(self, stmt, params, mesh: Mesh) -> tuple[StageRule, ...] | None:

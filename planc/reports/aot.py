@@ -77,7 +77,13 @@ def render_text(report) -> str:
             lines.append(f"  position {p.position} (stages "
                          f"{', '.join(map(str, p.stages))}): parameters and state "
                          f"{human_bytes(p.analytic_bytes)} analytic, arguments "
-                         f"{human_bytes(p.argument_bytes)}, peak {human_bytes(p.peak)}")
+                         f"{human_bytes(p.argument_bytes)}, peak {human_bytes(p.peak)}"
+                         + (f"; plan.pipeline's loop {human_bytes(p.analytic_peak)} "
+                            f"analytic ({p.analytic_peak / p.peak - 1:+.1%})"
+                            if p.analytic_peak and p.peak else "")
+                         + (f"; under its schedule a step-by-step runtime keeps "
+                            f"{human_bytes(p.schedule_activations)} of activations"
+                            if p.schedule_activations is not None else ""))
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,10 @@ In flight (the microbatches whose activations a stage holds at its peak): GPipe 
 every forward first, so every stage holds all m; 1F1B holds at most p - s on stage s
 (its warm-up, then one in, one out); interleaved 1F1B, counted in chunks of a position's
 layers, holds (p - r - 1) x 2 + (v - 1) x p + 1 on position r, at most v m, as
-Megatron's schedule warms up.
+Megatron's schedule warms up; looped BFS (torch's `ScheduleLoopedBFS`) runs every
+microbatch through each of a position's stages before any backward pass, so it holds
+all v m chunks. These are the counts torch's own schedules reach (their
+`pipeline_order`, checked in `tests/targets/torch/test_torch_pipeline.py`).
 """
 
 from __future__ import annotations
@@ -117,9 +120,13 @@ def in_flight(schedule: str, stage: int, positions: int, microbatches: int,
 
     >>> [in_flight("1f1b", s, 4, 8) for s in range(4)], in_flight("gpipe", 3, 4, 8)
     ([4, 3, 2, 1], 8)
+    >>> in_flight("interleaved", 0, 2, 4, 2), in_flight("looped_bfs", 0, 2, 4, 2)
+    (5, 8)
     """
     if schedule == "gpipe":
         return microbatches
+    if schedule == "looped_bfs":
+        return virtual * microbatches
     if schedule == "interleaved":
         r = stage % positions
         return min((positions - r - 1) * 2 + (virtual - 1) * positions + 1,

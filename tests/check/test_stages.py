@@ -36,6 +36,30 @@ def test_interleaved_gives_virtual_stages_per_position():
     assert stages.schedule_text == "interleaved(2)"
 
 
+def test_looped_bfs_gives_virtual_stages_per_position_and_needs_no_multiple():
+    # torch's ScheduleLoopedBFS takes 6 microbatches over 4 positions; interleaved does not.
+    stages = loads("stages(pipe, microbatches = 6, schedule = looped_bfs(3)) {}\n").ir.stages
+    assert (stages.schedule, stages.virtual, stages.count(loads("").ir.mesh)) == (
+        "looped_bfs", 3, 12)
+    assert stages.schedule_text == "looped_bfs(3)"
+
+
+@pytest.mark.parametrize("written, schedule", [("interleaved(1)", "1f1b"),
+                                               ("looped_bfs(1)", "gpipe")])
+def test_one_virtual_stage_is_the_one_stage_schedule_it_becomes(written, schedule):
+    stages = loads(f"stages(pipe, microbatches = 8, schedule = {written}) {{}}\n").ir.stages
+    assert (stages.schedule, stages.virtual) == (schedule, 1)
+
+
+@pytest.mark.parametrize("word", ["zero_bubble(2)", "ZBVZeroBubble", "dualpipev"])
+def test_torchs_zero_bubble_schedules_are_refused_saying_why(word):
+    with pytest.raises(PlanError) as caught:
+        loads(f"stages(pipe, microbatches = 8, schedule = {word}) {{}}\n")
+    d = caught.value.diagnostics[0]
+    assert d.code == "P161" and "zero-bubble" in d.message
+    assert "interleaved(V)" in d.help[0]
+
+
 def test_the_schedule_defaults_to_1f1b_and_a_param_may_give_the_microbatches():
     plan = planc.loads("param m = 16\n" + MESH + "stages(pipe, microbatches = m) {}\n")
     assert (plan.ir.stages.schedule, plan.ir.stages.microbatches) == ("1f1b", 16)

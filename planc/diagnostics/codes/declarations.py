@@ -274,10 +274,10 @@ ENTRIES = {
     'P161': dict(
         severity='error',
         title='bad `stages` setting',
-        what='a `stages` setting that is unknown, given twice, missing (`microbatches`), or a schedule that is not `gpipe`, `1f1b` or `interleaved(V)`',
+        what='a `stages` setting that is unknown, given twice, missing (`microbatches`), or a schedule that is not `gpipe`, `1f1b`, `interleaved(V)` or `looped_bfs(V)` (torch\'s zero-bubble schedules among them)',
         why='The bubble, the activations in flight and the runtime all follow from the microbatches and the schedule; a guess would make every figure wrong.',
         example='`stages(pipe, schedule = 1fib)`',
-        fix='Write `stages(AXIS, microbatches = N, schedule = gpipe | 1f1b | interleaved(V))`.'),
+        fix='Write `stages(AXIS, microbatches = N, schedule = gpipe | 1f1b | interleaved(V) | looped_bfs(V))`.'),
     'P162': dict(
         severity='error',
         title='a schedule the runtime cannot run',

@@ -74,8 +74,11 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
     if topology.platform == "cpu" and any(h for a in arguments for h in a.host):
         require_host_outputs(ir, ir.host_rules(outputs=False), mesh)  # P340 on jax 0.7's XLA:CPU
     device_leaves = [leaf for a in arguments for leaf, h in zip(a.leaves, a.host) if not h]
+    from planc.targets.jax.pipeline import loops_traced
+
     try:
-        out = output_shapes(ir, mesh, step, trees)
+        with loops_traced() as loops:  # `plan.pipeline` runs the step traces
+            out = output_shapes(ir, mesh, step, trees)
         out_shardings = mirrored_outputs(ir, mesh, out, arguments, mirrored, names)
         compiled = compile_step(ir, mesh, step, arguments, out_shardings,
                                 tuple(range(mirrored)) if donate else (), topology.platform)
@@ -109,30 +112,44 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
         diagnostics=tuple(diagnostics), sources=ir.source_dict,
         program=Program(compiled.hlo, mesh, tuple(a.name for a in ir.mesh.axes if a.slices > 1),
                         parameters),
-        stages=_stage_peaks(ir, arguments[0], parameters, memory))
+        stages=_stage_peaks(ir, arguments, mirrored, memory, loops))
 
 
-def _stage_peaks(ir, params, parameters, memory):
-    """Per pipeline position, the analytic bytes of its stages next to the compile's
+def _stage_peaks(ir, arguments, mirrored, memory, loops):
+    """Per pipeline position, the analytic bytes of its stages, and what
+    `plan.pipeline`'s loop holds there by planc's analytic model, next to the compile's
     figures (`StagePeak`); None without `stages`, or where the stages have errors."""
     if ir.stages is None:
         return None
+    import jax
+
     from planc.resolve import validate
+    from planc.resolve.pipeline_memory import loop_memory, schedule_activations
     from planc.variables import Variable
 
+    params = arguments[0]
     head = params.name + "/"  # the leaves' paths as the plan resolved them, in `params`
-    staged = validate(ir, [Variable(p.path[len(head):] if p.path.startswith(head) else p.path,
-                                    p.shape) for p in parameters]).stages
+    leaves = jax.tree_util.tree_leaves(params.tree)
+    report = validate(ir, [Variable(path[len(head):] if path.startswith(head) else path,
+                                    tuple(leaf.shape), str(leaf.dtype))
+                           for (path, _, _), leaf in zip(params.leaves, leaves)])
+    staged = report.stages
     if staged is None or any(d.is_error for d in staged.diagnostics):
         return None
+    # The loop traced with the most residuals, where the step ran several.
+    loop = max(loops, key=lambda x: (x.residuals or 0, x.layers), default=None)
+    others = sum(b for a in arguments[mirrored:] for (_, b, _), h in zip(a.leaves, a.host)
+                 if not h)
     out = []
     for position in range(staged.positions):
         rows = [r for r in staged.rows if r.position == position]
         known = all(r.param_bytes is not None for r in rows)
+        held = loop_memory(report, position, loop, others) if loop else None
         out.append(StagePeak(position, tuple(r.index for r in rows),
                              sum(r.param_bytes + (r.state_bytes or 0) for r in rows)
                              if known else None,
-                             memory["argument"], memory["peak"]))
+                             memory["argument"], memory["peak"], held,
+                             schedule_activations(report, position, loop) if loop else None))
     return tuple(out)
 
 

@@ -77,20 +77,34 @@ class StagePeak:
     """One pipeline position of a compiled step: its stages, the bytes planc's analytic
     model places there (the stages' parameters and optimizer state per device, as
     `planc explain` counts them), what the compile gives each device as arguments, and
-    its peak. Every position runs the one SPMD program, so the compiled figures are the
-    same on each; the analytic ones say which position they bound."""
+    its peak; and `loop`, what `plan.pipeline`'s loop holds there by planc's analytic
+    model (`planc.resolve.pipeline_memory.LoopMemory`, None where the step runs no
+    `plan.pipeline`), and `schedule_activations`, the activations a runtime that runs the
+    plan's schedule step by step (torch, Megatron) keeps there. Every position runs the
+    one SPMD program, so the compiled figures are the same on each; the analytic ones say
+    which position they bound."""
 
-    __slots__ = ("position", "stages", "analytic_bytes", "argument_bytes", "peak")
+    __slots__ = ("position", "stages", "analytic_bytes", "argument_bytes", "peak", "loop",
+                 "schedule_activations")
 
-    def __init__(self, position, stages, analytic_bytes, argument_bytes, peak):
+    def __init__(self, position, stages, analytic_bytes, argument_bytes, peak, loop=None,
+                 schedule_activations=None):
         self.position, self.stages = position, stages
         self.analytic_bytes, self.argument_bytes, self.peak = (analytic_bytes,
                                                                argument_bytes, peak)
+        self.loop, self.schedule_activations = loop, schedule_activations
+
+    @property
+    def analytic_peak(self) -> int | None:
+        """The analytic model's peak of the position (`loop.peak`), or None."""
+        return None if self.loop is None else self.loop.peak
 
     def to_dict(self) -> dict:
         return {"position": self.position, "stages": list(self.stages),
                 "analytic_bytes": self.analytic_bytes, "argument_bytes": self.argument_bytes,
-                "peak": self.peak}
+                "peak": self.peak, "analytic_peak": self.analytic_peak,
+                "analytic_terms": None if self.loop is None else self.loop.to_dict(),
+                "schedule_activation_bytes": self.schedule_activations}
 
 
 class AotReport:

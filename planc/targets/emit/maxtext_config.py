@@ -8,7 +8,7 @@ YAML to merge into a MaxText config, deterministic byte for byte.
   none as `[]`.
 
 - With `stages` over MaxText's pipeline axis `stage`: `num_pipeline_microbatches`,
-  `num_pipeline_repeats` (the V of `interleaved(V)`, else 1) and
+  `num_pipeline_repeats` (the V of `interleaved(V)` or `looped_bfs(V)`, else 1) and
   `num_layers_per_pipeline_stage` (the layers over the stages: from `param layers`, or
   the leading dimension of the model's layers stacked over `stage`, `--model`).
 

@@ -22,7 +22,8 @@ import json
 from planc.diagnostics import PlanError, error
 from planc.resolve.stages import module_parts
 
-SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
+SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B",
+             "looped_bfs": "LoopedBFS"}
 
 
 def toml_text(ir, variables) -> str:

@@ -10,6 +10,9 @@ plan's stages over its pipeline axis:
   runs on position k % size(axis) (V = 1 but for `interleaved(V)`, MaxText's repeats);
 - the loop is `jax.shard_map` over the pipeline axis alone (the other axes stay
   automatic, so the layouts inside a stage, FSDP or tensor parallel, are XLA's to keep),
+  and a microbatch's rows are split over the plan's batch axes (`model_parallel(batch =
+  ...)`, the pipeline axis left out) where they divide evenly, as the batch is outside
+  the pipeline: left to XLA, each device of an FSDP group ran the whole microbatch;
   `lax.ppermute` hands each microbatch's activations to the next position, and the last
   position's go back to the first for the next repeat;
 - iteration t runs, on position p, work item t - p: microbatch (t - p) % M of repeat
@@ -24,6 +27,10 @@ order a schedule gives the backward passes (1F1B against GPipe) is memory and ti
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import math
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -34,7 +41,23 @@ from planc.ir import PlanIR
 from planc.targets.jax import sharding as target
 from planc.targets.jax.compat import require
 
-__all__ = ["pipeline"]
+__all__ = ["pipeline", "loops_traced"]
+
+# While `loops_traced` is open: the list each traced run adds its `PipelineLoop` to.
+_TRACED: contextvars.ContextVar = contextvars.ContextVar("planc_pipeline_loops", default=None)
+
+
+@contextlib.contextmanager
+def loops_traced():
+    """A list, filled while the block runs with a `planc.resolve.pipeline_memory.
+    PipelineLoop` for every `run` of `plan.pipeline` traced (what `planc aot` sets beside
+    the compiled peak)."""
+    found: list = []
+    token = _TRACED.set(found)
+    try:
+        yield found
+    finally:
+        _TRACED.reset(token)
 
 
 def pipeline(ir: PlanIR, layer_fn, mesh=None):
@@ -45,13 +68,20 @@ def pipeline(ir: PlanIR, layer_fn, mesh=None):
                                "has no `stages`", ir.anchor,
                                help="add `stages(AXIS, microbatches = N) { ... }`"),),
                         ir.source_dict)
-    mesh, bound = target._mesh(ir, mesh)
-    shard_map = require("shard_map", bound, needed_for="`plan.pipeline`")
+    shard_map = require("shard_map", ir, needed_for="`plan.pipeline`")
+    given = None if mesh is None else target._mesh(ir, mesh)  # a given mesh is checked now
     axis = stages.axis
-    positions = bound.mesh.size_of(axis)
     repeats, micro = stages.virtual, stages.microbatches
 
     def run(stacked, inputs):
+        mesh, bound = given or _placement(ir)
+        positions = bound.mesh.size_of(axis)
+        # Inside a stage a microbatch is split over the plan's batch axes, as the batch is
+        # outside it: left to XLA, every device of an FSDP group ran the whole microbatch.
+        split = tuple(a for a in bound.batch_axes if a != axis)
+        share = 1
+        for a in split:
+            share *= bound.mesh.size_of(a)
         leaves = jax.tree_util.tree_leaves(stacked)
         layers = {int(a.shape[0]) for a in leaves} if leaves else {0}
         count = positions * repeats
@@ -73,7 +103,15 @@ def pipeline(ir: PlanIR, layer_fn, mesh=None):
         chunks = jax.tree_util.tree_map(
             lambda a: a.reshape((repeats, positions, per) + a.shape[1:]), stacked)
         spec = jax.tree_util.tree_map(lambda _: PartitionSpec(None, axis), chunks)
-        body = _body(layer_fn, axis, positions, repeats, micro)
+        # A microbatch whose rows do not divide over the batch axes is left to XLA.
+        rows = (PartitionSpec(split[0] if len(split) == 1 else split)
+                if split and getattr(inputs, "ndim", 0) >= 2 and inputs.shape[1] % share == 0
+                else None)
+        body = _body(layer_fn, axis, positions, repeats, micro, rows)
+        traced = _TRACED.get()
+        if traced is not None:
+            traced.append(_loop(bound, layer_fn, stacked, inputs, split if rows else (),
+                                min(layers)))
         mapped = shard_map(body, mesh=mesh, in_specs=(spec, PartitionSpec()),
                            out_specs=PartitionSpec(), axis_names=frozenset({axis}))
         return mapped(chunks, inputs)
@@ -81,7 +119,20 @@ def pipeline(ir: PlanIR, layer_fn, mesh=None):
     return run
 
 
-def _body(layer_fn, axis: str, positions: int, repeats: int, micro: int):
+def _placement(ir: PlanIR):
+    """(mesh, the plan bound to it) for a run given no mesh: the mesh the caller traces
+    under (`jax.set_mesh`, as `planc aot` traces a step on a topology's devices) when its
+    axes are the plan's, else the plan's mesh over this process's devices."""
+    current = getattr(jax.sharding, "get_abstract_mesh", lambda: None)()
+    if (current is not None and not current.empty
+            and sorted(current.axis_names) == sorted(ir.mesh.names)):
+        return current, target._ir_for_mesh(ir, current, abstract=True)
+    return target._mesh(ir, None)
+
+
+def _body(layer_fn, axis: str, positions: int, repeats: int, micro: int, rows=None):
+    """The loop each position runs; `rows`, when given, is the `PartitionSpec` of a
+    microbatch's rows over the batch axes."""
     last = positions - 1
     work = repeats * micro
     ring = [(i, (i + 1) % positions) for i in range(positions)]
@@ -122,6 +173,8 @@ def _body(layer_fn, axis: str, positions: int, repeats: int, micro: int):
             r = jnp.clip(u, 0, work - 1) // micro
             first_in = jnp.where(r == 0, xs[m], held[m])
             x = jnp.where(p == 0, first_in, state)
+            if rows is not None:
+                x = lax.with_sharding_constraint(x, rows)
             if repeats == 1:
                 # One chunk: indexed statically, so the backward pass does not keep a copy
                 # of it for every iteration.
@@ -143,6 +196,73 @@ def _body(layer_fn, axis: str, positions: int, repeats: int, micro: int):
         (_, _, outs), _ = lax.scan(step, (zero, held, varying(jnp.zeros(xs.shape, xs.dtype))),
                                    steps)
         # The outputs are on position 0: every position returns them.
-        return lax.psum(jnp.where(p == 0, outs, jnp.zeros_like(outs)), axis)
+        kept = jnp.where(p == 0, outs, jnp.zeros_like(outs))
+        if jnp.issubdtype(kept.dtype, jnp.floating) and kept.dtype.itemsize < 4:
+            # Summed in float32: one addend is not zero, so the sum is exact, and XLA:CPU
+            # (jax 0.10) aborts the process compiling a 16-bit all-reduce here.
+            return lax.psum(kept.astype(jnp.float32), axis).astype(kept.dtype)
+        return lax.psum(kept, axis)
 
     return body
+
+
+def _loop(ir: PlanIR, layer_fn, stacked, inputs, split: tuple[str, ...], layers: int):
+    """The `PipelineLoop` of one traced run: a microbatch's share of a device, and what
+    JAX's backward pass keeps of one layer's forward on it (`residual_bytes`), traced on
+    the shapes a device computes with: each layer's weights narrowed by the axes their
+    layouts split them over but the batch axes (FSDP gathers them), the rows by `split`.
+    Where the layouts cannot be read, or the layer does not trace on those shapes, on the
+    whole shapes (rows still split)."""
+    from planc.resolve.pipeline_memory import PipelineLoop, width
+
+    sizes = dict(zip(ir.mesh.names, ir.mesh.shape))
+    share = 1
+    for a in split:
+        share *= sizes[a]
+    x = jax.ShapeDtypeStruct((inputs.shape[1] // share,) + tuple(inputs.shape[2:]),
+                             inputs.dtype)
+    skip = set(ir.batch_axes) | {ir.stages.axis}
+    whole = jax.tree_util.tree_map(
+        lambda a: jax.ShapeDtypeStruct(tuple(a.shape[1:]), a.dtype), stacked)
+    one = whole
+    _, leaves, assignments, errors = target._tree_assignments(ir, stacked)
+    if not errors:
+        local = [jax.ShapeDtypeStruct(tuple(width(n, e, sizes, skip) for n, e in
+                                            zip(leaf.shape[1:], tuple(a.layout.axes[1:])
+                                                + (None,) * leaf.ndim)), leaf.dtype)
+                 for (_, leaf), a in zip(leaves, assignments)]
+        one = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(stacked), local)
+    kept = residual_bytes(layer_fn, one, x)
+    if kept is None and one is not whole:
+        kept = residual_bytes(layer_fn, whole, x)
+    return PipelineLoop(microbatches=int(inputs.shape[0]), layers=layers,
+                        boundary=math.prod(x.shape) * x.dtype.itemsize, residuals=kept)
+
+
+def residual_bytes(layer_fn, layer_params, x) -> int | None:
+    """The bytes JAX's backward pass of `layer_fn(layer_params, x)` keeps from the forward
+    (its residuals: the input and what the layer computed from it), the layer's own
+    parameters left out; None where the layer does not trace on these shapes.
+
+    >>> import jax, jax.numpy as jnp
+    >>> p = {"w": jax.ShapeDtypeStruct((4, 16), jnp.float32)}
+    >>> residual_bytes(lambda p, x: jnp.tanh(x @ p["w"]), p,  # x; tanh's output and slope
+    ...                jax.ShapeDtypeStruct((2, 4), jnp.float32))
+    288
+    """
+    try:
+        closed = jax.make_jaxpr(lambda p, h: jax.vjp(layer_fn, p, h)[1])(layer_params, x)
+    except Exception:  # a layer that needs other shapes: the caller falls back
+        return None
+    jaxpr = closed.jaxpr
+    params = set(jaxpr.invars[:len(jax.tree_util.tree_leaves(layer_params))])
+    constants = set(jaxpr.constvars)
+    seen: set = set()
+    total = 0
+    for v in jaxpr.outvars:
+        if hasattr(v, "val") or v in params or v in seen or v in constants:
+            continue  # a literal, a parameter, counted already, or a closed-over constant
+        seen.add(v)
+        aval = v.aval
+        total += int(aval.size) * aval.dtype.itemsize
+    return total

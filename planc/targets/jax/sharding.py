@@ -102,15 +102,17 @@ def _resolver(ir: PlanIR, section: str = "layout") -> Resolver:
     return _cached(ir, ("resolver", section), lambda: Resolver(ir, section))
 
 
-def _ir_for_mesh(ir: PlanIR, mesh: Mesh) -> PlanIR:
-    """`ir` bound to `mesh`'s device count, after checking the mesh is the plan's."""
-    if not isinstance(mesh, Mesh):
+def _ir_for_mesh(ir: PlanIR, mesh: Mesh, abstract: bool = False) -> PlanIR:
+    """`ir` bound to `mesh`'s device count, after checking the mesh is the plan's (with
+    `abstract`, `mesh` may be the `AbstractMesh` a program is traced under)."""
+    kinds = (Mesh, jax.sharding.AbstractMesh) if abstract else Mesh
+    if not isinstance(mesh, kinds):
         raise TypeError(f"mesh must be a jax.sharding.Mesh, not {type(mesh).__name__}")
     names = tuple(mesh.axis_names)
     if sorted(names) != sorted(ir.mesh.names):
         raise ValueError(f"the mesh has axes {names}, but plan {ir.name!r} has "
                          f"{tuple(ir.mesh.names)}; build the mesh with plan.mesh()")
-    bound = _bound(ir, int(mesh.devices.size))
+    bound = _bound(ir, int(mesh.size))
     wrong = [f"`{a.name}` is {mesh.shape[a.name]} in the mesh but {a.global_size} in the plan"
              for a in bound.mesh.axes if mesh.shape[a.name] != a.global_size]
     types = dict(zip(mesh.axis_names, (str(t.name).lower() for t in mesh.axis_types)))

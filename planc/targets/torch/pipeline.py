@@ -2,7 +2,8 @@
 schedules, under torchrun.
 
 - `pipeline_stages(ir, module)`: this process's stages. Its stage is its coordinate on
-  the pipeline axis of the plan's `DeviceMesh` (and, for `interleaved(V)`, that plus
+  the pipeline axis of the plan's `DeviceMesh` (and, for `interleaved(V)` and
+  `looped_bfs(V)`, that plus
   every multiple of the axis size: V stages). Each is a `PipelineStage` over a copy of
   `module` that keeps only the stage's modules, as torchtitan splits a model
   (`planc.resolve.stages.module_parts`: the stage's top-level modules and
@@ -10,7 +11,8 @@ schedules, under torchrun.
   `nn.Identity` in a `ModuleList` (its place kept, its work none), and set to None
   elsewhere, so the model's `forward` must skip a None (as torchtitan's models do).
 - `pipeline_schedule(ir, stages, loss_fn)`: the plan's schedule (`ScheduleGPipe`,
-  `Schedule1F1B`, `ScheduleInterleaved1F1B`) over them with the plan's microbatches.
+  `Schedule1F1B`, `ScheduleInterleaved1F1B`, `ScheduleLoopedBFS`) over them with the
+  plan's microbatches.
 
 The split is the one `planc compile --target torchtitan` writes, so the two cannot drift.
 """
@@ -30,7 +32,7 @@ from planc.variables import Variable
 __all__ = ["pipeline_stages", "pipeline_schedule", "stage_module"]
 
 _SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
-              "interleaved": "ScheduleInterleaved1F1B"}
+              "interleaved": "ScheduleInterleaved1F1B", "looped_bfs": "ScheduleLoopedBFS"}
 
 
 def _stages_of(ir: PlanIR):
@@ -89,7 +91,7 @@ def pipeline_schedule(ir: PlanIR, stages: list, loss_fn=None):
 
     plan_stages = _stages_of(ir)
     schedule = getattr(pipelining, _SCHEDULES[plan_stages.schedule])
-    if plan_stages.schedule == "interleaved":
+    if plan_stages.virtual > 1:  # several stages on each position
         return schedule(stages, n_microbatches=plan_stages.microbatches, loss_fn=loss_fn)
     [stage] = stages
     return schedule(stage, n_microbatches=plan_stages.microbatches, loss_fn=loss_fn)

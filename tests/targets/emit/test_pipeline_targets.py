@@ -44,6 +44,18 @@ def test_torchtitan_gets_one_part_per_stage_of_whole_modules(tmp_path, capsys):
         ["layers.4", "layers.5"], ["layers.6", "layers.7", "norm", "output"]]
 
 
+def test_torchtitan_names_torchs_schedule_class_of_the_plans(tmp_path, capsys):
+    # Eight stages over four positions: one layer each, and torch's LoopedBFS.
+    plan, model = write(tmp_path, "looped_bfs(2)")
+    plan.write_text(plan.read_text().replace("\\1 / 2", "\\1"))
+    out = tmp_path / "pp.toml"
+    assert main(["compile", str(plan), "--model", str(model), "--target", "torchtitan",
+                 "-o", str(out)]) == 0, capsys.readouterr().err
+    settings = tomllib.loads(out.read_text())["parallelism"]
+    assert settings["pipeline_parallel_schedule"] == "LoopedBFS"
+    assert len(settings["module_fqns_per_model_part"]) == 8
+
+
 def test_torchtitan_needs_the_model(tmp_path, capsys):
     plan, _ = write(tmp_path)
     assert main(["compile", str(plan), "--target", "torchtitan"]) == 1

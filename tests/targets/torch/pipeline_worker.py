@@ -1,8 +1,9 @@
 """One rank of test_torch_pipeline.py, run by `torchrun --nproc-per-node 2` (gloo, CPU):
 `python pipeline_worker.py PLAN OUT_DIR`. Each rank builds the same small model, keeps its
-stage of it (`plan.pipeline_stages`), runs the plan's schedule over 4 microbatches, and
-writes the loss (on the last stage) and its stage's gradients next to the whole model's,
-computed on the same rank with the same inputs, to OUT_DIR/rank<R>.json."""
+stages of it (`plan.pipeline_stages`), runs the plan's schedule over 4 microbatches, and
+writes the loss (on the last stage) and its stages' gradients next to the whole model's,
+computed on the same rank with the same inputs, and the schedule's `pipeline_order` where
+it has one, to OUT_DIR/rank<R>.json."""
 
 import json
 import sys
@@ -45,7 +46,7 @@ def main(plan_path, out_dir):
     stages = plan.pipeline_stages(model)
     schedule = plan.pipeline_schedule(stages, loss_fn)
     losses = []
-    if stages[0].is_first:
+    if any(s.is_first for s in stages):
         schedule.step(x)
     else:
         schedule.step(target=y, losses=losses)
@@ -53,14 +54,21 @@ def main(plan_path, out_dir):
     # torch's schedules scale the gradients by the microbatches (`scale_grads`): the mean.
     whole = [loss_fn(model(xm), ym) for xm, ym in zip(x.chunk(4), y.chunk(4))]
     (sum(whole) / len(whole)).backward()
-    mine = dict(stages[0].submod.named_parameters())
+    mine = {n: p for s in stages for n, p in s.submod.named_parameters()}
     grads = {n: [float((p.grad - dict(model.named_parameters())[n].grad).abs().max())]
              for n, p in mine.items()}
-    report = {"rank": rank, "stage": stages[0].stage_index, "params": sorted(mine),
+    # Schedules of several stages a rank say what each rank does at each step.
+    order = getattr(schedule, "pipeline_order", None)
+    report = {"rank": rank, "schedule": plan.ir.stages.schedule_text,
+              "stages": [s.stage_index for s in stages], "params": sorted(mine),
+              "order": None if order is None else {
+                  str(r): [None if a is None else str(a) for a in ops]
+                  for r, ops in order.items()},
               "grad_error": max(v[0] for v in grads.values()),
               "loss": [float(l) for l in losses], "whole": [float(l) for l in whole]}
     with open(f"{out_dir}/rank{rank}.json", "w") as f:
         json.dump(report, f)
+    dist.barrier()  # no rank tears the group down while a peer's last send is in flight
     dist.destroy_process_group()
 
 
