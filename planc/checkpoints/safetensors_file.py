@@ -26,7 +26,7 @@ import os
 from typing import TYPE_CHECKING
 
 from planc.checkpoints.tensors import (
-    Checkpoint, CheckpointError, Tensor, aligned_empty, checked_index, from_source_error,
+    Checkpoint, CheckpointError, Tensor, aligned_empty, checked_index, from_source_error, whole,
 )
 from planc.sources.model import SourceError, one_line
 from planc.sources.headers import SafetensorsEntry, read_safetensors_header
@@ -184,7 +184,7 @@ def read_entries(entries: list[tuple[str, SafetensorsEntry]], maps: TensorMap) -
         except (CheckpointError, OSError):
             maps.clear()
             for i in run:  # raises, naming the tensor that cannot be read
-                out[i] = read_entry(*entries[i], _whole(entries[i][1]), maps)
+                out[i] = read_entry(*entries[i], whole(entries[i][1].shape), maps)
             return
         for i, buffer in zip(run, buffers):
             out[i] = buffer
@@ -192,7 +192,7 @@ def read_entries(entries: list[tuple[str, SafetensorsEntry]], maps: TensorMap) -
     for i in order:
         path, entry = entries[i]
         if entry.code in _PACKED:
-            out[i] = read_entry(path, entry, _whole(entry), maps)  # refused there (P413)
+            out[i] = read_entry(path, entry, whole(entry.shape), maps)  # refused there (P413)
             continue
         if run:
             last_path, last = entries[run[-1]]
@@ -224,10 +224,6 @@ def _read_all_into(fd: int, buffers: list, offset: int, where: str) -> None:
 
 # Buffers per `preadv` (IOV_MAX: 1024 on Linux).
 _IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 16
-
-
-def _whole(entry: SafetensorsEntry) -> tuple[slice, ...]:
-    return tuple(slice(0, n) for n in entry.shape)
 
 
 def _contiguous_run(shape, index) -> int | None:

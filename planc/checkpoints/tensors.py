@@ -61,6 +61,15 @@ class Tensor:
 _CODE = re.compile(r"^(P\d{3}) ")
 
 
+def whole(shape) -> tuple[slice, ...]:
+    """The index of every element of an array of `shape`.
+
+    >>> whole((2, 3))
+    (slice(0, 2, None), slice(0, 3, None))
+    """
+    return tuple(slice(0, n) for n in shape)
+
+
 class CheckpointError(InputError):
     """A checkpoint cannot be opened or read (an `InputError`).
 
@@ -133,8 +142,7 @@ class Checkpoint:
     def read_whole(self, names) -> list:
         """Each tensor of `names` whole, as `read` gives it. Readers whose tensors lie
         back to back in a file read a run of them at once."""
-        return [self.read(n, tuple(slice(0, d) for d in self.tensor(n).shape))
-                for n in names]
+        return [self.read(n, whole(self.tensor(n).shape)) for n in names]
 
     def tensor(self, name: str) -> Tensor:
         """The `Tensor` called `name`; CheckpointError when there is none."""

@@ -7,7 +7,8 @@ the L layers gives each microbatch, and so do its gradients, but the layers run 
 plan's stages over its pipeline axis:
 
 - stage k holds layers k x L/S .. (k + 1) x L/S - 1 of the S = size(axis) x V stages, and
-  runs on position k % size(axis) (V = 1 but for `interleaved(V)`, MaxText's repeats);
+  runs on position k % size(axis) (V = 1 but for `interleaved(V)` and `looped_bfs(V)`,
+  MaxText's repeats);
 - the loop is `jax.shard_map` over the pipeline axis alone (the other axes stay
   automatic, so the layouts inside a stage, FSDP or tensor parallel, are XLA's to keep),
   and a microbatch's rows are split over the plan's batch axes (`model_parallel(batch =
@@ -20,9 +21,11 @@ plan's stages over its pipeline axis:
 
 JAX differentiates through the loop, so the backward pass is the forward's mirror (a
 repeat's chunk, picked by the iteration, is picked again there rather than kept per
-iteration); the
-order a schedule gives the backward passes (1F1B against GPipe) is memory and time, which
-`planc explain` and `planc cost` report, not arithmetic: every schedule computes this.
+iteration), and every iteration's activations are kept, as GPipe keeps them. The order a
+schedule gives the backward passes (1F1B against GPipe) is memory and time for a runtime
+that runs it step by step (torch, Megatron), not arithmetic: every schedule computes
+this. `planc aot` sets what this loop holds beside the compiled peak
+(`loops_traced`, `planc.resolve.pipeline_memory`).
 """
 
 from __future__ import annotations
