@@ -79,7 +79,7 @@ ENTRIES = {
     'P311': dict(
         severity='error',
         title='layout the target cannot express',
-        what='a layout the target cannot express (several axes on one dimension outside JAX; `on host` or `state` rules on the Keras, torch and hf targets; any path rule, or no `axes` table, on the flax and maxtext targets)',
+        what='a layout the target cannot express (several axes on one dimension outside JAX; `on host` or `state` rules on the Keras, torch and hf targets; any path rule, or no `axes` table, on the flax and maxtext targets; explicit axes under `plan.pipeline`)',
         why='The target cannot write this layout (for example several axes on one dimension outside JAX, a dimension over axes against the mesh order for DTensor, a layout that is no Hugging Face style for `--target hf`, or, for Keras and the torch and hf targets, a memory kind (`on host`) or an optimizer slot laid out apart from its parameter (`state`): Keras lays out slots itself, and the torch targets place parameters only; Flax\'s and MaxText\'s logical axis rules map names to mesh axes and never paths).',
         example='a multi-axis dimension on a non-JAX Keras backend; `((b, a), _)` on `mesh(a, b)` for `--target torch`; `state { ... }` for `--target keras`',
         fix='Use a layout the target can express (the help says which), or the JAX target.'),

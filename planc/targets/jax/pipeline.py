@@ -71,6 +71,15 @@ def pipeline(ir: PlanIR, layer_fn, mesh=None):
                                "has no `stages`", ir.anchor,
                                help="add `stages(AXIS, microbatches = N) { ... }`"),),
                         ir.source_dict)
+    if ir.explicit_axes:
+        # Inside shard_map an explicit axis types each activation with its sharding, and
+        # the loop's carry would change type from one iteration to the next.
+        axes = ", ".join(f"`{a}`" for a in ir.explicit_axes)
+        raise PlanError((error(
+            "P311", f"`plan.pipeline` runs its stages over `auto` axes, and the plan makes "
+            f"{axes} explicit", ir.axis_types_span or ir.anchor, label="explicit axes",
+            help="write `axis_types auto` (the default) for a pipelined step; explicit "
+                 "sharding inside pipeline stages is not supported yet"),), ir.source_dict)
     shard_map = require("shard_map", ir, needed_for="`plan.pipeline`")
     given = None if mesh is None else target._mesh(ir, mesh)  # a given mesh is checked now
     axis = stages.axis

@@ -85,6 +85,17 @@ def test_each_device_of_an_fsdp_group_computes_its_share_of_a_microbatch():
     assert dots and all(f"f32[16,{H}]" in line for line in dots), dots
 
 
+def test_explicit_axes_are_refused_with_P311_before_tracing():
+    # Inside shard_map an explicit axis types the loop's carry with its sharding, which
+    # changed between iterations: JAX's TypeError, not a diagnostic.
+    plan = planc.loads(PLANS["2 stages, fsdp inside"].replace(
+        "model_parallel", "axis_types(fsdp = explicit)\nmodel_parallel"))
+    with pytest.raises(PlanError) as caught:
+        plan.pipeline(layer)
+    d = caught.value.diagnostics[0]
+    assert d.code == "P311" and "`fsdp`" in d.message and d.span.line == 2
+
+
 def test_the_activations_move_between_positions_by_collective_permute():
     plan = planc.loads(PLANS["4 stages, tp inside"])
     params = plan.shard(stacked(8))
