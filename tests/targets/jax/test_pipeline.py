@@ -85,6 +85,14 @@ def test_each_device_of_an_fsdp_group_computes_its_share_of_a_microbatch():
     assert dots and all(f"f32[16,{H}]" in line for line in dots), dots
 
 
+def test_a_microbatch_the_batch_axes_do_not_divide_is_left_whole_and_still_equal():
+    plan = planc.loads(PLANS["2 stages, fsdp inside"])
+    params = plan.shard(stacked(8))
+    xs = jax.random.normal(jax.random.key(1), (4, 6, D))  # 6 rows over fsdp = 4
+    np.testing.assert_allclose(jax.jit(plan.pipeline(layer))(params, xs),
+                               jax.jit(scanned)(params, xs), rtol=1e-5, atol=1e-6)
+
+
 def test_explicit_axes_are_refused_with_P311_before_tracing():
     # Inside shard_map an explicit axis types the loop's carry with its sharding, which
     # changed between iterations: JAX's TypeError, not a diagnostic.
