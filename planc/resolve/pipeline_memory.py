@@ -6,8 +6,10 @@ whatever the plan's schedule: every iteration's activations are kept, as GPipe k
 them (a schedule's order is what a torch or Megatron runtime holds, which `planc explain`
 counts in microbatches). For one position, by term:
 
-- `arguments`: its stages' parameters and optimizer state per device, and the step's
-  other arguments (the batch) as they are split;
+- `arguments`: the step's arguments per device as they are placed (the parameters, the
+  optimizer state the step is given, the batch), from their shardings (the new parameters
+  and state take the same room whether or not they are written over the old: XLA computes
+  them into temporaries when they are, so `--no-donate` changes nothing here);
 - `gradients`: the stacked layers' twice (summed over the iterations, and one iteration's,
   stacked by the scan over the stage's layers), the other variables' once;
 - `layer`: one layer's weights as a device computes with them (gathered over the batch
@@ -84,11 +86,11 @@ class LoopMemory:
 
 
 def loop_memory(report, position: int, loop: PipelineLoop,
-                other_arguments: int) -> LoopMemory | None:
+                arguments: int) -> LoopMemory | None:
     """`LoopMemory` of `position` for a validation `report` of a plan with stages (no
-    errors), the traced `loop`, and the bytes per device of the step's arguments other
-    than the parameters and their optimizer state; None while a variable's bytes per
-    device, or the layer's residuals, are unknown."""
+    errors), the traced `loop`, and the bytes per device of the step's arguments as
+    placed; None while a variable's bytes per device, or the layer's residuals, are
+    unknown."""
     from planc.variables import itemsize
 
     ir, staged = report.ir, report.stages
@@ -116,7 +118,7 @@ def loop_memory(report, position: int, loop: PipelineLoop,
         activations = ((virtual * m + positions - 1) * loop.boundary
                        + per_stage * loop.residuals)
     return LoopMemory(
-        arguments=sum(r.param_bytes + (r.state_bytes or 0) for r in rows) + other_arguments,
+        arguments=arguments,
         gradients=2 * stacked_bytes + sum(r.param_bytes for r in rows) - stacked_bytes,
         layer=int(2 * layer),
         picked=2 * stacked_bytes // virtual if virtual > 1 else 0,

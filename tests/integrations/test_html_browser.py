@@ -370,3 +370,45 @@ def test_a_pipeline_page_shows_each_stage_and_logical_names(browser, tmp_path):
     assert "bubble 27.3%" in tab.evaluate("document.getElementById('stages').textContent")
     assert "(embed:fsdp, _)" in tab.evaluate("document.getElementById('variables').textContent")
     assert tab.errors == []
+
+
+PIPELINED_STEP = '''
+import jax, jax.numpy as jnp, optax, planc
+
+plan = planc.load_plan(PLAN_PATH)
+optimizer = optax.adam(1e-3)
+
+
+def build():
+    run = plan.pipeline(lambda p, x: x + jnp.tanh(x @ p["w1"]) @ p["w2"])
+
+    def step(params, opt_state, batch):
+        loss, grads = jax.value_and_grad(lambda p: jnp.mean(run(p, batch) ** 2))(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    params = {"w1": jax.ShapeDtypeStruct((8, 64, 256), jnp.float32),
+              "w2": jax.ShapeDtypeStruct((8, 256, 64), jnp.float32)}
+    return (step, params, jax.eval_shape(optimizer.init, params),
+            jax.ShapeDtypeStruct((4, 64, 64), jnp.float32))
+'''
+
+
+def test_the_aot_page_of_a_pipelined_step_shows_each_positions_analytic_peak(
+        browser, tmp_path, monkeypatch):
+    plan = tmp_path / "p.kd"
+    plan.write_text("mesh(pipe = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
+                    "stages(pipe, microbatches = 4) {}\n"
+                    'layout {\n  "w1" -> (pipe, fsdp, _)\n  "w2" -> (pipe, _, fsdp)\n}\n')
+    (tmp_path / "pipelined_step.py").write_text(
+        PIPELINED_STEP.replace("PLAN_PATH", repr(str(plan))))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = write_page(tmp_path, "aot", str(plan), "--step", "pipelined_step:build",
+                     "--topology", "cpu:8")
+    tab = open_page(browser, out)
+    assert tab.evaluate("document.getElementById('stages').hidden") is False
+    rows = tab.evaluate("Array.from(document.querySelectorAll('#stages table tr'),"
+                        " tr => Array.from(tr.cells, c => c.textContent))")
+    assert [r[:2] for r in rows[1:]] == [["0", "0"], ["1", "1"]]
+    assert all(r[5].endswith("%") and abs(float(r[5][:-1])) < 10 for r in rows[1:])
+    assert tab.errors == []

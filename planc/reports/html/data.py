@@ -120,6 +120,20 @@ def _stages(staged: dict | None) -> dict | None:
     return {"summary": shown(summary_text(staged)), "rows": rows}
 
 
+def _positions(rows: list | None) -> dict | None:
+    """The pipeline section of a `planc.aot/1` document: a row per pipeline position,
+    its stages and planc's analytic figures beside the compiled peak."""
+    if not rows:
+        return None
+    return {"summary": "one SPMD program: the compiled peak is every position's; planc's "
+                       "analytic figures say what each position holds",
+            "positions": [{"position": r["position"], "stages": r["stages"],
+                           "analytic_bytes": r["analytic_bytes"],
+                           "analytic_peak": r.get("analytic_peak"), "peak": r["peak"],
+                           "schedule_activation_bytes": r.get("schedule_activation_bytes")}
+                          for r in rows]}
+
+
 def _selected(paths: list[str], selected: str | None) -> int | None:
     if selected is not None and selected in paths:
         return paths.index(selected)
@@ -358,7 +372,7 @@ def aot_data(doc: dict, *, explain: dict | None = None, slices: dict | None = No
                                     for e in largest["by_variable"]],
                     "by_rule": [[shown(e["rule"]), e["bytes"]] for e in largest["by_rule"]]},
         "cost": None,
-        "stages": None,
+        "stages": _positions(doc.get("stages")),
     }
 
 

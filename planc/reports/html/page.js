@@ -222,12 +222,27 @@ function drawCost() {
     }), [true, false, true, false, false]));
 }
 
-// The pipeline's stages (`stages`): what each carries, the bubble, the imbalance.
+// The pipeline's stages (`stages`): what each carries, the bubble, the imbalance; on the
+// aot and cost pages, each position's analytic figures beside the compiled peak.
 function drawStages() {
   if (!data.stages) { return; }
   var p = data.stages, s = section("stages");
   s.hidden = false;
   s.appendChild(el("p", "note", p.summary));
+  if (p.positions) {
+    var maybe = function (n) { return n === null || n === undefined ? "-" : human(n); };
+    s.appendChild(plainTable(["position", "stages", "params and state (analytic)",
+                              "plan.pipeline's loop (analytic)", "peak (compiled)",
+                              "difference", "activations under the schedule"],
+      p.positions.map(function (r) {
+        var diff = r.analytic_peak ? ((r.analytic_peak / r.peak - 1) * 100).toFixed(1) + "%"
+                                   : "-";
+        return [String(r.position), r.stages.join(", "), maybe(r.analytic_bytes),
+                maybe(r.analytic_peak), human(r.peak), diff,
+                maybe(r.schedule_activation_bytes)];
+      }), [true, false, true, true, true, true, true]));
+    return;
+  }
   var most = Math.max.apply(null, p.rows.map(function (r) { return r.param_bytes || 0; }));
   s.appendChild(plainTable(["stage", "position", "layers", "variables", "params per device",
                             "state per device", "FLOPs per token", "in flight"],

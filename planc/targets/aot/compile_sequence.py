@@ -11,6 +11,8 @@ estimated.
 
 from __future__ import annotations
 
+import functools
+
 from planc.diagnostics import PlanError
 from planc.ir import PlanIR
 from planc.resolve import human_bytes
@@ -78,7 +80,9 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
 
     try:
         with loops_traced() as loops:  # `plan.pipeline` runs the step traces
-            out = output_shapes(ir, mesh, step, trees)
+            # A new function each time: JAX keeps the trace of a function it has seen
+            # with these shapes, and a run not traced again would report no loop.
+            out = output_shapes(ir, mesh, functools.wraps(step)(lambda *a: step(*a)), trees)
         out_shardings = mirrored_outputs(ir, mesh, out, arguments, mirrored, names)
         compiled = compile_step(ir, mesh, step, arguments, out_shardings,
                                 tuple(range(mirrored)) if donate else (), topology.platform)
@@ -112,10 +116,10 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
         diagnostics=tuple(diagnostics), sources=ir.source_dict,
         program=Program(compiled.hlo, mesh, tuple(a.name for a in ir.mesh.axes if a.slices > 1),
                         parameters),
-        stages=_stage_peaks(ir, arguments, mirrored, memory, loops))
+        stages=_stage_peaks(ir, arguments, memory, loops))
 
 
-def _stage_peaks(ir, arguments, mirrored, memory, loops):
+def _stage_peaks(ir, arguments, memory, loops):
     """Per pipeline position, the analytic bytes of its stages, and what
     `plan.pipeline`'s loop holds there by planc's analytic model, next to the compile's
     figures (`StagePeak`); None without `stages`, or where the stages have errors."""
@@ -138,13 +142,14 @@ def _stage_peaks(ir, arguments, mirrored, memory, loops):
         return None
     # The loop traced with the most residuals, where the step ran several.
     loop = max(loops, key=lambda x: (x.residuals or 0, x.layers), default=None)
-    others = sum(b for a in arguments[mirrored:] for (_, b, _), h in zip(a.leaves, a.host)
-                 if not h)
+    # Every argument as placed: the optimizer state the step is really given, whatever
+    # `budget(state)` says.
+    placed = sum(b for a in arguments for (_, b, _), h in zip(a.leaves, a.host) if not h)
     out = []
     for position in range(staged.positions):
         rows = [r for r in staged.rows if r.position == position]
         known = all(r.param_bytes is not None for r in rows)
-        held = loop_memory(report, position, loop, others) if loop else None
+        held = loop_memory(report, position, loop, placed) if loop else None
         out.append(StagePeak(position, tuple(r.index for r in rows),
                              sum(r.param_bytes + (r.state_bytes or 0) for r in rows)
                              if known else None,

@@ -35,8 +35,8 @@ def swiglu(p, x):
     return x + (jax.nn.silu(x @ p["w1"]) * (x @ p["w3"])) @ p["w2"]
 
 
-def compiled(text: str, rows: int = 8, layer=mlp, topology="cpu:8", dtype=jnp.float32):
-    plan = planc.loads(text)
+def pipelined_step(plan, layer=mlp, dtype=jnp.float32, rows: int = 8):
+    """(step, params, opt_state, batch): Adam around `plan.pipeline(layer)`."""
     run = plan.pipeline(layer)
     opt = optax.adam(1e-3)
     micro = plan.ir.stages.microbatches
@@ -51,9 +51,14 @@ def compiled(text: str, rows: int = 8, layer=mlp, topology="cpu:8", dtype=jnp.fl
               "w2": jax.ShapeDtypeStruct((L, H, D), dtype)}
     if layer is swiglu:
         params["w3"] = jax.ShapeDtypeStruct((L, D, H), dtype)
-    opt_state = jax.eval_shape(opt.init, params)
-    return plan.aot(step, params, opt_state, jax.ShapeDtypeStruct((micro, rows, D), dtype),
-                    topology=topology)
+    return (step, params, jax.eval_shape(opt.init, params),
+            jax.ShapeDtypeStruct((micro, rows, D), dtype))
+
+
+def compiled(text: str, rows: int = 8, layer=mlp, topology="cpu:8", dtype=jnp.float32,
+             **options):
+    plan = planc.loads(text)
+    return plan.aot(*pipelined_step(plan, layer, dtype, rows), topology=topology, **options)
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +123,28 @@ def test_the_analytic_peak_is_the_compiled_peak_within_ten_percent(name):
         assert abs(r.analytic_peak / r.peak - 1) < 0.10, r.loop.to_dict()
         if "interleaved" not in name:  # which keeps each iteration's input alone
             assert r.loop.activations > r.loop.arguments  # the activations dominate
+
+
+def test_the_model_counts_the_optimizer_state_the_step_is_given_not_the_budgets():
+    # No `budget(state = 3)`: planc explain would count the parameters alone, and Adam's
+    # two slots are still there in the step.
+    no_budget = PLAN.replace("budget(per_device = 80 GB, state = 3)\n", "")
+    for r in compiled(no_budget, rows=256).stages:
+        assert r.analytic_bytes == 2 * D * H * L * 4 // 8
+        assert abs(r.analytic_peak / r.peak - 1) < 0.10, r.loop.to_dict()
+
+
+def test_without_donation_the_model_holds_as_well():
+    for r in compiled(PLAN, rows=256, donate=False).stages:
+        assert abs(r.analytic_peak / r.peak - 1) < 0.10, r.loop.to_dict()
+
+
+def test_the_same_step_compiled_twice_reports_its_loop_both_times():
+    # JAX keeps a function's trace: a step not traced again would run no pipeline.
+    plan = planc.loads(PLAN)
+    step = pipelined_step(plan)
+    first, again = (plan.aot(*step, topology="cpu:8") for _ in range(2))
+    assert first.stages[0].analytic_peak == again.stages[0].analytic_peak is not None
 
 
 def test_an_fsdp_group_splits_each_microbatch_over_its_devices():
