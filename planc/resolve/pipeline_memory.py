@@ -14,8 +14,9 @@ counts in microbatches). For one position, by term:
   stacked by the scan over the stage's layers), the other variables' once;
 - `layer`: one layer's weights as a device computes with them (gathered over the batch
   axes: FSDP), and their gradient;
-- `picked`: with `interleaved(V)`, a repeat's weights picked from the position's, in the
-  forward pass and again in the backward that recomputes it;
+- `picked`: with V stages a position (`interleaved(V)`, `looped_bfs(V)`), a repeat's
+  weights picked from the position's, in the forward pass and again in the backward that
+  recomputes it;
 - `activations`: with one repeat, M + P iterations of the stage's layers, each keeping
   what JAX's backward keeps of a layer (`PipelineLoop.residuals`: M + P - 1 iterations,
   the bubble's included, and one more as the scan over the layers stacks it); with V
@@ -52,14 +53,19 @@ def width(n: int, entry, sizes: dict, skip) -> int:
 @dataclass(frozen=True)
 class PipelineLoop:
     """One traced `plan.pipeline` run: its `microbatches`, the `layers` stacked, and per
-    device the bytes of a microbatch's share (`boundary`) and what JAX's backward pass
-    keeps of one layer's forward on it (`residuals`; None where the layer could not be
-    traced for it)."""
+    device the bytes of a microbatch's share (`boundary`), of one layer's weights as a
+    device computes with them (`layer`), and of what JAX's backward pass keeps of one
+    layer's forward (`residuals`; None where the layer could not be traced for it)."""
 
     microbatches: int
     layers: int
     boundary: int
+    layer: int
     residuals: int | None
+
+    def per_stage(self, count: int) -> int:
+        """The layers of each of `count` stages."""
+        return self.layers // count
 
 
 @dataclass(frozen=True)
@@ -91,39 +97,24 @@ def loop_memory(report, position: int, loop: PipelineLoop,
     errors), the traced `loop`, and the bytes per device of the step's arguments as
     placed; None while a variable's bytes per device, or the layer's residuals, are
     unknown."""
-    from planc.variables import itemsize
-
     ir, staged = report.ir, report.stages
     per_device = report.bytes_per_device
     rows = [r for r in staged.rows if r.position == position]
     if (loop.residuals is None or any(r.param_bytes is None for r in rows)
             or any(per_device[i] is None for i in staged.stacked)):
         return None
-    sizes = dict(zip(ir.mesh.names, ir.mesh.shape))
-    skip = set(ir.batch_axes) | {ir.stages.axis}
     virtual, positions, m = ir.stages.virtual, staged.positions, loop.microbatches
-    stacked_bytes = sum(per_device[i] for i in staged.stacked)
-    layer = 0
-    for i in staged.stacked:
-        a = report.assignments[i]
-        n = 1
-        for d, entry in zip(a.variable.shape[1:], tuple(a.layout.axes[1:])
-                            + (None,) * a.variable.rank):
-            n *= width(d, entry, sizes, skip)
-        layer += n * itemsize(a.variable.dtype)
-    per_stage = loop.layers // (positions * virtual)
+    stacked = sum(per_device[i] for i in staged.stacked)
+    own = sum(r.param_bytes for r in rows) - stacked  # placed by stage rules, not stacked
+    per_stage = loop.per_stage(positions * virtual)
     if virtual == 1:
         activations = (m + positions) * per_stage * loop.residuals
     else:
         activations = ((virtual * m + positions - 1) * loop.boundary
                        + per_stage * loop.residuals)
-    return LoopMemory(
-        arguments=arguments,
-        gradients=2 * stacked_bytes + sum(r.param_bytes for r in rows) - stacked_bytes,
-        layer=int(2 * layer),
-        picked=2 * stacked_bytes // virtual if virtual > 1 else 0,
-        activations=activations,
-        buffers=2 * m * loop.boundary)
+    return LoopMemory(arguments=arguments, gradients=2 * stacked + own, layer=2 * loop.layer,
+                      picked=2 * stacked // virtual if virtual > 1 else 0,
+                      activations=activations, buffers=2 * m * loop.boundary)
 
 
 def schedule_activations(report, position: int, loop: PipelineLoop) -> int | None:
@@ -136,5 +127,4 @@ def schedule_activations(report, position: int, loop: PipelineLoop) -> int | Non
         return None
     staged = report.stages
     row = next(r for r in staged.rows if r.position == position)
-    per_stage = loop.layers // (staged.positions * report.ir.stages.virtual)
-    return row.in_flight * per_stage * loop.residuals
+    return row.in_flight * loop.per_stage(len(staged.rows)) * loop.residuals

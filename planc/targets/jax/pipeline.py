@@ -246,9 +246,14 @@ def _loop(ir: PlanIR, layer_fn, stacked, inputs, split: tuple[str, ...], layers:
         one = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(stacked), local)
     kept = residual_bytes(layer_fn, one, x)
     if kept is None and one is not whole:
-        kept = residual_bytes(layer_fn, whole, x)
+        kept, one = residual_bytes(layer_fn, whole, x), whole
     return PipelineLoop(microbatches=int(inputs.shape[0]), layers=layers,
-                        boundary=math.prod(x.shape) * x.dtype.itemsize, residuals=kept)
+                        boundary=_nbytes(x), residuals=kept,
+                        layer=sum(_nbytes(a) for a in jax.tree_util.tree_leaves(one)))
+
+
+def _nbytes(a) -> int:
+    return math.prod(a.shape) * a.dtype.itemsize
 
 
 def residual_bytes(layer_fn, layer_params, x) -> int | None:
