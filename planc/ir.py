@@ -312,6 +312,13 @@ class Stages(Frozen):
         return None if size is None else size * self.virtual
 
     @property
+    def torch_schedule(self) -> str:
+        """The schedule's name as torch's `get_schedule_class` and torchtitan's
+        `pipeline_parallel_schedule` take it."""
+        return {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B",
+                "looped_bfs": "LoopedBFS"}[self.schedule]
+
+    @property
     def schedule_text(self) -> str:
         if self.schedule in ("interleaved", "looped_bfs"):
             return f"{self.schedule}({self.virtual})"

@@ -22,10 +22,6 @@ import json
 from planc.diagnostics import PlanError, error
 from planc.resolve.stages import module_parts
 
-SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B",
-             "looped_bfs": "LoopedBFS"}
-
-
 def toml_text(ir, variables) -> str:
     """The `[parallelism]` table, or `PlanError` (P311) without stages or a model."""
     if ir.stages is None:
@@ -44,7 +40,7 @@ def toml_text(ir, variables) -> str:
              "pipeline_parallel_microbatch_size)",
              "[parallelism]",
              f"pipeline_parallel_degree = {ir.mesh.size_of(stages.axis)}",
-             f"pipeline_parallel_schedule = \"{SCHEDULES[stages.schedule]}\"",
+             f"pipeline_parallel_schedule = \"{stages.torch_schedule}\"",
              "module_fqns_per_model_part = ["]
     lines += [f"    {json.dumps(part)}," for part in parts]
     lines.append("]")

@@ -3,16 +3,17 @@ schedules, under torchrun.
 
 - `pipeline_stages(ir, module)`: this process's stages. Its stage is its coordinate on
   the pipeline axis of the plan's `DeviceMesh` (and, for `interleaved(V)` and
-  `looped_bfs(V)`, that plus
-  every multiple of the axis size: V stages). Each is a `PipelineStage` over a copy of
-  `module` that keeps only the stage's modules, as torchtitan splits a model
-  (`planc.resolve.stages.module_parts`: the stage's top-level modules and
-  numbered layers): a module of another stage is removed from its `ModuleDict`, made an
-  `nn.Identity` in a `ModuleList` (its place kept, its work none), and set to None
-  elsewhere, so the model's `forward` must skip a None (as torchtitan's models do).
+  `looped_bfs(V)`, that plus every multiple of the axis size: V stages). Each is a
+  `PipelineStage` over a copy of `module` that keeps only the stage's modules, as
+  torchtitan splits a model (`planc.resolve.stages.module_parts`: the stage's top-level
+  modules and numbered layers): a module of another stage is removed from its
+  `ModuleDict`, made an `nn.Identity` in a `ModuleList` (its place kept, its work none),
+  and set to None elsewhere, so the model's `forward` must skip a None (as torchtitan's
+  models do).
 - `pipeline_schedule(ir, stages, loss_fn)`: the plan's schedule (`ScheduleGPipe`,
-  `Schedule1F1B`, `ScheduleInterleaved1F1B`, `ScheduleLoopedBFS`) over them with the
-  plan's microbatches.
+  `Schedule1F1B`, `ScheduleInterleaved1F1B`, `ScheduleLoopedBFS`: the class torch's
+  `get_schedule_class` names, as torchtitan's config does) over them with the plan's
+  microbatches.
 
 The split is the one `planc compile --target torchtitan` writes, so the two cannot drift.
 """
@@ -30,10 +31,6 @@ from planc.targets.torch.dtensor import _parameters
 from planc.variables import Variable
 
 __all__ = ["pipeline_stages", "pipeline_schedule", "stage_module"]
-
-_SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
-              "interleaved": "ScheduleInterleaved1F1B", "looped_bfs": "ScheduleLoopedBFS"}
-
 
 def _stages_of(ir: PlanIR):
     if ir.stages is None:
@@ -87,10 +84,10 @@ def pipeline_stages(ir: PlanIR, module, mesh=None, device=None) -> list:
 
 def pipeline_schedule(ir: PlanIR, stages: list, loss_fn=None):
     """The plan's schedule over this process's `stages`, with its microbatches."""
-    import torch.distributed.pipelining as pipelining
+    from torch.distributed.pipelining.schedules import get_schedule_class
 
     plan_stages = _stages_of(ir)
-    schedule = getattr(pipelining, _SCHEDULES[plan_stages.schedule])
+    schedule = get_schedule_class(plan_stages.torch_schedule)
     if plan_stages.virtual > 1:  # several stages on each position
         return schedule(stages, n_microbatches=plan_stages.microbatches, loss_fn=loss_fn)
     [stage] = stages
