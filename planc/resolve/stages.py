@@ -313,6 +313,10 @@ def _rows(ir, assignments, per_device, slot_bytes, stage_of, layer_of, count, po
     spread_slots = None if None in spread_slots else sum(spread_slots)
     spread_flops = sum(6 * assignments[i].variable.size for i in stacked
                        if len(assignments[i].variable.shape) >= 2) // count
+    # Stage k holds the stacked layers k x L/S .. (k + 1) x L/S - 1, as `plan.pipeline`
+    # slices them.
+    depth = max((assignments[i].variable.shape[0] for i in stacked), default=0)
+    per = depth // count if depth % count == 0 else 0
     rows = []
     for s, idx in enumerate(members):
         own = [per_device[i] for i in idx]
@@ -326,6 +330,8 @@ def _rows(ir, assignments, per_device, slot_bytes, stage_of, layer_of, count, po
         flops = spread_flops + sum(6 * assignments[i].variable.size for i in idx
                                    if len(assignments[i].variable.shape) >= 2)
         layers = [layer_of[i] for i in idx if layer_of[i] is not None]
+        if per:
+            layers += [s * per, (s + 1) * per - 1]
         rows.append(StageRow(s, s % positions, tuple(idx), params, state, flops,
                              in_flight(stages.schedule, s, positions, stages.microbatches,
                                        stages.virtual),

@@ -123,6 +123,9 @@ def test_layers_stacked_over_the_pipeline_axis_need_no_rule():
     rep = planc.loads(text).validate(stacked, 8)
     assert not codes(rep) and rep.stages.stacked == (0,)
     assert rep.stages.rows[1].flops_per_token == 6 * 16 * 64 * 256 // 4
+    # 16 stacked layers over 4 stages, sliced as plan.pipeline slices them.
+    assert [(r.first_layer, r.last_layer) for r in rep.stages.rows] == [
+        (0, 3), (4, 7), (8, 11), (12, 15)]
 
 
 def test_explain_json_has_the_stages():
