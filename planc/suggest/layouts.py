@@ -97,17 +97,20 @@ def small_can_stay_replicated(variables, roles, devices: int) -> bool:
     return small <= 0.01 * total and small * (devices - 1) <= 0.05 * total
 
 
-def layouts_for(variables, roles, fsdp: int, model: int, replicate_small: bool):
+def layouts_for(variables, roles, fsdp: int, model: int, replicate_small: bool,
+                whole_vocab: bool = False):
     """Every variable's layout and the `Cost`, computed once per distinct kind of variable
     (a 126-layer model has a dozen); roles are compared by identity, as `detect_roles`
-    shares one object among the variables of one kind."""
+    shares one object among the variables of one kind. With `whole_vocab`, the embedding
+    and the head are not split over `model` (FSDP alone, as under no tensor parallelism)."""
     cache: dict = {}
     layouts, per_device, replicated, total = [], 0, 0, 0
     for v, r in zip(variables, roles):
         key = (v.shape, v.dtype, id(r))
         hit = cache.get(key)
         if hit is None:
-            lay = choose(v.shape, r, fsdp, model, replicate_small)
+            tp = 1 if whole_vocab and r.kind == "embedding" else model
+            lay = choose(v.shape, r, fsdp, tp, replicate_small)
             whole = all(e is None for e in lay)
             hit = cache[key] = (lay, shard_bytes(v.shape, v.dtype, lay, fsdp, model),
                                 v.nbytes if whole else 0, v.nbytes)

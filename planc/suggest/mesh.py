@@ -63,6 +63,8 @@ class MeshChoice:
     # ZeRO-1 only: every variable's slot layout, and one slot of each per device, in bytes.
     slots: tuple | None = None
     slot_bytes: int | None = None
+    # `suggest --search` only: the embedding and the head not split over `model`.
+    whole_vocab: bool = False
 
     @property
     def data(self) -> int:
@@ -124,14 +126,16 @@ def divisors(n: int) -> list[int]:
 
 
 def evaluate(variables, roles, devices: int, strategy: str, tp: int,
-             fsdp: int | None = None) -> MeshChoice:
+             fsdp: int | None = None, whole_vocab: bool = False) -> MeshChoice:
     """The layouts and cost of `strategy` with `tp` devices on `model`; `fsdp` devices
-    on `fsdp` (by default: none under `tp` and `dp`, the rest of the devices else)."""
+    on `fsdp` (by default: none under `tp` and `dp`, the rest of the devices else); with
+    `whole_vocab`, the embedding and the head not split over `model`."""
     keep = small_can_stay_replicated(variables, roles, devices)
     if fsdp is None:
         fsdp = 1 if strategy in ("tp", "dp") else devices // tp
-    layouts, cost = layouts_for(variables, roles, fsdp, tp, keep)
-    return MeshChoice(strategy, devices, tp, fsdp, layouts, cost, keep)
+    layouts, cost = layouts_for(variables, roles, fsdp, tp, keep, whole_vocab)
+    return MeshChoice(strategy, devices, tp, fsdp, layouts, cost, keep,
+                      whole_vocab=whole_vocab)
 
 
 def choose_mesh(variables, roles, devices: int, strategy: str = "auto", tp: int | None = None,

@@ -50,9 +50,9 @@ def pareto(outcomes) -> list:
 
 def rows_of(searched) -> list[Row]:
     """The winner, the Pareto front, then the best of each other strategy (pipelined or
-    not), and the best of the winner's own strategy with ZeRO-1 and with remat the other
-    way: why not ZeRO-1, why not remat. A candidate on the front and a why-not row is a
-    row of each."""
+    not), and the best of the winner's own strategy with ZeRO-1, remat and (under tensor
+    parallelism) the vocabulary's split the other way: why not ZeRO-1, why not remat, why
+    not a whole vocabulary. A candidate on the front and a why-not row is a row of each."""
     winner, limit = searched.winner, searched.limit
     rows: list[Row] = []
     seen: set = set()
@@ -79,10 +79,14 @@ def rows_of(searched) -> list[Row]:
             consider(c.group, o)
             continue
         w = winner.candidate
-        if c.remat != w.remat and c.zero1 == w.zero1:
+        vocab = c.choice.whole_vocab == w.choice.whole_vocab
+        if c.remat != w.remat and c.zero1 == w.zero1 and vocab:
             consider(c.group + (" + remat" if c.remat else " without remat"), o)
-        if c.zero1 != w.zero1 and c.remat == w.remat:
+        if c.zero1 != w.zero1 and c.remat == w.remat and vocab:
             consider(c.group + (" + ZeRO-1" if c.zero1 else " without ZeRO-1"), o)
+        if not vocab and c.zero1 == w.zero1 and c.remat == w.remat:
+            consider(c.group + (" + whole vocab" if c.choice.whole_vocab
+                                else " with the vocabulary split"), o)
     for key in sorted(best, key=lambda k: (best[k].rank, k)):
         add(best[key], "why_not")
     return rows
@@ -157,7 +161,8 @@ def document(result) -> dict:
     def row(r):
         o = r.outcome
         out = {"kind": r.kind, "family": o.candidate.family, "mesh": dict(o.candidate.sizes),
-               "zero1": o.candidate.zero1, "remat": o.candidate.remat, "rank": o.rank,
+               "zero1": o.candidate.zero1, "remat": o.candidate.remat,
+               "whole_vocab": o.candidate.choice.whole_vocab, "rank": o.rank,
                "stages": ({"count": o.candidate.pipeline.count, "schedule": "1f1b",
                            "microbatches": o.candidate.pipeline.microbatches}
                           if o.candidate.pipeline is not None else None),

@@ -5,7 +5,8 @@ shapes alone, priced with the same chip table, terms and bounds as `planc cost`
 Per device, with `d`, `f`, `t` devices on `data`, `fsdp`, `model`, T tokens per step and
 `T_loc = T / (d f)` on each batch shard:
 
-- **Compute**: (6 + 2 with remat) N T / (d f t) FLOPs at the chip's matrix peak.
+- **Compute**: (6 + 2 with remat) N T / (d f t) FLOPs at the chip's matrix peak (a head
+  whole over `model`, `+ whole vocab`, counted whole on each device of it).
 - **HBM**: the weights read once per pass (3 passes, 4 with remat) at their `model`
   shard, the update reading and writing parameters, gradients and slots, and the
   stored activations written once and read once.
@@ -105,7 +106,9 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     in_flight = s if pipe is not None else 1
     layer = tokens * w.hidden * (10 + 24 / t) * act / 2
     stored = in_flight * ((here * tokens * w.hidden * act + layer) if remat else here * layer)
-    vocab = w.vocab / t if t > 1 and w.vocab % t == 0 else w.vocab
+    # A vocabulary-parallel head keeps its slice of the logits; a whole one, all of them.
+    split_vocab = t > 1 and w.vocab % t == 0 and not c.whole_vocab
+    vocab = w.vocab / t if split_vocab else w.vocab
     logits = 2 * tokens * vocab * 4
     gathered = (split * f / max(here, 1)) if f > 1 else 0
     parts = {"parameters": params, "gradients": params, "optimizer": slots,
@@ -113,11 +116,14 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     peak = sum(parts.values())
 
     passes = 4 if remat else 3
-    flops = (passes * 2) * w.matmul_params * w.tokens / (d * f * t * s)
+    # A head whole over `model` is computed whole on each of its devices.
+    matmuls = w.matmul_params + (w.head_params * (t - 1) if c.whole_vocab else 0)
+    flops = (passes * 2) * matmuls * w.tokens / (d * f * t * s)
     dtype = "bf16" if act <= 2 else "f32"
     # a pipeline's stages idle through its bubble, as `planc explain` states it
     idle = bubble(s, m) if pipe is not None else 0.0
-    hbm = (passes * w.param_bytes / (t * s) + (3 + 2 * (w.state - 1)) * params
+    read = w.param_bytes + (w.embedding_bytes * (t - 1) if c.whole_vocab else 0)
+    hbm = (passes * read / (t * s) + (3 + 2 * (w.state - 1)) * params
            + 2 * stored + logits)
     out = [matmul_term(flops / chip.peak_flops(dtype) / (1 - idle), calibration),
            hbm_term(hbm, chip, calibration)]

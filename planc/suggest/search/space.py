@@ -8,7 +8,8 @@ names what a reviewer compares: the strategy (`dp`, `fsdp`, `tp`, `fsdp_tp`, `hs
 with `+ ZeRO-1` and `+ remat` where they apply.
 
 - `model` sizes are those `suggest` offers: dividing the devices and every query head
-  count and MLP width (`valid_tp_sizes`);
+  count and MLP width (`valid_tp_sizes`); under them, the embedding and the head split
+  over `model` (vocabulary-parallel) or whole over it (`+ whole vocab`);
 - the batch axes (`data` x `fsdp`) must divide the step's batch when the step gives it;
 - ZeRO-1 where the slots split further than the parameters (a `data` axis), only with
   optimizer state (`state` > 1);
@@ -62,8 +63,8 @@ class Candidate:
     @property
     def family(self) -> str:
         """The group with its options: `tp + ZeRO-1 + remat`."""
-        return (self.group + (" + ZeRO-1" if self.zero1 else "")
-                + (" + remat" if self.remat else ""))
+        return (self.group + (" + whole vocab" if self.choice.whole_vocab else "")
+                + (" + ZeRO-1" if self.zero1 else "") + (" + remat" if self.remat else ""))
 
     @property
     def sizes(self) -> dict:
@@ -81,8 +82,8 @@ class Candidate:
     @property
     def key(self) -> tuple:
         """What orders equal scores: fewest axes, then the sizes, then the options."""
-        return (len(self.sizes), tuple(self.sizes.items()), self.zero1, self.remat,
-                self.dcn or "")
+        return (len(self.sizes), tuple(self.sizes.items()), self.choice.whole_vocab,
+                self.zero1, self.remat, self.dcn or "")
 
 
 def _strategy(data: int, fsdp: int, tp: int) -> str:
@@ -101,12 +102,20 @@ def _dcn_axes(sizes: dict, slices: int) -> list:
 
 def _meshes(variables, roles, devices: int):
     """`(data, fsdp, choice)` for every factorization of `devices` into `data` x `fsdp` x
-    `model` whose `model` size `suggest` offers, in ascending sizes."""
+    `model` whose `model` size `suggest` offers, in ascending sizes; under tensor
+    parallelism, each also with the embedding and the head whole over `model` where that
+    lays them out otherwise (the two roles toggled apart from the rest)."""
     for tp in [1] + valid_tp_sizes(variables, roles, devices):
         for fsdp in divisors(devices // tp):
             data = devices // (tp * fsdp)
-            yield data, fsdp, evaluate(variables, roles, devices, _strategy(data, fsdp, tp),
-                                       tp, fsdp=fsdp)
+            strategy = _strategy(data, fsdp, tp)
+            choice = evaluate(variables, roles, devices, strategy, tp, fsdp=fsdp)
+            yield data, fsdp, choice
+            if tp > 1:
+                whole = evaluate(variables, roles, devices, strategy, tp, fsdp=fsdp,
+                                 whole_vocab=True)
+                if whole.layouts != choice.layouts:
+                    yield data, fsdp, whole
 
 
 def _remat(workload) -> tuple:

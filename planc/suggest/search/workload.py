@@ -56,6 +56,8 @@ class Workload:
     row_parallel: int
     vocab: int
     param_bytes: int
+    head_params: int = 0  # the head's elements (the largest embedding), in `matmul_params`
+    embedding_bytes: int = 0  # every embedding's and head's bytes
     remat_option: bool = False  # the step builder takes `remat=`
     numbered: object = None  # the model's numbered layers (`pipeline.Layers`), if any
     pipeline_option: bool = False  # weigh pipeline stages (no step: see `pipeline`)
@@ -81,17 +83,19 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
         matmul += v.size
         if r.kind == "attention_out" or (r.kind == "mlp" and "down" in r.label):
             rows += v.shape[0] if r.dim_names[:1] == ("layers",) else 1
-    vocab = 0
+    vocab = head_params = 0
     if embeddings:
         head = max(embeddings, key=lambda v: (v.size, v.path))
         matmul += head.size
+        head_params = head.size
         vocab = max(d for d in head.shape if d != facts.hidden) if len(set(head.shape)) > 1 \
             else head.shape[0]
     main = max(dtypes.items(), key=lambda t: (t[1], t[0]))[0] if dtypes else "float32"
     return Workload(tokens=tokens, batch=batch, state=state,
                     act_bytes=max(1, int(itemsize(main))), hidden=facts.hidden,
                     layers=_layers(variables, facts), matmul_params=matmul,
-                    row_parallel=rows, vocab=vocab,
+                    row_parallel=rows, vocab=vocab, head_params=head_params,
+                    embedding_bytes=sum(v.nbytes for v in embeddings),
                     param_bytes=sum(v.nbytes for v in variables), remat_option=remat_option,
                     numbered=None if facts.stacked else layers_of(variables),
                     pipeline_option=pipeline_option)

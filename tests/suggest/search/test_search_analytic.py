@@ -11,6 +11,7 @@ from planc.resolve import validate
 from planc.suggest.search import search
 from planc.suggest.search.score import score
 from planc.suggest.search.space import candidates
+from planc.suggest.roles import detect_roles
 from planc.suggest.search.workload import workload_of
 from planc.targets.cost.calibration import UNCALIBRATED
 from planc.targets.cost.chips import chip_named
@@ -106,7 +107,31 @@ def test_compute_is_six_n_t_over_the_devices():
     for cand in candidates(vs, None, 16, w):
         s = score(cand, vs, w, chip_named("v5e"), UNCALIBRATED)
         passes = 4 if cand.remat else 3
-        assert s.flops == pytest.approx(2 * passes * w.matmul_params * 65536 / 16)
+        # A head whole over `model` is computed whole on each of its t devices.
+        t = cand.choice.tp
+        n = w.matmul_params + (w.head_params * (t - 1) if cand.choice.whole_vocab else 0)
+        assert s.flops == pytest.approx(2 * passes * n * 65536 / 16)
+
+
+def test_under_tensor_parallelism_the_vocabulary_is_weighed_split_and_whole():
+    vs = decoder()
+    w = workload_of(vs, tokens=65536, state=3)
+    space = candidates(vs, None, 16, w)
+    split = {c.key[1:2] + c.key[3:] for c in space
+             if c.choice.tp > 1 and not c.choice.whole_vocab}
+    whole = [c for c in space if c.choice.whole_vocab]
+    assert whole and all(c.key[1:2] + c.key[3:] in split for c in whole)
+    for c in whole:  # the embedding and the head are not on `model`; the rest as before
+        assert "whole vocab" in c.family
+        roles = detect_roles(vs)
+        for v, r, lay in zip(vs, roles, c.choice.layouts):
+            on_model = any("model" in (e if isinstance(e, tuple) else (e,)) for e in lay)
+            assert not (r.kind == "embedding" and on_model), v.path
+    by_key = {c.key[1:2] + c.key[3:]: c for c in space if not c.choice.whole_vocab}
+    c = whole[0]
+    twin = by_key[c.key[1:2] + c.key[3:]]
+    s, s2 = (score(x, vs, w, chip_named("v5e"), UNCALIBRATED) for x in (c, twin))
+    assert s.parts["logits"] == s2.parts["logits"] * c.choice.tp  # all the logits, not 1/t
 
 
 def test_zero1_divides_the_optimizer_slots_by_the_data_axis():
