@@ -114,8 +114,16 @@ def _meshes(variables, roles, devices: int):
             if tp > 1:
                 whole = evaluate(variables, roles, devices, strategy, tp, fsdp=fsdp,
                                  whole_vocab=True)
-                if whole.layouts != choice.layouts:
+                if whole.layouts != choice.layouts and _vocab_still_split(whole, roles):
                     yield data, fsdp, whole
+
+
+def _vocab_still_split(choice, roles) -> bool:
+    """Whether every embedding and head of `choice` is still split over some axis: whole
+    over `model` with no `fsdp` to split it, it would be whole on every device (what
+    `suggest` refuses, P507)."""
+    return all(any(e is not None for e in lay) for r, lay in zip(roles, choice.layouts)
+               if r.kind == "embedding" and not r.small)
 
 
 def _remat(workload) -> tuple:

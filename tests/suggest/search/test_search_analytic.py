@@ -123,6 +123,7 @@ def test_under_tensor_parallelism_the_vocabulary_is_weighed_split_and_whole():
     assert whole and all(c.key[1:2] + c.key[3:] in split for c in whole)
     for c in whole:  # the embedding and the head are not on `model`; the rest as before
         assert "whole vocab" in c.family
+        assert c.choice.fsdp > 1  # else they would be whole on every device (P507)
         roles = detect_roles(vs)
         for v, r, lay in zip(vs, roles, c.choice.layouts):
             on_model = any("model" in (e if isinstance(e, tuple) else (e,)) for e in lay)
@@ -132,6 +133,17 @@ def test_under_tensor_parallelism_the_vocabulary_is_weighed_split_and_whole():
     twin = by_key[c.key[1:2] + c.key[3:]]
     s, s2 = (score(x, vs, w, chip_named("v5e"), UNCALIBRATED) for x in (c, twin))
     assert s.parts["logits"] == s2.parts["logits"] * c.choice.tp  # all the logits, not 1/t
+
+
+def test_every_candidate_of_the_space_is_written_as_a_plan_suggest_accepts():
+    # A whole vocabulary with no `fsdp` to split it was whole on every device: the
+    # writer's P507 (found by bench 14's exhaustive sweep, which writes every candidate).
+    from planc.suggest.suggester import Header, written
+
+    vs = decoder(vocab=128 * 1024)  # an embedding too large to leave whole (P310)
+    roles = detect_roles(vs)
+    for c in candidates(vs, roles, 16, workload_of(vs, tokens=65536, state=3)):
+        assert written(vs, roles, c.choice, Header("t", 3, None)).text
 
 
 def test_zero1_divides_the_optimizer_slots_by_the_data_axis():
