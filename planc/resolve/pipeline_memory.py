@@ -35,21 +35,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-def width(n: int, entry, sizes: dict, skip) -> int:
-    """`n` elements of a dimension laid out over `entry` (None, an axis or a tuple of
-    axes), as a device computes with them: narrowed by every axis but those in `skip`.
-
-    >>> width(1024, ("tp", "fsdp"), {"tp": 4, "fsdp": 2}, {"fsdp"})
-    256
-    """
-    if entry is None:
-        return n
-    for axis in (entry,) if isinstance(entry, str) else entry:
-        if axis not in skip:
-            n //= sizes.get(axis, 1)
-    return n
-
-
 @dataclass(frozen=True)
 class PipelineLoop:
     """One traced `plan.pipeline` run: its `microbatches`, the `layers` stacked, and per

@@ -122,7 +122,7 @@ def pipeline(ir: PlanIR, layer_fn, mesh=None):
         body = _body(layer_fn, axis, positions, repeats, micro, rows)
         traced = _TRACED.get()
         if traced is not None:
-            traced.append(_loop(bound, layer_fn, stacked, inputs, split if rows else (),
+            traced.append(_loop(bound, layer_fn, stacked, inputs, share if rows else 1,
                                 min(layers)))
         mapped = shard_map(body, mesh=mesh, in_specs=(spec, PartitionSpec()),
                            out_specs=PartitionSpec(), axis_names=frozenset({axis}))
@@ -218,30 +218,27 @@ def _body(layer_fn, axis: str, positions: int, repeats: int, micro: int, rows=No
     return body
 
 
-def _loop(ir: PlanIR, layer_fn, stacked, inputs, split: tuple[str, ...], layers: int):
+def _loop(ir: PlanIR, layer_fn, stacked, inputs, share: int, layers: int):
     """The `PipelineLoop` of one traced run: a microbatch's share of a device, and what
     JAX's backward pass keeps of one layer's forward on it (`residual_bytes`), traced on
     the shapes a device computes with: each layer's weights narrowed by the axes their
-    layouts split them over but the batch axes (FSDP gathers them), the rows by `split`.
+    layouts split them over but the batch axes (FSDP gathers them), the rows by `share`.
     Where the layouts cannot be read, or the layer does not trace on those shapes, on the
     whole shapes (rows still split)."""
-    from planc.resolve.pipeline_memory import PipelineLoop, width
+    from planc.resolve.pipeline_memory import PipelineLoop
 
-    sizes = dict(zip(ir.mesh.names, ir.mesh.shape))
-    share = 1
-    for a in split:
-        share *= sizes[a]
     x = jax.ShapeDtypeStruct((inputs.shape[1] // share,) + tuple(inputs.shape[2:]),
                              inputs.dtype)
+    # The batch axes and the pipeline axis narrow no weight a device computes with.
     skip = set(ir.batch_axes) | {ir.stages.axis}
+    sizes = {n: 1 if n in skip else k for n, k in zip(ir.mesh.names, ir.mesh.shape)}
     whole = jax.tree_util.tree_map(
         lambda a: jax.ShapeDtypeStruct(tuple(a.shape[1:]), a.dtype), stacked)
     one = whole
     _, leaves, assignments, errors = target._tree_assignments(ir, stacked)
     if not errors:
-        local = [jax.ShapeDtypeStruct(tuple(width(n, e, sizes, skip) for n, e in
-                                            zip(leaf.shape[1:], tuple(a.layout.axes[1:])
-                                                + (None,) * leaf.ndim)), leaf.dtype)
+        local = [jax.ShapeDtypeStruct(a.layout.shard_shape(tuple(leaf.shape), sizes)[1:],
+                                      leaf.dtype)
                  for (_, leaf), a in zip(leaves, assignments)]
         one = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(stacked), local)
     kept = residual_bytes(layer_fn, one, x)
