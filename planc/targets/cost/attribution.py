@@ -3,9 +3,12 @@ words.
 
 A collective's results on one device have a shape. A parameter laid out over the
 collective's axes explains it when that shape is the parameter's shard with those axes
-gathered back (all-gather), or the shard itself (reduce-scatter, all-reduce of its
-gradient), allowing for a scanned stack (one layer of the stacked dimension) and for the
-transposed layout XLA may give a gradient. Several parameters of one shape are all named;
+gathered back (all-gather), the shard itself (reduce-scatter, all-reduce of its
+gradient), or, for an all-reduce, the gradient whole over those axes: XLA sums the whole
+gradient and slices its shard when it cannot make a reduce-scatter (a convert between the
+sum and the slice, as when float32 weights are cast to bfloat16 in the step, stops it).
+Allowing for a scanned stack (one layer of the stacked dimension) and for the transposed
+layout XLA may give a gradient. Several parameters of one shape are all named;
 a collective that no parameter explains (activations, a loss) names none, and says so.
 """
 
@@ -45,8 +48,13 @@ def explain(collective, parameters) -> tuple[tuple[str, ...], tuple[str, ...]]:
         users = users or [p for p in parameters]
     found = []
     for p in (users if collective.kind != "all-reduce" else parameters):
-        target = _gathered(p, axes) if collective.kind == "all-gather" else p.shard
-        if any(_same(tuple(dims), target) for dims in collective.shapes):
+        if collective.kind == "all-gather":
+            targets = (_gathered(p, axes),)
+        elif collective.kind == "all-reduce":
+            targets = (p.shard, _gathered(p, axes))
+        else:
+            targets = (p.shard,)
+        if any(_same(tuple(dims), t) for dims in collective.shapes for t in targets):
             found.append(p)
     rules = tuple(dict.fromkeys(p.rule for p in found if p.rule))
     return tuple(p.path for p in found), rules

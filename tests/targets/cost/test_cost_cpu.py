@@ -72,6 +72,28 @@ def test_the_weights_gathered_over_fsdp_are_named_with_their_rule(report):
     assert gathers[0].rules == ('"w" -> (_, fsdp, tp) at scanned.kd:6',)
 
 
+def test_a_gradient_summed_whole_before_its_shard_is_sliced_is_named_with_its_rule():
+    # float32 weights cast to bfloat16 in the step: XLA sums each layer's whole gradient
+    # over fsdp and slices the shard after the convert, an all-reduce of the whole
+    # weight's shape, not of its shard; it is still that weight's gradient.
+    def step(params, opt_state, x):
+        def loss(w):
+            def body(h, layer):
+                return jnp.tanh(h @ layer.astype(jnp.bfloat16)), None
+            h, _ = jax.lax.scan(body, x, w)
+            return jnp.mean(h.astype(F32) ** 2)
+        return {"w": params["w"] - 0.1 * jax.grad(loss)(params["w"])}, opt_state, None
+
+    plan = planc.loads('mesh(fsdp = 8)\nmodel_parallel(batch = fsdp)\n'
+                       'layout {\n    "w" -> (_, fsdp, _)\n}\n', file="cast.kd")
+    report = plan.cost(step, PARAMS, {}, jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.bfloat16),
+                       topology="cpu:8")
+    sums = [t for t in report.terms if t.name == "all-reduce over fsdp"]
+    assert sums and (WIDTH, WIDTH) in sums[0].collective.shapes  # the whole layer's
+    assert sums[0].variables == ("params/w",)
+    assert sums[0].rules == ('"w" -> (_, fsdp, _) at cast.kd:4',)
+
+
 def test_collectives_run_once_per_layer_of_the_scan(report):
     over_fsdp = [t.collective for t in report.terms
                  if t.collective is not None and t.collective.axes == ("fsdp",)
