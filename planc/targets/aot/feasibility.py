@@ -91,14 +91,32 @@ def varying_dims(points) -> tuple[int, ...]:
     return tuple(k for k in range(points.shape[1]) if len(set(points[:, k].tolist())) > 1)
 
 
+def slice_extent(grid):
+    """The chips along each physical dimension of one slice of `grid` (TPU devices)."""
+    import numpy as np
+
+    first = [d for d in np.asarray(grid).flat if getattr(d, "slice_index", 0) == 0]
+    return np.max(np.array([tuple(d.coords) for d in first]), axis=0) + 1
+
+
+def whole_dims(points, dims, extent) -> bool:
+    """Whether the axis at `points` holds every chip of the physical dimensions `dims`:
+    a whole sub-torus (a plane, a cube), not a part of one."""
+    along = [len(set(points[:, k].tolist())) for k in dims]
+    return (all(n == int(extent[k]) for n, k in zip(along, dims))
+            and len(points) == math.prod(along))
+
+
 def split_axes(grid, names) -> dict[str, tuple[int, ...]]:
     """{mesh axis: the physical dimensions it runs over} for each axis of `grid` (an array
-    of TPU devices) that runs over more than one: a split physical axis."""
+    of TPU devices) that runs over part of more than one: a split physical axis. An axis
+    that holds several dimensions whole (a plane of the torus) splits none."""
     out = {}
+    extent = slice_extent(grid)
     for i, name in enumerate(names):
         points = axis_points(grid, i)
         dims = varying_dims(points) if points is not None else ()
-        if len(dims) > 1:
+        if len(dims) > 1 and not whole_dims(points, dims, extent):
             out[name] = dims
     return out
 

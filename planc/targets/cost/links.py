@@ -4,23 +4,28 @@ A mesh axis is a set of devices; on a TPU slice they sit at chip coordinates. An
 whose devices run along one physical dimension of the slice, all of it, on a slice large
 enough to close that dimension into a ring (the chip table's `wraparound_from`), is a
 **ring**: a bidirectional ring algorithm uses both directions of the links, two links'
-worth. Along part of a dimension it is a **line**: one link's worth. An axis that runs
-over several physical dimensions (JAX's `allow_split_physical_axes`) is **split**, and
-lies as a snake: one link's worth. An axis that spans slices crosses the **DCN**.
-`cpu:N` has no coordinates: every axis is priced as a line.
+worth. Along part of a dimension it is a **line**: one link's worth. An axis that holds
+several physical dimensions whole, each closed into a ring (`fsdp = 256` on a 16x16
+slice: the whole torus), is a **torus**: XLA:TPU's collectives over it run along every
+one of those rings at once (the compiled program names its strategy: `StrategyND`, two
+colours, over 16,16), two links' worth per dimension. Any other axis over several
+dimensions is **split** and lies as a snake, one link's worth: part of several
+dimensions (JAX's `allow_split_physical_axes`), or dimensions too short to close (on
+`v5e:2x4` XLA's all-reduce over all 8 chips is a one-colour ring). An axis that spans
+slices crosses the **DCN**. `cpu:N` has no coordinates: every axis is priced as a line.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from planc.targets.aot.feasibility import axis_points, varying_dims
+from planc.targets.aot.feasibility import axis_points, slice_extent, varying_dims, whole_dims
 
 __all__ = ["AxisPlacement", "axis_placements"]
 
 
 class AxisPlacement:
-    """`kind` ("ring", "line", "split", "dcn"), the physical dimensions the axis runs
+    """`kind` ("ring", "line", "torus", "split", "dcn"), the physical dimensions the axis runs
     over (`dims`, e.g. (0,) for x), and `links`, the link-equivalents a collective over
     it uses."""
 
@@ -48,22 +53,27 @@ def axis_placements(mesh, slice_axes=(), wraparound_from: int = 0) -> dict[str, 
         for name in names:
             out[name] = AxisPlacement(name, "dcn" if name in slice_axes else "line", (), 1)
         return out
-    first_slice = [d for d in devices.flat if getattr(d, "slice_index", 0) == 0]
-    extent = np.max(np.array([tuple(d.coords) for d in first_slice]), axis=0) + 1
+    extent = slice_extent(devices)
+
+    def ring(k):  # dimension k whole, on a slice large enough to close it
+        return bool(wraparound_from) and int(extent[k]) >= wraparound_from
+
     for i, name in enumerate(names):
         if name in slice_axes:
             out[name] = AxisPlacement(name, "dcn", (), 1)
             continue
         points = axis_points(devices, i)
         varying = varying_dims(points)
-        if len(varying) > 1:
+        if (len(varying) > 1 and whole_dims(points, varying, extent)
+                and all(ring(k) for k in varying)):
+            out[name] = AxisPlacement(name, "torus", varying, 2 * len(varying))
+        elif len(varying) > 1:
             out[name] = AxisPlacement(name, "split", varying, 1)
         elif len(varying) == 1:
             k = varying[0]
-            full = len(set(points[:, k].tolist())) == int(extent[k])
-            ring = full and wraparound_from and int(extent[k]) >= wraparound_from
-            out[name] = AxisPlacement(name, "ring" if ring else "line", varying,
-                                      2 if ring else 1)
+            whole = whole_dims(points, varying, extent) and ring(k)
+            out[name] = AxisPlacement(name, "ring" if whole else "line", varying,
+                                      2 if whole else 1)
         else:  # size 1, or several cores of one chip
             out[name] = AxisPlacement(name, "line", (), 1)
     return out

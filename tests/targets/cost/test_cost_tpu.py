@@ -26,7 +26,7 @@ def test_every_layer_of_the_scan_is_counted_on_tpu(report):
 
 def test_each_axis_lies_on_the_torus_as_the_topology_places_it(report):
     kinds = {a["axis"]: a["kind"] for a in report.to_dict()["axes"]}
-    assert set(kinds) == {"fsdp", "tp"} and set(kinds.values()) <= {"ring", "line", "split"}
+    assert set(kinds) == {"fsdp", "tp"} and set(kinds.values()) <= {"ring", "line", "torus", "split"}
 
 
 def test_a_one_chip_topology_is_costed_like_any_other():
