@@ -44,6 +44,7 @@ BENCHMARKS = [
     ("shardings", "shardings.py"),
     ("search", "search.py"),
     ("load_many", "load_many.py"),
+    ("maxtext_mfu", "maxtext_mfu.py"),
 ]
 
 TITLES = {
@@ -78,6 +79,9 @@ TITLES = {
     "load_many": ("15. Loading a checkpoint of many small tensors (`plan.load` vs the "
                   "`get_slice` loop, `device_put(load_file)` and Orbax's own restore; 10,000 "
                   "tensors of 1-64 KiB and a few large ones, 8 simulated devices)"),
+    "maxtext_mfu": ("16. `planc cost` for MaxText's 16B and 32B dense models on compile-only "
+                    "v5e:16x16 (FLOPs from the HLO vs the shapes' count; the best-case MFU "
+                    "planc's lower bound allows vs MaxText's published MFU on v5e-256)"),
 }
 
 # What limits each benchmark's figures, met or missed: shown under its table.
@@ -147,6 +151,14 @@ LIMITS = {
         " Round 5 (2026-12-06; the shardings walk, the loader's batches, explain's table, none "
         "of them on the lint's path): `make venv` 2.65x (per-run 1.86-3.20), wheel venv 3.75x "
         "(3.51-5.59), against 2.7x and 5.4x before it."),
+    "maxtext_mfu": (
+        "a compile of each model (1-2 minutes on this machine); no chip was lent, so the "
+        "MFU is planc's best case, the highest any run of the step could reach at the "
+        "chip's peaks, held against what MaxText measured on real v5e-256 pods: a bound "
+        "under it would be wrong. The estimate between the bounds is uncalibrated (peak "
+        "rates, nothing overlapped) until a calibration is fitted on a chip. MaxText's "
+        "attention is a Pallas kernel whose FLOPs XLA does not describe; this step's is "
+        "XLA's, so every attention FLOP is in the HLO."),
     "search": (
         "the analytic search is milliseconds per candidate (roles once, then each layout "
         "and score from shapes; the shown rows' plans validated by planc's front end); "
