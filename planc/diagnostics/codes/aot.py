@@ -123,4 +123,11 @@ ENTRIES = {
         why='Every device then holds the whole tensor: memory and collectives the plan did not ask for, named by XLA only as an HLO instruction.',
         example='a value laid out `(("fsdp", "tp"), _)` and then `(_, tp)`',
         fix='Lay the two uses out alike, or constrain the value between them to a layout both reach by an all-to-all.'),
+    'P818': dict(
+        severity='error',
+        title='XLA or libtpu crashed the process',
+        what='`planc aot` / `planc cost` / `lint --topology`: the process died in native code while XLA compiled the step or libtpu described the topology (a failed check, or a signal such as a stack overflow); after XLA\'s own report, planc says what it was doing and the crash XLA named',
+        why='A native crash ends the process before planc can raise anything; a stack trace alone does not say that the plan is not at fault, nor what to try.',
+        example='the compiler of JAX 0.10.2\'s libtpu overflowing its stack in `FusedSpatialMajorConvolution::MakeConvWindows` on a 16B decoder under full remat at 6 sequences per device',
+        fix='Nothing in the plan: another per-device batch, remat policy or JAX version may avoid it; report XLA\'s text to its issue tracker.'),
 }

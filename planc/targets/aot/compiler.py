@@ -163,7 +163,8 @@ def compile_step(ir: PlanIR, mesh, step, arguments, out_shardings, donate: tuple
     except Exception as exc:
         raise StepProblem(_step_failed(ir, "lower", exc)) from None
     try:
-        with native_stderr.captured() as written:
+        doing = f"XLA was compiling the step for {mesh.devices.size} {platform.upper()} devices"
+        with native_stderr.captured(doing) as written:
             compiled = lowered.compile()
     except Exception as exc:
         _pass_on(written)

@@ -243,7 +243,7 @@ def _load_tpu(name: str, slices: int, **options):
         options["num_slices"] = slices
     # libtpu logs its start-up there (metadata and worker host names it cannot find,
     # which a compile-only topology does not need): dropped, unless the process dies.
-    with native_stderr.captured():
+    with native_stderr.captured(f"libtpu was describing the topology `{name}`"):
         try:
             return topologies.get_topology_desc(name, "tpu", **options).devices
         except RuntimeError as exc:
