@@ -115,6 +115,19 @@ class Plan:
         return self._ir.batch_axes
 
     @property
+    def microbatches(self) -> int | None:
+        """The `stages` block's microbatches (MaxText's `num_pipeline_microbatches`), None
+        for a plan without stages: what a step builder taking `plan` splits its batch into
+        before `plan.pipeline`.
+
+        >>> import planc
+        >>> planc.loads("mesh(pipe = 2, data = 4)\\nmodel_parallel(batch = data)\\n"
+        ...             "stages(pipe, microbatches = 8) {}").microbatches
+        8
+        """
+        return self._ir.stages.microbatches if self._ir.stages is not None else None
+
+    @property
     def match(self) -> str:
         return self._ir.match
 

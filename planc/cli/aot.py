@@ -48,7 +48,7 @@ def run(args) -> int:
     try:
         report, built = compile_named_step(
             plan.ir, args.step, args.topology, donate=not args.no_donate,
-            inspect=(lambda built: refuse_too_many(built.parameter_count, args.step))
+            plan_of=lambda ir: plan, inspect=(lambda built: refuse_too_many(built.parameter_count, args.step))
             if args.format == "html" else None)
     except PlanError as exc:
         diags = found + list(exc.diagnostics)

@@ -32,7 +32,8 @@ def run(args) -> int:
 
     try:
         compiled, built = compile_named_step(plan.ir, args.step, args.topology,
-                                             donate=not args.no_donate)
+                                             donate=not args.no_donate,
+                                             plan_of=lambda ir: plan)
         report = cost_of(plan.ir, compiled, calibration=args.calibration, chip=args.chip)
     except PlanError as exc:
         diags = found + list(exc.diagnostics)

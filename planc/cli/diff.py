@@ -117,7 +117,8 @@ def _cost(args, defines, declared, anywhere):
             emit_diagnostics(found, sources, args, stream=sys.stderr, to_file=False)
             return EXIT_USAGE
         try:
-            compiled, _ = compile_named_step(plan.ir, args.step, args.topology)
+            compiled, _ = compile_named_step(plan.ir, args.step, args.topology,
+                                             plan_of=lambda ir, plan=plan: plan)
             reports.append(cost_of(plan.ir, compiled))
         except PlanError as exc:
             emit_diagnostics(list(exc.diagnostics), {**sources, **exc.sources}, args,

@@ -23,6 +23,7 @@ from planc.suggest.roles import Role
 from planc.variables import itemsize
 
 FSDP, MODEL = "fsdp", "model"
+STAGE = "stage"  # a searched pipeline's axis (`suggest --search`)
 
 
 def choose(shape: tuple[int, ...], role: Role, fsdp: int, model: int,
@@ -54,9 +55,10 @@ def choose(shape: tuple[int, ...], role: Role, fsdp: int, model: int,
     return tuple(out)
 
 
-def factor(layout: tuple, fsdp: int, model: int) -> int:
-    """How many pieces `layout` cuts a variable into."""
-    sizes = {FSDP: fsdp, MODEL: model}
+def factor(layout: tuple, fsdp: int, model: int, stages: int = 1) -> int:
+    """How many pieces `layout` cuts a variable into (`stages`: a pipeline's `stage` axis,
+    on a stacked dimension)."""
+    sizes = {FSDP: fsdp, MODEL: model, STAGE: stages}
     n = 1
     for e in layout:
         for name in ((e,) if isinstance(e, str) else (e or ())):
@@ -64,9 +66,11 @@ def factor(layout: tuple, fsdp: int, model: int) -> int:
     return n
 
 
-def shard_bytes(shape, dtype: str, layout: tuple, fsdp: int, model: int) -> int:
+def shard_bytes(shape, dtype: str, layout: tuple, fsdp: int, model: int,
+                stages: int = 1) -> int:
     """Bytes of one shard, rounded up for sub-byte dtypes (as `planc.resolve.memory`)."""
-    return math.ceil(math.prod(shape) // factor(layout, fsdp, model) * itemsize(dtype))
+    return math.ceil(math.prod(shape) // factor(layout, fsdp, model, stages)
+                     * itemsize(dtype))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ bug (P519) and is never returned.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planc import limits
 from planc.check.checker import check
@@ -74,10 +74,13 @@ def written(variables, roles, choice: MeshChoice, header: Header, *, name: str =
     (`header.stages`), `choice` lays out one stage's devices."""
     devices, state = choice.devices, header.state
     per_device = None
+    sizes = {FSDP: choice.fsdp, MODEL: choice.tp}
     if header.stages is not None:
         devices *= header.stages.count
         per_device = header.stages.per_device
-    sizes = {FSDP: choice.fsdp, MODEL: choice.tp}
+        sizes[header.stages.axis] = header.stages.count
+        if header.stages.stacked:  # the stacked dimension over the stages
+            choice = replace(choice, layouts=header.stages.layouts(choice.layouts))
     rules, whole = group_rules(variables, roles, choice.layouts, sizes)
     state_rules = _state_rules(variables, roles, choice)
     draft = plan_text(name, choice, rules, whole, variables, roles, header, state_rules)

@@ -63,7 +63,8 @@ def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple
         peak = f", peak = {size_text(header.peak)}" if header.peak is not None else ""
         lines += [f"budget(per_device = {size_text(header.budget)}{state}{peak})", ""]
     if choice.strategy != "dp":
-        lines += _layout_lines(choice, rules, whole, variables, roles)
+        stages = header.stages.count if header.stages is not None else 1
+        lines += _layout_lines(choice, rules, whole, variables, roles, stages)
     if header.stages is not None:
         lines += ["", *header.stages.lines()]
     if state_rules:
@@ -78,10 +79,11 @@ def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple
     return "\n".join(lines) + "\n"
 
 
-def _layout_lines(choice: MeshChoice, rules, whole, variables, roles) -> list[str]:
+def _layout_lines(choice: MeshChoice, rules, whole, variables, roles,
+                  stages: int = 1) -> list[str]:
     lines = ["layout {"]
     for rule in rules:
-        lines.append(f"    # {_rule_comment(rule, choice, variables, roles)}")
+        lines.append(f"    # {_rule_comment(rule, choice, variables, roles, stages)}")
         alts = " | ".join(layout_text(a) for a in _rank_agnostic(rule.alternatives))
         lines.append(f'    "{rule.pattern}" -> {alts}')
     if whole:
@@ -140,16 +142,17 @@ def _rank_agnostic(alternatives: tuple) -> tuple:
     return ((...,) + core,)
 
 
-def _bytes(members, choice: MeshChoice, variables) -> int:
+def _bytes(members, choice: MeshChoice, variables, stages: int = 1) -> int:
     return sum(shard_bytes(variables[i].shape, variables[i].dtype, choice.layouts[i],
-                           choice.fsdp, choice.tp) for i in members)
+                           choice.fsdp, choice.tp, stages) for i in members)
 
 
 def _count(n: int) -> str:
     return f"{n} variable" + ("" if n == 1 else "s")
 
 
-def _rule_comment(rule: RuleSpec, choice: MeshChoice, variables, roles) -> str:
+def _rule_comment(rule: RuleSpec, choice: MeshChoice, variables, roles,
+                  stages: int = 1) -> str:
     how = []
     for alt in rule.alternatives:
         i = next(i for i in rule.members if choice.layouts[i] == alt)
@@ -161,7 +164,7 @@ def _rule_comment(rule: RuleSpec, choice: MeshChoice, variables, roles) -> str:
                 parts.append(f"{names[d] if d < len(names) else f'dim {d}'} over {axes}")
         how.append(", ".join(parts))
     said = how[0] + "".join(f"; else {h}" for h in dict.fromkeys(how[1:]) if h != how[0])
-    per = human_bytes(_bytes(rule.members, choice, variables))
+    per = human_bytes(_bytes(rule.members, choice, variables, stages))
     return f"{rule.label}: {said} ({_count(len(rule.members))}, {per} per device)"
 
 

@@ -74,11 +74,11 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     if slices > 1 and topology is None:
         raise PlanError((_needs("a multi-slice search places its meshes on a topology: "
                                 "pass --topology"),))
-    batch_leaves, takes_remat = (), False
+    batch_leaves, takes_remat, takes_plan = (), False, False
     if step is not None:
         from planc.suggest.search.prove import step_facts
 
-        params, batch_leaves, takes_remat = step_facts(step, file)
+        params, batch_leaves, takes_remat, takes_plan = step_facts(step, file)
         variables = model_variables(model) if model is not None else params
     else:
         variables = model_variables(model)
@@ -94,8 +94,10 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
                                 "--topology NAME"),))
     # Without a step, remat is weighed as the step's option to take; with one, only
     # when its builder takes `remat` (the search cannot apply it otherwise).
+    # Pipelines likewise: with a step, only when its builder takes the plan to run.
     work = _workload(variables, tokens, state, batch_leaves,
-                     takes_remat if step is not None else True, pipeline=step is None)
+                     takes_remat if step is not None else True, pipeline=step is None,
+                     takes_plan=takes_plan)
     # whole MiB, so the plan's budgets read as sizes (`15803 MiB`), never above the margin
     limit = budget if budget is not None else int(row.hbm_usable * (1 - MARGIN)) >> 20 << 20
     from planc.targets.cost.calibration import UNCALIBRATED, CalibrationError, read_calibration
@@ -196,7 +198,8 @@ def _placements(topo, row):
     return placements_for
 
 
-def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline) -> Workload:
+def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline,
+              takes_plan=False) -> Workload:
     batch = None
     if tokens is None:
         found = tokens_of_batch(batch_leaves)
@@ -206,7 +209,8 @@ def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline) -> 
                                     "batch holds them"),))
         tokens, batch = found
     return workload_of(variables, tokens=tokens, state=state, batch=batch,
-                       remat_option=takes_remat, pipeline_option=pipeline)
+                       remat_option=takes_remat, pipeline_option=pipeline,
+                       plan_option=takes_plan)
 
 
 def _why(searched) -> list[str]:

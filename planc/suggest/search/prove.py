@@ -26,32 +26,33 @@ class Prover:
     def __call__(self, text: str, remat: bool):
         """The `CostReport` of the plan `text`'s compile (its `aot` report holds the
         peak); `PlanError` when it cannot be compiled."""
+        from planc.plan import Plan
         from planc.targets.aot.step_builder import compile_named_step
         from planc.targets.cost.estimate import cost_of
 
         ir = check(text, self.file)
         options = {"remat": remat} if self.remat_option else None
-        report, _ = compile_named_step(ir, self.spec, self.topology, options=options)
+        # a builder that takes `plan` gets the candidate's, and can run its pipeline
+        report, _ = compile_named_step(ir, self.spec, self.topology, options=options,
+                                       plan_of=Plan)
         return cost_of(ir, report, calibration=self.calibration, chip=self.chip)
 
 
 def step_facts(spec: str, file: str):
-    """`(variables, batch leaves, takes_remat)` of the step `spec` builds: its parameters
-    as `Variable`s, its batch's leaves, and whether the builder takes a `remat` keyword.
-    `PlanError` (P806, P811) as `planc aot`."""
-    import inspect
-
+    """`(variables, batch leaves, takes_remat, takes_plan)` of the step `spec` builds: its
+    parameters as `Variable`s, its batch's leaves, and whether the builder takes a `remat`
+    keyword and a `plan` one. `PlanError` (P806, P811) as `planc aot`."""
     import jax
 
     from planc.sources.objects import import_attr
-    from planc.targets.aot.step_builder import build_step, parameter_variables
+    from planc.targets.aot.step_builder import build_step, parameter_variables, takes_keyword
 
     ir = check("plan step\nmesh(data = auto)\ndata_parallel\n", file)
     try:
         builder = import_attr(spec)
-        takes = "remat" in inspect.signature(builder).parameters
     except (Exception, SystemExit):  # build_step says why, as aot does
-        takes = False
-    built = build_step(ir, spec)
+        builder = None
+    built = build_step(ir, spec)  # no plan: the step as it runs unpipelined
     return (parameter_variables(ir, built.trees[0]), jax.tree_util.tree_leaves(built.trees[2]),
-            takes)
+            builder is not None and takes_keyword(builder, "remat"),
+            builder is not None and takes_keyword(builder, "plan"))

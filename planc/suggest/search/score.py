@@ -27,6 +27,12 @@ Per device, with `d`, `f`, `t` devices on `data`, `fsdp`, `model`, T tokens per 
 With pipeline stages (`pipeline`): the most loaded stage's parameters, 1F1B's S
 microbatches of its L / S layers in flight on the first stage, compute stretched by the
 bubble, and each microbatch's activations (and their gradients) sent to the next stage.
+Stacked layers run by `plan.pipeline` are JAX's loop, which keeps the activations of all
+its M + S - 1 iterations and the stacked gradients twice (summed over the iterations,
+and one iteration's), and sums the outputs over the stages (an all-reduce, in float32).
+Each iteration runs its stage's layers afresh: their weights are read, and under FSDP
+gathered and their gradients reduced, once per iteration, not once per step (what
+MaxText's `pipeline_fsdp_ag_once` avoids, and `plan.pipeline` does not).
 
 What this leaves out (attention's own FLOPs, fusion, XLA's scheduling) is why the best
 candidates are compiled: the analytic figures rank, the compile decides.
@@ -38,6 +44,7 @@ from dataclasses import dataclass
 
 from planc.suggest.layouts import FSDP, MODEL, shard_bytes
 from planc.resolve.stages import bubble
+from planc.suggest.search.pipeline import SPREAD
 from planc.suggest.zero import entry_axes
 from planc.targets.cost.model import (Term, bounds, collective_term, hbm_term, matmul_term,
                                       moved_bytes)
@@ -77,9 +84,12 @@ def loads(variables, choice, stage_of=None, stages: int = 1) -> tuple[int, int, 
     totals = [[0, 0, 0] for _ in range(stages)]
     for i, (v, lay) in enumerate(zip(variables, choice.layouts)):
         b = shard_bytes(v.shape, v.dtype, lay, choice.fsdp, choice.tp)
-        row = totals[stage_of[i] if stage_of is not None else 0]
-        row[0] += b
-        row[1 if any(FSDP in entry_axes(e) for e in lay) else 2] += b
+        where = stage_of[i] if stage_of is not None else 0
+        kind = 1 if any(FSDP in entry_axes(e) for e in lay) else 2
+        for row in (totals if where == SPREAD else (totals[where],)):
+            share = b // stages if where == SPREAD else b  # 1 / S of a stack's layers
+            row[0] += share
+            row[kind] += share
     return tuple(max(totals, key=lambda t: (t[0], t[1])))
 
 
@@ -103,7 +113,8 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     # 1F1B keeps S microbatches of its L / S layers in flight on the first stage: the
     # same layers-times-tokens as L layers of one microbatch
     here, tokens = w.layers / s, t_loc / m
-    in_flight = s if pipe is not None else 1
+    looped = pipe is not None and pipe.stacked
+    in_flight = (m + s - 1) if looped else s if pipe is not None else 1
     layer = tokens * w.hidden * (10 + 24 / t) * act / 2
     stored = in_flight * ((here * tokens * w.hidden * act + layer) if remat else here * layer)
     # A vocabulary-parallel head keeps its slice of the logits; a whole one, all of them.
@@ -111,7 +122,8 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     vocab = w.vocab / t if split_vocab else w.vocab
     logits = 2 * tokens * vocab * 4
     gathered = (split * f / max(here, 1)) if f > 1 else 0
-    parts = {"parameters": params, "gradients": params, "optimizer": slots,
+    parts = {"parameters": params, "gradients": 2 * params if looped else params,
+             "optimizer": slots,
              "activations": int(stored), "logits": int(logits), "gathered": int(gathered)}
     peak = sum(parts.values())
 
@@ -123,7 +135,8 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     # a pipeline's stages idle through its bubble, as `planc explain` states it
     idle = bubble(s, m) if pipe is not None else 0.0
     read = w.param_bytes + (w.embedding_bytes * (t - 1) if c.whole_vocab else 0)
-    hbm = (passes * read / (t * s) + (3 + 2 * (w.state - 1)) * params
+    iterations = (m + s - 1) if looped else 1  # how often the loop runs a stage's layers
+    hbm = (passes * read * iterations / (t * s) + (3 + 2 * (w.state - 1)) * params
            + 2 * stored + logits)
     out = [matmul_term(flops / chip.peak_flops(dtype) / (1 - idle), calibration),
            hbm_term(hbm, chip, calibration)]
@@ -134,8 +147,9 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
                                        [placements.get(axis, LINE)], chip, calibration))
 
     if f > 1:
-        talk("all-gather", FSDP, moved_bytes("all-gather", split * f, f), passes - 1)
-        talk("reduce-scatter", FSDP, moved_bytes("reduce-scatter", split, f))
+        talk("all-gather", FSDP, moved_bytes("all-gather", split * f, f),
+             (passes - 1) * iterations)
+        talk("reduce-scatter", FSDP, moved_bytes("reduce-scatter", split, f), iterations)
         talk("all-reduce", FSDP, moved_bytes("all-reduce", whole, f))
     if d > 1:
         talk("all-reduce", "data", moved_bytes("all-reduce", params, d))
@@ -145,5 +159,7 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
              w.row_parallel / s * (passes - 1))
     if pipe is not None:  # each microbatch's activations forward, their gradients back
         talk("collective-permute", pipe.axis, 2 * int(t_loc * w.hidden * act))
+    if looped:  # the loop's outputs summed over the stages, forward and backward
+        talk("all-reduce", pipe.axis, moved_bytes("all-reduce", int(t_loc * w.hidden * 4), s), 2)
     lower, upper, estimate = bounds(out, calibration)
     return Score(int(peak), parts, tuple(out), lower, upper, estimate, flops)

@@ -15,8 +15,10 @@ with `+ ZeRO-1` and `+ remat` where they apply.
   optimizer state (`state` > 1);
 - remat only when the step builder takes a `remat` keyword;
 - on a multi-slice topology, which of `data` and `fsdp` spans the slices (the DCN);
-- without a step, pipeline stages over a `stage` axis for a model with numbered layers
-  (`pipeline`), each stage's devices factored as above.
+- pipeline stages over a `stage` axis (`pipeline`), each stage's devices factored as
+  above: numbered layers without a step; stacked layers without a step or with a builder
+  that takes the plan, at the most microbatches (4, 2 or 1 per stage) whose rows the
+  stage's batch axes divide.
 
 The order is fixed (fewest axes first, then sizes ascending), so a cut space
 (`max_candidates`) keeps the same candidates from run to run.
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 
 from planc.suggest.mesh import MeshChoice, divisors, evaluate, valid_tp_sizes, with_zero1
 from planc.suggest.roles import detect_roles
-from planc.suggest.search.pipeline import pipeline_for
+from planc.suggest.search.pipeline import pipeline_for, stacked_pipeline_for
 
 __all__ = ["Candidate", "candidates"]
 
@@ -151,6 +153,8 @@ def candidates(variables, roles, devices: int, workload, slices: int = 1) -> lis
                     out.append(Candidate(c, remat, dcn, slices))
     if workload.pipeline_option and workload.numbered is not None and slices == 1:
         out += _pipelined(variables, roles, devices, workload)
+    elif workload.stacked_pipelines and slices == 1:
+        out += _pipelined_stacked(variables, roles, devices, workload)
     out.sort(key=lambda c: c.key)
     return out
 
@@ -170,3 +174,30 @@ def _pipelined(variables, roles, devices, workload) -> list[Candidate]:
                 continue
             out += [Candidate(choice, remat, pipeline=pipe) for remat in _remat(workload)]
     return out
+
+
+def _pipelined_stacked(variables, roles, devices, workload) -> list[Candidate]:
+    """Stacked layers cut into `count` stages by their layouts, each stage's devices
+    factored as above (no ZeRO-1, as numbered pipelines), over the most microbatches
+    whose rows every stage's batch axes divide."""
+    out = []
+    for count in divisors(devices):
+        if count < 2 or workload.layers % count:
+            continue
+        for data, fsdp, choice in _meshes(variables, roles, devices // count):
+            if fsdp == choice.tp == 1:
+                continue  # as above: no data parallelism within stages
+            m = _microbatches(workload.batch, count, data * fsdp)
+            pipe = m and stacked_pipeline_for(variables, roles, workload.layers, count, m)
+            if pipe:
+                out += [Candidate(choice, remat, pipeline=pipe) for remat in _remat(workload)]
+    return out
+
+
+def _microbatches(batch, count: int, split: int) -> int | None:
+    """4, 2 or 1 microbatches per stage, the most whose rows divide over `split` batch
+    devices (any without a batch); None when none does."""
+    for m in (4 * count, 2 * count, count):
+        if batch is None or batch % (m * split) == 0:
+            return m
+    return None

@@ -61,11 +61,19 @@ class Workload:
     remat_option: bool = False  # the step builder takes `remat=`
     numbered: object = None  # the model's numbered layers (`pipeline.Layers`), if any
     pipeline_option: bool = False  # weigh pipeline stages (no step: see `pipeline`)
+    stacked: bool = False  # the layers are stacked on one array (a scanned model)
+    plan_option: bool = False  # the step builder takes `plan=` (so it can pipeline)
+
+    @property
+    def stacked_pipelines(self) -> bool:
+        """Whether stacked layers may be cut into stages: without a step, or with a
+        builder that takes the plan (and so runs `plan.pipeline`)."""
+        return self.stacked and (self.pipeline_option or self.plan_option)
 
 
 def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
                 roles=None, remat_option: bool = False,
-                pipeline_option: bool = False) -> Workload:
+                pipeline_option: bool = False, plan_option: bool = False) -> Workload:
     """The `Workload` of training `variables` on `tokens` tokens per step."""
     variables = tuple(variables)
     roles = roles if roles is not None else detect_roles(variables)
@@ -98,7 +106,8 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
                     embedding_bytes=sum(v.nbytes for v in embeddings),
                     param_bytes=sum(v.nbytes for v in variables), remat_option=remat_option,
                     numbered=None if facts.stacked else layers_of(variables),
-                    pipeline_option=pipeline_option)
+                    pipeline_option=pipeline_option, stacked=bool(facts.stacked),
+                    plan_option=plan_option)
 
 
 def _layers(variables, facts) -> int:

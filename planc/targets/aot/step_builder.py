@@ -6,7 +6,10 @@ batch)`. It is called under `jax.eval_shape`, so the arrays it builds are never
 allocated (called plainly when that fails, or when the step reads values it made);
 importing the module runs its code. A builder that cannot be imported or called is
 P811; one that breaks the convention is P806. `options` are passed to the builder as
-keywords (`suggest --search` passes `remat=` to a builder that takes it).
+keywords (`suggest --search` passes `remat=` to a builder that takes it), and a builder
+that takes `plan` is given the plan it is compiled under (`plan_of(ir)`: the callers
+above `planc.plan` pass `planc.Plan`), so its step can run `plan.pipeline` when the plan
+has stages.
 """
 
 from __future__ import annotations
@@ -45,14 +48,14 @@ class BuiltStep:
 
 
 def compile_named_step(ir: PlanIR, spec: str, topology: str, *, donate: bool = True,
-                       inspect=None, options: dict | None = None):
+                       inspect=None, options: dict | None = None, plan_of=None):
     """`(AotReport, BuiltStep)`: the step `spec` names, compiled for `topology`.
 
     The topology and the mesh on it come first (seconds, and before the step's module
     runs); `inspect(built)` may then refuse the step with a `PlanError` before the
     compile. Every problem raises one `PlanError` (P801-P811)."""
     where = placement(ir, topology)
-    built = build_step(ir, spec, options=options)
+    built = build_step(ir, spec, options=options, plan_of=plan_of)
     if inspect is not None:
         inspect(built)
     try:
@@ -62,7 +65,7 @@ def compile_named_step(ir: PlanIR, spec: str, topology: str, *, donate: bool = T
         if not (built.abstractly and _leaked(exc)):
             raise
         # The step reads values its builder made: build them for real and compile again.
-        built = build_step(ir, spec, plainly=True, options=options)
+        built = build_step(ir, spec, plainly=True, options=options, plan_of=plan_of)
         report = aot(ir, built.step, *built.trees, topology=topology, donate=donate,
                      where=where)
     return report, built
@@ -79,9 +82,9 @@ def parameter_variables(ir: PlanIR, params) -> tuple[Variable, ...]:
 
 
 def build_step(ir: PlanIR, spec: str, plainly: bool = False,
-               options: dict | None = None) -> BuiltStep:
+               options: dict | None = None, plan_of=None) -> BuiltStep:
     """The step and its arguments from the builder `spec` names, called with `options`
-    as keywords (P806, P811)."""
+    as keywords, and with `plan=plan_of(ir)` when it takes `plan` (P806, P811)."""
     from planc.sources import SourceError
     from planc.sources.objects import cwd_on_path, import_attr
 
@@ -89,8 +92,22 @@ def build_step(ir: PlanIR, spec: str, plainly: bool = False,
         builder = import_attr(spec)
     except SourceError as exc:
         raise_for(ir, _unbuildable(ir, f"--step {exc}"))
+    options = dict(options or {})
+    if plan_of is not None and "plan" not in options and takes_keyword(builder, "plan"):
+        options["plan"] = plan_of(ir)  # the plan it is compiled under (`planc.Plan`)
     with cwd_on_path():  # a builder may import its siblings when called
-        return _built(ir, spec, builder, plainly, options or {})
+        return _built(ir, spec, builder, plainly, options)
+
+
+def takes_keyword(builder, name: str) -> bool:
+    """Whether `builder` can be called with the keyword `name`."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(builder).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters
 
 
 def _built(ir: PlanIR, spec: str, builder, plainly: bool, options: dict) -> BuiltStep:
