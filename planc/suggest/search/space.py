@@ -151,44 +151,36 @@ def candidates(variables, roles, devices: int, workload, slices: int = 1) -> lis
             for remat in _remat(workload):
                 for dcn in _dcn_axes(c.sizes, slices):
                     out.append(Candidate(c, remat, dcn, slices))
-    if workload.pipeline_option and workload.numbered is not None and slices == 1:
+    numbered = workload.pipeline_option and workload.numbered is not None
+    if (numbered or workload.stacked_pipelines) and slices == 1:
         out += _pipelined(variables, roles, devices, workload)
-    elif workload.stacked_pipelines and slices == 1:
-        out += _pipelined_stacked(variables, roles, devices, workload)
     out.sort(key=lambda c: c.key)
     return out
 
 
 def _pipelined(variables, roles, devices, workload) -> list[Candidate]:
     """Pipeline candidates: `count` stages (dividing the devices and the layers), each
-    stage's devices factored as above; no ZeRO-1 (the stages already split the state)."""
+    stage's devices factored as above; no ZeRO-1 (the stages already split the state).
+    Numbered layers are cut by stage rules over 4 x `count` microbatches; stacked ones by
+    their layouts, over the most microbatches whose rows each stage's batch axes divide."""
     out = []
     for count in divisors(devices):
-        pipe = pipeline_for(variables, roles, workload.numbered, count)
-        if pipe is None:
+        numbered = None
+        if workload.numbered is not None:
+            numbered = pipeline_for(variables, roles, workload.numbered, count)
+            if numbered is None:
+                continue
+        elif count < 2 or workload.layers % count:
             continue
-        for _, fsdp, choice in _meshes(variables, roles, devices // count):
+        for data, fsdp, choice in _meshes(variables, roles, devices // count):
             if fsdp == choice.tp == 1:
                 # `data_parallel` would split the batch over `stage` too: a plan cannot
                 # say data parallelism within stages
                 continue
-            out += [Candidate(choice, remat, pipeline=pipe) for remat in _remat(workload)]
-    return out
-
-
-def _pipelined_stacked(variables, roles, devices, workload) -> list[Candidate]:
-    """Stacked layers cut into `count` stages by their layouts, each stage's devices
-    factored as above (no ZeRO-1, as numbered pipelines), over the most microbatches
-    whose rows every stage's batch axes divide."""
-    out = []
-    for count in divisors(devices):
-        if count < 2 or workload.layers % count:
-            continue
-        for data, fsdp, choice in _meshes(variables, roles, devices // count):
-            if fsdp == choice.tp == 1:
-                continue  # as above: no data parallelism within stages
-            m = _microbatches(workload.batch, count, data * fsdp)
-            pipe = m and stacked_pipeline_for(variables, roles, workload.layers, count, m)
+            pipe = numbered
+            if pipe is None:
+                m = _microbatches(workload.batch, count, data * fsdp)
+                pipe = m and stacked_pipeline_for(variables, roles, workload.layers, count, m)
             if pipe:
                 out += [Candidate(choice, remat, pipeline=pipe) for remat in _remat(workload)]
     return out
