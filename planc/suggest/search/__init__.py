@@ -119,8 +119,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
             fits = o.candidate.choice.needs(state) <= limit
             dcn, pipe = o.candidate.dcn, o.candidate.pipeline
             if pipe is not None:
-                pipe = pipe.with_bytes(loads(variables, o.candidate.choice, pipe.stage_of,
-                                             pipe.count)[0])
+                pipe = pipe.with_bytes(loads(variables, o.candidate.choice, pipe)[0])
                 fits = pipe.per_device * state <= limit
             h = Header(header.source, header.state, header.budget if fits else None,
                        header.peak if fits and o.peak <= limit else None, tuple(why),

@@ -41,7 +41,6 @@ from planc.suggest.roles import detect_roles
 __all__ = ["Pipeline", "Layers", "layers_of", "numbers_by_prefix", "pipeline_for",
            "stacked_pipeline_for", "SPREAD"]
 
-AXIS = STAGE
 SPREAD = -1  # `stage_of` of a stacked variable: 1 / S of its layers on every stage
 _HEAD = re.compile(r"head|unembed|logits|output", re.IGNORECASE)
 
@@ -103,7 +102,7 @@ class Pipeline:
     first: tuple
     last: tuple
     stage_of: tuple
-    axis: str = AXIS
+    axis: str = STAGE
     per_device: int = 0
 
     @property

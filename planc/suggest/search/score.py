@@ -78,18 +78,20 @@ class Score:
         return max(self.terms, key=lambda t: (t.seconds, t.name))
 
 
-def loads(variables, choice, stage_of=None, stages: int = 1) -> tuple[int, int, int]:
+def loads(variables, choice, pipe=None) -> tuple[int, int, int]:
     """(bytes per device, of them split over `fsdp`, of them whole over it) of the most
-    loaded stage under `choice`'s layouts; one stage without `stage_of`."""
+    loaded stage of `pipe` under `choice`'s layouts (with a stack over the stages, as
+    `pipe.layouts` writes it); one stage without `pipe`."""
+    stages = pipe.count if pipe is not None else 1
+    layouts = pipe.layouts(choice.layouts) if pipe is not None else choice.layouts
     totals = [[0, 0, 0] for _ in range(stages)]
-    for i, (v, lay) in enumerate(zip(variables, choice.layouts)):
-        b = shard_bytes(v.shape, v.dtype, lay, choice.fsdp, choice.tp)
-        where = stage_of[i] if stage_of is not None else 0
+    for i, (v, lay) in enumerate(zip(variables, layouts)):
+        b = shard_bytes(v.shape, v.dtype, lay, choice.fsdp, choice.tp, stages)
+        where = pipe.stage_of[i] if pipe is not None else 0
         kind = 1 if any(FSDP in entry_axes(e) for e in lay) else 2
-        for row in (totals if where == SPREAD else (totals[where],)):
-            share = b // stages if where == SPREAD else b  # 1 / S of a stack's layers
-            row[0] += share
-            row[kind] += share
+        for row in (totals if where == SPREAD else (totals[where],)):  # a stack: on each
+            row[0] += b
+            row[kind] += b
     return tuple(max(totals, key=lambda t: (t[0], t[1])))
 
 
@@ -106,8 +108,7 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     t_loc = w.tokens / (d * f)
     act = w.act_bytes
     # the most loaded stage's share, on one stage's devices
-    params, split, whole = (loads(variables, c, pipe.stage_of, s) if pipe is not None
-                            else loads(variables, c))
+    params, split, whole = loads(variables, c, pipe)
     slot = c.slot_bytes if c.slot_bytes is not None else params
     slots = (w.state - 1) * slot
     # 1F1B keeps S microbatches of its L / S layers in flight on the first stage: the

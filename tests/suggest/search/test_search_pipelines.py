@@ -83,7 +83,7 @@ def test_the_analytic_bytes_of_a_stacked_pipeline_spread_the_stack_over_its_stag
     variables, _, _, _ = step_facts(STEP, "step.kd")
     o = next(o for o in pipelined(found) if o.candidate.family == "fsdp + pipeline"
              and o.candidate.pipeline.count == 4)
-    per_device, _, _ = loads(variables, o.candidate.choice, o.candidate.pipeline.stage_of, 4)
+    per_device, _, _ = loads(variables, o.candidate.choice, o.candidate.pipeline)
     embed = 1024 * 256 * 4 // 2  # on the first stage, over fsdp = 2
     stack = sum(v.nbytes for v in variables if v.path.startswith("layers/")) // (4 * 2)
     assert per_device == embed + stack
@@ -97,7 +97,6 @@ def _plan_text(outcome):
 
     variables, _, _, _ = step_facts(STEP, "step.kd")
     pipe = outcome.candidate.pipeline
-    pipe = pipe.with_bytes(loads(variables, outcome.candidate.choice, pipe.stage_of,
-                                 pipe.count)[0])
+    pipe = pipe.with_bytes(loads(variables, outcome.candidate.choice, pipe)[0])
     header = Header(STEP, 3, None, None, (), None, pipe)
     return written(variables, detect_roles(variables), outcome.candidate.choice, header).text
