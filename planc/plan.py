@@ -346,8 +346,9 @@ class Plan:
         `plan.aot`: a `planc.targets.cost.report.CostReport` (`time` bounds and estimate,
         FLOPs and HBM bytes with loops' trip counts multiplied in, collectives per mesh
         axis, the bottleneck by plan rule, P813 when the estimate exceeds
-        `budget(step)`). `calibration` is a `planc.calibration/1` file fitted on the chip;
-        `chip` prices a `cpu:N` compile as that chip (default `v5e`).
+        `budget(step)`). `calibration` is a `planc.calibration/1` file fitted on the chip
+        (default: the one planc ships for the chip, if any; `"none"`: the chip's peak
+        rates); `chip` prices a `cpu:N` compile as that chip (default `v5e`).
 
         >>> import jax, jax.numpy as jnp, planc
         >>> plan = planc.loads('mesh(data = 8)  data_parallel')

@@ -4,28 +4,53 @@ runs on the topology, predicted from the compile `planc aot` makes (the step bui
 compiled by `planc.targets.aot.step_builder`, costed by `planc.targets.cost`); this module
 reads the command line and prints.
 
-Exit codes: 0 costed (and within `budget(step)` and `budget(peak)`), 1 the plan, the step
-or a budget has an error, 2 a bad command line or input.
+`planc cost PLAN --calibrate FILE --step A [--step B ...] [--repeat N] [--chip NAME]`
+runs each step on the chip attached to this machine and writes the fitted calibration
+to FILE (`planc.targets.cost.calibrate`); it prints each step's measured and fitted
+times.
+
+Exit codes: 0 costed (and within `budget(step)` and `budget(peak)`) or calibrated, 1 the
+plan, the step or a budget has an error, or a step cannot be measured, 2 a bad command
+line or input, or no chip attached (P819).
 """
 
 from __future__ import annotations
 
 import sys
 
-from planc.cli.common import (EXIT_PLAN, EXIT_USAGE, emit_diagnostics, exit_code, load,
-                              parse_defines, prepare_jax, write_output)
+import os
+
+from planc.cli.common import (EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics, exit_code,
+                              load, parse_defines, prepare_jax, write_output)
 from planc.diagnostics import PlanError
 
-_USAGE_CODES = frozenset({"P801", "P802", "P811", "P812", "P815"})
+_USAGE_CODES = frozenset({"P801", "P802", "P811", "P812", "P815", "P819"})
 
 
 def run(args) -> int:
     """Run `planc cost` for parsed `args`; returns the exit code."""
+    steps = args.step or []
+    if args.calibrate is not None:
+        if args.topology is not None:
+            raise UsageError("--calibrate runs the steps on the chip attached to this machine; "
+                             "it takes no --topology")
+        if not steps:
+            raise UsageError("--calibrate needs at least one --step to measure")
+        if args.repeat < 1:
+            raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
+        if args.format == "html":
+            raise UsageError("--calibrate prints text or json (--format text|json)")
+    elif len(steps) != 1 or args.topology is None:
+        raise UsageError("planc cost takes one --step and a --topology (several --step only "
+                         "with --calibrate)")
     plan, found, sources = load(args.plan, parse_defines(args.defines),
                                 args.allow_include_outside)
     if plan is None:
         emit_diagnostics(found, sources, args, stream=sys.stderr, to_file=False)
         return exit_code(found)
+    if args.calibrate is not None:
+        return _calibrate(args, plan, found, sources)
+    args.step = steps[0]
     prepare_jax(args.topology)
     from planc.targets.aot.step_builder import compile_named_step
     from planc.targets.cost.estimate import cost_of
@@ -63,3 +88,29 @@ def run(args) -> int:
             emit_diagnostics(diags, {**sources, **report.sources}, args, stream=sys.stderr,
                              to_file=False)
     return exit_code(diags)
+
+
+def _calibrate(args, plan, found, sources) -> int:
+    # The chip is what is measured: the platform is left as JAX finds it (no `cpu`).
+    os.environ.setdefault("KERAS_BACKEND", "jax")  # a step module may import Keras
+    import json
+
+    from planc.targets.cost.calibrate import calibrate
+
+    try:
+        measured = calibrate(plan.ir, args.step, repeats=args.repeat, chip=args.chip,
+                         donate=not args.no_donate, plan_of=lambda ir: plan)
+    except PlanError as exc:
+        diags = found + list(exc.diagnostics)
+        emit_diagnostics(diags, {**sources, **exc.sources}, args, stream=sys.stderr,
+                         to_file=False)
+        return EXIT_USAGE if any(d.code in _USAGE_CODES for d in diags) else EXIT_PLAN
+    document = measured.document()
+    write_output(json.dumps(document, indent=2, ensure_ascii=False) + "\n", args.calibrate)
+    from planc.reports import cost as rendering
+
+    if args.format == "json":
+        write_output(json.dumps(document, indent=2, ensure_ascii=False) + "\n", args.output)
+    else:
+        write_output(rendering.render_calibration(document, args.calibrate), args.output)
+    return exit_code(found)

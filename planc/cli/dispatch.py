@@ -222,7 +222,7 @@ def _suggest_parser(sub) -> None:
     p.add_argument("--max-candidates", metavar="N", help="--search: the most candidates "
                    "scored (default 10000)")
     p.add_argument("--calibration", metavar="FILE", help="--search: a planc.calibration/1 "
-                   "file")
+                   "file (default: the one planc ships for the chip, if any; none: the peaks)")
     p.add_argument("--chip", metavar="NAME", help="--search: the chip to price a cpu:N or "
                    "--devices search on (default v5e)")
     p.add_argument("--format", choices=("text", "json"), default="text",
@@ -322,15 +322,22 @@ def _cost_parser(sub) -> None:
                        epilog="--step names MODULE:ATTR, which imports and runs that module's "
                        "code: only name modules you trust.")
     p.add_argument("plan", metavar="PLAN")
-    p.add_argument("--step", metavar="MODULE:ATTR", required=True,
+    p.add_argument("--step", metavar="MODULE:ATTR", action="append",
                    help="a function of no arguments returning (step, params, opt_state, "
-                   "batch); step(params, opt_state, batch) returns (params, opt_state, ...)")
-    p.add_argument("--topology", metavar="NAME", required=True,
+                   "batch); step(params, opt_state, batch) returns (params, opt_state, ...); "
+                   "repeated with --calibrate, one per measured step")
+    p.add_argument("--topology", metavar="NAME",
                    help="a TPU topology (v5e:2x4, v5e:1x1, v6e:16x16; needs planc[tpu]) or "
                    "cpu:N (N simulated CPU devices, priced as --chip)")
+    p.add_argument("--calibrate", metavar="FILE",
+                   help="run each --step on the chip attached to this machine, fit the "
+                   "efficiencies and overlap, and write them to FILE (planc.calibration/1)")
+    p.add_argument("--repeat", metavar="N", type=int, default=10,
+                   help="with --calibrate: steps timed per --step, after 2 untimed (default "
+                   "10; the median is kept)")
     p.add_argument("--calibration", metavar="FILE",
-                   help="a planc.calibration/1 file fitted on the chip (default: none, the "
-                   "chip's peak rates)")
+                   help="a planc.calibration/1 file fitted on the chip (default: the one "
+                   "planc ships for the chip, if any; none: the chip's peak rates)")
     p.add_argument("--chip", metavar="NAME",
                    help="price the step as this chip (v5e, v6e, v5p, v4); cpu:N's default "
                    "is v5e")

@@ -1,13 +1,15 @@
 """`planc cost`'s outputs: the predicted step time as a short table (`render_text`) and
 as the `planc.cost/1` document (`document`, `CostReport.to_dict` with every diagnostic of
-the run)."""
+the run); `planc cost --calibrate`'s table of measured and fitted times
+(`render_calibration`)."""
 
 from __future__ import annotations
 
 from planc.resolve.memory import human_bytes
 from planc.targets.cost.report import seconds_text
 
-__all__ = ["render_text", "document", "page", "cost_diff", "cost_diff_text"]
+__all__ = ["render_text", "document", "page", "cost_diff", "cost_diff_text",
+           "render_calibration"]
 
 
 def _flops_text(n: float) -> str:
@@ -125,4 +127,25 @@ def cost_diff_text(doc: dict) -> str:
         axes = ", ".join(row["axes"])
         lines.append(f"  sent over {axes}: {human_bytes(row['old'])} -> {human_bytes(row['new'])}"
                      f"  ({_signed_bytes(row['delta'])})")
+    return "\n".join(lines) + "\n"
+
+
+def render_calibration(doc: dict, path: str) -> str:
+    """The calibration `doc` (`planc.calibration/1`) written to `path`, as a table: each
+    step measured on the chip against its estimate before and after the fit."""
+    m = doc["measured"]
+    eff = doc["efficiency"]
+    fitted = ", ".join(f"{k} {eff[k]:.3g}" if k in eff else f"{k} {doc[k]:.3g}"
+                       for k in m["fitted"]) or "nothing"
+    lines = [f"calibration of {doc['chip']} ({m['device_kind']} x {m['devices']}, JAX "
+             f"{m['jax']}, {m['date']}) written to {path}",
+             f"fitted: {fitted}; kept at the peaks: {', '.join(m['unfitted']) or 'nothing'}",
+             ""]
+    width = max(len(s["step"]) for s in m["steps"])
+    lines.append(f"  {'step':<{width}}  {'measured':>10}  {'peaks':>10}  {'fitted':>10}  error")
+    for s in m["steps"]:
+        error = s["estimate_s"] / s["measured_s"] - 1
+        lines.append(f"  {s['step']:<{width}}  {seconds_text(s['measured_s']):>10}  "
+                     f"{seconds_text(s['uncalibrated_s']):>10}  "
+                     f"{seconds_text(s['estimate_s']):>10}  {error:+.1%}")
     return "\n".join(lines) + "\n"

@@ -130,4 +130,18 @@ ENTRIES = {
         why='A native crash ends the process before planc can raise anything; a stack trace alone does not say that the plan is not at fault, nor what to try.',
         example='the compiler of JAX 0.10.2\'s libtpu overflowing its stack in `FusedSpatialMajorConvolution::MakeConvWindows` on a 16B decoder under full remat at 6 sequences per device',
         fix='Nothing in the plan: another per-device batch, remat policy or JAX version may avoid it; report XLA\'s text to its issue tracker.'),
+    'P819': dict(
+        severity='error',
+        title='no chip attached to calibrate',
+        what='`planc cost --calibrate`: the devices attached to the process are CPU devices, a chip planc has no figures for, or another chip than `--chip` names',
+        why='A calibration is what one chip really does; figures measured on another machine, written under the chip\'s name, would make every estimate silently wrong.',
+        example='`planc cost plan.kd --calibrate v5e.json --step steps:mlp` on a laptop',
+        fix='Run it on a machine with the chip attached (a TPU VM, `JAX_PLATFORMS` unset or `tpu`), with `--chip` naming that chip or left out.'),
+    'P820': dict(
+        severity='error',
+        title='a calibration step that cannot be measured',
+        what='`planc cost --calibrate`: a step failed when run on the chip (its error, first line), or ran faster than its lower bound at the chip\'s peak rates',
+        why='A step that does not run has no time to fit; one faster than the peaks means the chip\'s row or the counts are wrong, and no efficiency could explain it.',
+        example='a step whose batch does not fit in the chip\'s HBM when run',
+        fix='Run the step in plain JAX on the chip first; a step faster than its bound is a planc defect: report it with the step.'),
 }

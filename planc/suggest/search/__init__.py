@@ -100,10 +100,10 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
                      takes_plan=takes_plan)
     # whole MiB, so the plan's budgets read as sizes (`15803 MiB`), never above the margin
     limit = budget if budget is not None else int(row.hbm_usable * (1 - MARGIN)) >> 20 << 20
-    from planc.targets.cost.calibration import UNCALIBRATED, CalibrationError, read_calibration
+    from planc.targets.cost.calibration import CalibrationError, calibration_for
 
     try:
-        cal = UNCALIBRATED if calibration is None else read_calibration(calibration, row.name)
+        cal = calibration_for(calibration, row.name)
     except CalibrationError as exc:
         raise PlanError((exc.diagnostic,)) from None
     roles = detect_roles(variables)

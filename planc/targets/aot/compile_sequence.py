@@ -23,7 +23,7 @@ from planc.targets.aot.compiler import compile_step, mirrored_outputs, output_sh
 from planc.targets.aot.feasibility import Placement, place, slice_count
 from planc.targets.aot.remat import remat_diagnostics
 from planc.targets.aot.report import AotReport, Parameter, Program, StagePeak, largest
-from planc.targets.aot.topology import TopologyError, load_topology
+from planc.targets.aot.topology import Topology, TopologyError, load_topology
 from planc.targets.jax.compat import require_host_outputs
 
 __all__ = ["placement", "contributors", "compile_arguments", "raise_for"]
@@ -35,12 +35,15 @@ def raise_for(ir: PlanIR, *diags) -> None:
 
 
 def placement(ir: PlanIR, topology) -> Placement:
-    """The plan's mesh on `topology` (a name); `PlanError` (P201, P801-P804, P808)."""
+    """The plan's mesh on `topology` (a name, or a loaded `Topology`); `PlanError` (P201,
+    P801-P804, P808)."""
     if topology is None:
         if ir.budget is not None and ir.budget.peak is not None:
             raise_for(ir, no_topology(ir))
         raise TypeError('plan.aot needs topology=: a TPU topology such as "v5e:2x4", or '
                         '"cpu:N" for N simulated CPU devices')
+    if isinstance(topology, Topology):
+        return place(ir, topology)
     try:
         loaded = load_topology(topology, slice_count(ir))
     except TopologyError as exc:
@@ -115,7 +118,7 @@ def compile_arguments(where: Placement, step, arguments, *, mirrored: int, donat
         budget_peak=ir.budget.peak if ir.budget is not None else None,
         diagnostics=tuple(diagnostics), sources=ir.source_dict,
         program=Program(compiled.hlo, mesh, tuple(a.name for a in ir.mesh.axes if a.slices > 1),
-                        parameters),
+                        parameters, compiled.executable),
         stages=_stage_peaks(ir, arguments, memory, loops))
 
 

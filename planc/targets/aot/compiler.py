@@ -48,15 +48,17 @@ MEMORY_FIELDS = {
 
 class Compiled:
     """What the compile gave: `memory` by the report's names, the optimized HLO text,
-    and the seconds tracing, lowering and compiling took."""
+    the seconds tracing, lowering and compiling took, and the `executable` (JAX's
+    `Compiled`: runnable when the devices are attached)."""
 
-    __slots__ = ("memory", "hlo", "seconds", "remats")
+    __slots__ = ("memory", "hlo", "seconds", "remats", "executable")
 
-    def __init__(self, memory, hlo, seconds, remats=()):
+    def __init__(self, memory, hlo, seconds, remats=(), executable=None):
         self.memory = memory
         self.hlo = hlo
         self.seconds = seconds
         self.remats = remats  # the partitioner's full rematerializations (`remat`)
+        self.executable = executable
 
 
 def _short(exc: BaseException, lines: int = 6) -> str:
@@ -173,7 +175,7 @@ def compile_step(ir: PlanIR, mesh, step, arguments, out_shardings, donate: tuple
     seconds = time.perf_counter() - start
     stats = compiled.memory_analysis()
     memory = {name: int(getattr(stats, field, 0) or 0) for name, field in MEMORY_FIELDS.items()}
-    return Compiled(memory, compiled.as_text() or "", seconds, tuple(remats))
+    return Compiled(memory, compiled.as_text() or "", seconds, tuple(remats), compiled)
 
 
 def _pass_on(written) -> list:

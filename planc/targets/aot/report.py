@@ -61,16 +61,18 @@ class Parameter:
 
 class Program:
     """The compiled program as the cost model reads it: its optimized `hlo` text, the
-    `mesh` it runs on, the mesh axes that span slices (`slice_axes`), and the step's
-    parameters as laid out (`parameters`, `Parameter`s)."""
+    `mesh` it runs on, the mesh axes that span slices (`slice_axes`), the step's
+    parameters as laid out (`parameters`, `Parameter`s), and JAX's `executable`, which
+    runs when the devices are attached (`planc cost --calibrate` times it)."""
 
-    __slots__ = ("hlo", "mesh", "slice_axes", "parameters")
+    __slots__ = ("hlo", "mesh", "slice_axes", "parameters", "executable")
 
-    def __init__(self, hlo, mesh, slice_axes, parameters):
+    def __init__(self, hlo, mesh, slice_axes, parameters, executable=None):
         self.hlo = hlo
         self.mesh = mesh
         self.slice_axes = slice_axes
         self.parameters = parameters
+        self.executable = executable
 
 
 class StagePeak:

@@ -30,7 +30,8 @@ from planc.diagnostics import Diagnostic, error
 from planc.diagnostics.did_you_mean import closest
 from planc.targets.aot import native_stderr
 
-__all__ = ["Topology", "TopologyError", "load_topology", "is_cpu_name", "shown_name"]
+__all__ = ["Topology", "TopologyError", "load_topology", "attached_topology", "is_cpu_name",
+           "shown_name"]
 
 _CPU = re.compile(r"cpu:(\d{1,7})")
 # The names JAX's TPU topologies take: GENERATION, a separator, a chip grid.
@@ -161,6 +162,20 @@ def _too_large(name: str, what: str, limit: int) -> Diagnostic:
                  f"and planc builds at most {limit:,} compile-only devices", None,
                  help="check the topology name and the plan's `slices(...)`; the largest "
                       "TPU jobs are some tens of thousands of chips")
+
+
+def attached_topology() -> Topology:
+    """The devices attached to this process (`jax.devices()`), which a step compiled for
+    them can run on: what `planc cost --calibrate` times. The name is `local`."""
+    import jax
+
+    # JAX's search for a TPU logs libtpu's start-up where none is attached: dropped,
+    # unless the process dies there.
+    with native_stderr.captured("JAX was looking for the devices attached to this process"):
+        devices = jax.devices()
+    first = devices[0]
+    return Topology("local", first.platform, devices, 1, first.device_kind, len(devices), 1,
+                    False)
 
 
 # -- CPU -------------------------------------------------------------------------------------

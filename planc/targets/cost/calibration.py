@@ -11,21 +11,28 @@ A calibration is JSON, schema `planc.calibration/1`:
                    "steps": ["..."]}      # where it was fitted: any JSON, kept as written
     }
 
-Without one, every efficiency is 1 and nothing overlaps: the estimate is then the peak
-rates' time with collectives after compute, and the report says it is uncalibrated.
-A file that is not this schema, or is for another chip, is P812.
+`planc cost --calibrate` writes one (`planc.targets.cost.calibrate`). planc ships the
+files fitted on real chips in `calibrations/CHIP.json` beside this module, and prices
+with the chip's own when no file is named (`calibration_for`). Without one, or with
+`none`, every efficiency is 1 and nothing overlaps: the estimate is then the peak rates'
+time with collectives after compute, and the report says it is uncalibrated. A file
+that is not this schema, or is for another chip, is P812.
 """
 
 from __future__ import annotations
 
 import json
+import os
 
 from planc.diagnostics import error
 
-__all__ = ["Calibration", "UNCALIBRATED", "read_calibration", "SCHEMA"]
+__all__ = ["Calibration", "UNCALIBRATED", "read_calibration", "calibration_for", "SCHEMA",
+           "SHIPPED"]
 
 SCHEMA = "planc.calibration/1"
 TERMS = ("matmul", "hbm", "ici", "dcn")
+# The calibrations planc ships, one per chip (`v5e.json`), each fitted on that chip.
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibrations")
 
 
 class Calibration:
@@ -57,9 +64,24 @@ class CalibrationError(Exception):
         self.diagnostic = diagnostic
 
 
-def read_calibration(path: str, chip_name: str | None) -> Calibration:
+def calibration_for(path: str | None, chip_name: str) -> Calibration:
+    """What prices a step on chip `chip_name`: the file `path`; none for `none`; and
+    without a path, the file planc ships for the chip, if any (shown as
+    `planc:calibrations/CHIP.json`). `CalibrationError` (P812) as `read_calibration`."""
+    if path == "none":
+        return UNCALIBRATED
+    if path is not None:
+        return read_calibration(path, chip_name)
+    shipped = os.path.join(SHIPPED, f"{chip_name}.json")
+    if not os.path.isfile(shipped):
+        return UNCALIBRATED
+    return read_calibration(shipped, chip_name, shown=f"planc:calibrations/{chip_name}.json")
+
+
+def read_calibration(path: str, chip_name: str | None, shown: str | None = None) -> Calibration:
     """The calibration in file `path`, for chip `chip_name`; `CalibrationError` (P812)
-    when it cannot be read, is not `planc.calibration/1`, or is for another chip."""
+    when it cannot be read, is not `planc.calibration/1`, or is for another chip. `shown`
+    is how reports name the file (default: `path`)."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -86,7 +108,7 @@ def read_calibration(path: str, chip_name: str | None) -> Calibration:
         raise CalibrationError(_bad(path, f"is for chip `{chip}`, and the topology's chip is "
                                           f"`{chip_name}`"))
     return Calibration(chip, {**UNCALIBRATED.efficiency, **efficiency}, float(overlap),
-                       path, doc.get("measured"))
+                       shown or path, doc.get("measured"))
 
 
 def _bad(path: str, why: str):

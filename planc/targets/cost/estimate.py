@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from planc.diagnostics import PlanError, error, note
 from planc.targets.cost.attribution import explain
-from planc.targets.cost.calibration import UNCALIBRATED, CalibrationError, read_calibration
+from planc.targets.cost.calibration import CalibrationError, calibration_for
 from planc.targets.cost.chips import DEFAULT_CPU_CHIP, chip_to_price
 from planc.targets.cost.counting import count
 from planc.targets.cost.links import axis_placements
@@ -27,8 +27,7 @@ def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None 
     program = aot_report.program
     row = _chip(ir, aot_report, chip)
     try:
-        cal = (UNCALIBRATED if calibration is None
-               else read_calibration(calibration, row.name))
+        cal = calibration_for(calibration, row.name)
     except CalibrationError as exc:
         raise PlanError((exc.diagnostic,), ir.source_dict) from None
     counts = count(program.hlo)
