@@ -16,7 +16,9 @@ no FLOPs). This step's attention is XLA's (`jax.nn.dot_product_attention`, causa
 FLOPs the HLO shows: the whole T x T, masked.
 
 `build(scale, per_device, devices)` returns `(step, params, opt_state, batch)` with shapes
-only (`jax.ShapeDtypeStruct`): nothing is allocated.
+only (`jax.ShapeDtypeStruct`): nothing is allocated. `sizes=` (a `shape()` dict),
+`remat=False` and `sequence=` give the same decoder at other sizes, as `bench/chip_cost.py`
+runs it on one chip.
 """
 
 import math
@@ -73,8 +75,9 @@ def _batch_sharded(x):
     return jax.lax.with_sharding_constraint(x, P(axes)) if axes else x
 
 
-def build(scale: int = 32, per_device: int = 4, devices: int = 256):
-    s = shape(scale)
+def build(scale: int = 32, per_device: int = 4, devices: int = 256, *, sizes=None,
+          remat: bool = True, sequence: int = SEQUENCE):
+    s = sizes or shape(scale)
     d, h, hd, f, n, v = (s["emb"], s["heads"], s["head_dim"], s["mlp"], s["layers"],
                          s["vocab"])
     bf16, f32 = jnp.bfloat16, jnp.float32
@@ -89,7 +92,7 @@ def build(scale: int = 32, per_device: int = 4, devices: int = 256):
         x = _rms(x_mid, p["mlp_norm"])
         return _batch_sharded(x_mid + (jax.nn.silu(x @ w["gate"]) * (x @ w["up"])) @ w["down"])
 
-    body = jax.checkpoint(layer, prevent_cse=False)
+    body = jax.checkpoint(layer, prevent_cse=False) if remat else layer
     optimizer = optax.chain(optax.clip_by_global_norm(1.0),
                             optax.adamw(1e-4, b1=0.9, b2=0.95, weight_decay=0.1))
 
@@ -116,8 +119,8 @@ def build(scale: int = 32, per_device: int = 4, devices: int = 256):
         "lm_head": jax.ShapeDtypeStruct((d, v), f32),
     }
     rows = per_device * devices
-    batch = {"tokens": jax.ShapeDtypeStruct((rows, SEQUENCE), jnp.int32),
-             "targets": jax.ShapeDtypeStruct((rows, SEQUENCE), jnp.int32)}
+    batch = {"tokens": jax.ShapeDtypeStruct((rows, sequence), jnp.int32),
+             "targets": jax.ShapeDtypeStruct((rows, sequence), jnp.int32)}
     return step, params, jax.eval_shape(optimizer.init, params), batch
 
 
@@ -136,16 +139,17 @@ def maxtext_flops(s: dict, per_device: int) -> float:
             + causal_attention * s["layers"] * 3)
 
 
-def compiled_flops(s: dict, per_device: int) -> float:
+def compiled_flops(s: dict, per_device: int, remat: bool = True,
+                   sequence: int = SEQUENCE) -> float:
     """The matmul FLOPs XLA should run for this step per device, from the shapes: every
     layer forward (weights and the whole T x T of attention, as XLA computes it masked),
     again under remat but for `down` (the backward needs its input, not its output), and
     twice the forward backward; the head forward and backward."""
-    bt, t = per_device * SEQUENCE, SEQUENCE
+    bt, t = per_device * sequence, sequence
     d, hhd, f = s["emb"], s["heads"] * s["head_dim"], s["mlp"]
     weights = 2 * bt * (4 * d * hhd + 3 * d * f)
     attention = 4 * per_device * t * t * hhd
     forward = weights + attention
-    recomputed = forward - 2 * bt * d * f
+    recomputed = forward - 2 * bt * d * f if remat else 0
     head = 2 * bt * d * s["vocab"]
     return s["layers"] * (3 * forward + recomputed) + 3 * head

@@ -19,6 +19,13 @@ lower bound that says so (`Counts.exact`).
   HBM), only arrays in memory space 0 (XLA:TPU places others in on-chip memory).
   Parameters, constants, tuples and bitcasts move nothing. Classed as the FLOPs are,
   with collectives' own buffers in `collective`.
+
+  What a loop over stacked layers does is counted as it happens, not as the arrays'
+  sizes: an operand read only through `dynamic-slice`, `slice` or `gather` costs the
+  slices read; a buffer updated in place by `dynamic-update-slice` (a scan writing its
+  layer's residuals into the stack) is not read, and only the update is written.
+  Counting whole buffers there charged every iteration of a scan the entire stack: on a
+  scanned MLP for one v5e, 223 GB a step instead of about 60.
 """
 
 from __future__ import annotations
@@ -84,6 +91,7 @@ def count(hlo: str) -> Counts:
     module = hlo_text.parse(hlo)
     runs = hlo_text.runs(module)
     fused = _fused(module)
+    users = _Users(module)
     out = Counts()
     out.exact, out.unknown_loops = runs.exact, runs.unknown_loops
     for name, instrs in module.computations.items():
@@ -98,7 +106,7 @@ def count(hlo: str) -> Counts:
                 out.flops[kind] += n * times
             for dtype, n in kinds.items():
                 out.matmul_by_dtype[dtype] = out.matmul_by_dtype.get(dtype, 0) + n * times
-            out.hbm_bytes[_class(module, ins, flops)] += _moved(module, ins) * times
+            out.hbm_bytes[_class(module, ins, flops)] += _moved(module, ins, users) * times
     return out
 
 
@@ -163,13 +171,100 @@ def _is_collective_fusion(module: Module, ins: Instruction) -> bool:
     return any(i.opcode in _COLLECTIVES for i in module.computations.get(callee, ()))
 
 
-def _moved(module: Module, ins: Instruction) -> int:
-    """HBM bytes `ins` reads (its operands) and writes (its result)."""
-    total = hlo_text.shape_bytes(ins.shape, space=0)
-    for name in ins.operands:
-        shape = _shape_of(module, ins.computation, name)
-        if shape:
-            total += hlo_text.shape_bytes(shape, space=0)
+# Ops that read only part of their first operand: as many bytes as they produce.
+_PART_READERS = {"dynamic-slice", "slice", "gather"}
+_ALLOCATION = 'custom_call_target="AllocateBuffer"'
+
+
+class _Users:
+    """Who uses each instruction, per computation, built when first asked."""
+
+    def __init__(self, module: Module):
+        self.module = module
+        self._by_computation: dict[str, dict[str, list[Instruction]]] = {}
+
+    def of(self, computation: str, name: str) -> list[Instruction]:
+        table = self._by_computation.get(computation)
+        if table is None:
+            table = {}
+            for ins in self.module.computations.get(computation, ()):
+                for operand in set(ins.operands):
+                    table.setdefault(operand, []).append(ins)
+            self._by_computation[computation] = table
+        return table.get(name, [])
+
+
+def _moved(module: Module, ins: Instruction, users: _Users) -> int:
+    """HBM bytes `ins` reads (its operands, or the parts of them it reads) and writes
+    (its result, or the part of it updated in place)."""
+    if ins.opcode == "custom-call" and _ALLOCATION in ins.attrs:
+        return 0  # reserves the buffer a loop fills: nothing read or written yet
+    operands = [_shape_of(module, ins.computation, name) or "" for name in ins.operands]
+    if ins.opcode == "fusion":
+        callee = dict(ins.calls()).get("calls")
+        if callee in module.computations:
+            return (sum(_read(module, users, callee, i, shape, 0)
+                        for i, shape in enumerate(operands))
+                    + _written(module, callee, ins.shape))
+    if ins.opcode in _PART_READERS and operands:
+        result = hlo_text.shape_bytes(ins.shape, space=0)
+        read = min(hlo_text.shape_bytes(ins.shape), hlo_text.shape_bytes(operands[0], space=0))
+        return result + read + sum(hlo_text.shape_bytes(s, space=0) for s in operands[1:])
+    if ins.opcode == "dynamic-update-slice" and len(operands) > 1:
+        update = hlo_text.shape_bytes(operands[1], space=0)  # read, and written in place
+        return 2 * update + sum(hlo_text.shape_bytes(s, space=0) for s in operands[2:])
+    return (hlo_text.shape_bytes(ins.shape, space=0)
+            + sum(hlo_text.shape_bytes(s, space=0) for s in operands))
+
+
+def _read(module: Module, users: _Users, callee: str, index: int, shape: str,
+          depth: int) -> int:
+    """HBM bytes of operand `index` (of `shape`) the fused computation `callee` reads."""
+    whole = hlo_text.shape_bytes(shape, space=0)
+    param = next((i for i in module.computations[callee] if i.opcode == "parameter"
+                  and i.args.strip() == str(index)), None)
+    if param is None or depth > 8:
+        return whole
+    total = 0
+    pending = [param.name]
+    while pending:
+        name = pending.pop()
+        for user in users.of(callee, name):
+            first = user.operands[0] == name and name not in user.operands[1:]
+            if user.opcode == "bitcast":
+                pending.append(user.name)
+            elif user.opcode in _PART_READERS and first:
+                total += hlo_text.shape_bytes(user.shape)
+            elif user.opcode == "dynamic-update-slice" and first:
+                pass  # the buffer updated in place: not read
+            elif user.opcode == "fusion" and dict(user.calls()).get("calls") in module.computations:
+                inner = dict(user.calls())["calls"]
+                total += sum(_read(module, users, inner, j, shape, depth + 1)
+                             for j, operand in enumerate(user.operands) if operand == name)
+            else:
+                return whole
+    return min(total, whole)
+
+
+def _written(module: Module, callee: str, shape: str) -> int:
+    """HBM bytes a fusion whose computation is `callee` writes of its result `shape`:
+    an output updated in place by `dynamic-update-slice` writes its update only."""
+    root = module.root(callee)
+    elements = hlo_text.tuple_elements(shape)
+    roots = ([module.find(callee, n) for n in root.operands]
+             if root is not None and root.opcode == "tuple" else [root])
+    if len(roots) != len(elements):
+        return hlo_text.shape_bytes(shape, space=0)
+    total = 0
+    for element, ins in zip(elements, roots):
+        while ins is not None and ins.opcode == "bitcast" and ins.operands:
+            ins = module.find(callee, ins.operands[0])
+        full = hlo_text.shape_bytes(element, space=0)
+        if ins is not None and ins.opcode == "dynamic-update-slice" and full:
+            update = _shape_of(module, callee, ins.operands[1])
+            total += hlo_text.shape_bytes(update) if update else full
+        else:
+            total += full
     return total
 
 
