@@ -16,9 +16,8 @@ line or input, or no chip attached (P819).
 
 from __future__ import annotations
 
-import sys
-
 import os
+import sys
 
 from planc.cli.common import (EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics, exit_code,
                               load, parse_defines, prepare_jax, write_output)
@@ -99,18 +98,19 @@ def _calibrate(args, plan, found, sources) -> int:
 
     try:
         measured = calibrate(plan.ir, args.step, repeats=args.repeat, chip=args.chip,
-                         donate=not args.no_donate, plan_of=lambda ir: plan)
+                             donate=not args.no_donate, plan_of=lambda ir: plan)
     except PlanError as exc:
         diags = found + list(exc.diagnostics)
         emit_diagnostics(diags, {**sources, **exc.sources}, args, stream=sys.stderr,
                          to_file=False)
         return EXIT_USAGE if any(d.code in _USAGE_CODES for d in diags) else EXIT_PLAN
     document = measured.document()
-    write_output(json.dumps(document, indent=2, ensure_ascii=False) + "\n", args.calibrate)
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    write_output(text, args.calibrate)
     from planc.reports import cost as rendering
 
     if args.format == "json":
-        write_output(json.dumps(document, indent=2, ensure_ascii=False) + "\n", args.output)
+        write_output(text, args.output)
     else:
         write_output(rendering.render_calibration(document, args.calibrate), args.output)
     return exit_code(found)

@@ -37,6 +37,9 @@ def render_text(report) -> str:
              f"{_flops_text(c.flops['matmul'])}, elementwise "
              f"{_flops_text(c.flops['elementwise'])})",
              f"  HBM bytes  {human_bytes(c.total_hbm_bytes):>12}"]
+    if c.host_bytes or c.host_calls:
+        lines.append(f"  host       {human_bytes(c.host_bytes):>12}  to and from pinned host "
+                     f"memory, {c.host_calls} computation(s) on the host: not in the times")
     collective_terms = [t for t in report.terms if t.collective is not None]
     if collective_terms:
         lines += ["", "collectives per step (bytes each device sends)"]

@@ -144,4 +144,11 @@ ENTRIES = {
         why='A step that does not run has no time to fit; one faster than the peaks means the chip\'s row or the counts are wrong, and no efficiency could explain it.',
         example='a step whose batch does not fit in the chip\'s HBM when run',
         fix='Run the step in plain JAX on the chip first; a step faster than its bound is a planc defect: report it with the step.'),
+    'P821': dict(
+        severity='warning',
+        title='host transfers and host work the estimate leaves out',
+        what='`planc cost`: the compiled step moves arrays between device and pinned host memory, or runs computations on the host (XLA:TPU runs the optimizer update of slots `on host` there); planc prices neither, so the estimate is a lower bound',
+        why='An estimate that silently left out the host link and the host CPU would make host offload look free.',
+        example='a `state` block with `-> (fsdp, model) on host` compiled for `v5e:2x4`',
+        fix='Nothing in the plan must change; measure the step on the chip for its real time.'),
 }

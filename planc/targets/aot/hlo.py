@@ -121,7 +121,7 @@ def parse(hlo: str) -> Module:
                 if m.group(1):
                     entry = current
             continue
-        if line.strip() == "}":
+        if line.startswith("}"):  # `}`, or `}, execution_thread="host"` after a host one
             current = None
             continue
         m = _INSTRUCTION.match(line)

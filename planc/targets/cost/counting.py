@@ -43,7 +43,9 @@ CLASSES = ("matmul", "elementwise", "custom", "collective")
 # Moving nothing through HBM, or accounted where their callee runs.
 _FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
          "partition-id", "replica-id", "while", "call", "conditional", "opt-barrier",
-         "copy-start", "copy-done", "add-dependency", "domain", "iota"}
+         "copy-done", "add-dependency", "domain", "iota"}
+# The memory space XLA:TPU gives arrays in pinned host memory (`S(5)` in a layout).
+HOST_SPACE = 5
 _COLLECTIVES = {"all-gather", "all-reduce", "reduce-scatter", "all-to-all",
                 "collective-permute", "all-gather-start", "all-reduce-start",
                 "collective-permute-start", "all-gather-done", "all-reduce-done",
@@ -64,16 +66,20 @@ _PRECISION = re.compile(r"\boperand_precision=\{(\w+)")
 
 class Counts:
     """Per device, per step: `flops` and `hbm_bytes` by class (`CLASSES`), `matmul_by_dtype`
-    (FLOPs by operand type, for the chip's peak), `passes` (extra MXU passes f32 at
-    higher precision costs, as FLOPs), and `exact` (False: a loop's trip count was
-    unknown and counted once: every figure is a lower bound; `unknown_loops` names them)."""
+    (FLOPs by operand type, for the chip's peak), `host_bytes` and `host_calls` (what
+    crosses to and from pinned host memory, and the computations XLA runs on the host:
+    neither is priced), and `exact` (False: a loop's trip count was unknown and counted
+    once: every figure is a lower bound; `unknown_loops` names them)."""
 
-    __slots__ = ("flops", "hbm_bytes", "matmul_by_dtype", "exact", "unknown_loops")
+    __slots__ = ("flops", "hbm_bytes", "matmul_by_dtype", "host_bytes", "host_calls", "exact",
+                 "unknown_loops")
 
     def __init__(self):
         self.flops = dict.fromkeys(CLASSES, 0)
         self.hbm_bytes = dict.fromkeys(CLASSES, 0)
         self.matmul_by_dtype: dict[str, int] = {}
+        self.host_bytes = 0
+        self.host_calls = 0
         self.exact = True
         self.unknown_loops: tuple[str, ...] = ()
 
@@ -101,6 +107,12 @@ def count(hlo: str) -> Counts:
         for ins in instrs:
             if ins.opcode in _FREE:
                 continue
+            if ins.opcode == "copy-start" or _on_host(ins):
+                moved, host = _transfer(module, ins)
+                out.hbm_bytes["elementwise"] += moved * times
+                out.host_bytes += host * times
+                out.host_calls += times if ins.opcode == "custom-call-start" else 0
+                continue
             flops, kinds = _flops(module, ins, set())
             for kind, n in flops.items():
                 out.flops[kind] += n * times
@@ -108,6 +120,33 @@ def count(hlo: str) -> Counts:
                 out.matmul_by_dtype[dtype] = out.matmul_by_dtype.get(dtype, 0) + n * times
             out.hbm_bytes[_class(module, ins, flops)] += _moved(module, ins, users) * times
     return out
+
+
+def _on_host(ins: Instruction) -> bool:
+    """Whether `ins` starts or ends a computation XLA runs on the host (host offload)."""
+    return (ins.opcode in ("custom-call-start", "custom-call-done")
+            and ('async_execution_thread="host"' in ins.attrs or ins.opcode == "custom-call-done"
+                 and ins.operands and ".call-start" in ins.operands[0]))
+
+
+def _transfer(module: Module, ins: Instruction) -> tuple[int, int]:
+    """(HBM bytes, host bytes) of an asynchronous copy or a host computation's start or
+    end. A copy reads its source and writes its destination (`copy-start`'s result is
+    (destination, source, context)); in HBM only the sides in memory space 0 count (XLA
+    prefetches into on-chip memory this way), and a side in host memory makes it a
+    transfer over the host link. A host computation's start sends its device operands to
+    the host; its end returns its device results."""
+    if ins.opcode == "copy-start":
+        parts = hlo_text.tuple_elements(ins.shape)[:2]
+        hbm = sum(hlo_text.shape_bytes(p, space=0) for p in parts)
+        crosses = any(space == HOST_SPACE for p in parts for _, _, space in arrays(p))
+        return hbm, hlo_text.shape_bytes(parts[-1]) if crosses and parts else 0
+    if ins.opcode == "custom-call-start":
+        sent = sum(hlo_text.shape_bytes(_shape_of(module, ins.computation, n) or "", space=0)
+                   for n in ins.operands)
+        return sent, sent
+    returned = hlo_text.shape_bytes(ins.shape, space=0)
+    return returned, returned
 
 
 def _fused(module: Module) -> set[str]:

@@ -5,12 +5,13 @@ The chip is the topology's (`TPU v5 lite` is the table's `v5e`); a `cpu:N` compi
 none, and is priced as `chip=` (default `v5e`), one chip per device, its figures marked
 an estimate. Diagnostics: P812 (a calibration file for another chip, or malformed), P813
 (the estimate exceeds `budget(step)`), P814 (a loop whose trip count is unknown: every
-figure a lower bound), P815 (no chip to price the step on).
+figure a lower bound), P815 (no chip to price the step on), P821 (transfers to and from
+host memory, and work XLA runs on the host: not priced).
 """
 
 from __future__ import annotations
 
-from planc.diagnostics import PlanError, error, note
+from planc.diagnostics import PlanError, error, note, warning
 from planc.targets.cost.attribution import explain
 from planc.targets.cost.calibration import CalibrationError, calibration_for
 from planc.targets.cost.chips import DEFAULT_CPU_CHIP, chip_to_price
@@ -46,6 +47,8 @@ def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None 
                     "times are lower bounds", ir.anchor,
             help="a `jax.lax.scan` or `fori_loop` with a fixed length is read exactly; "
                  "a `while_loop` whose end depends on values is not"))
+    if counts.host_bytes or counts.host_calls:
+        diagnostics.append(_host_unpriced(ir, counts))
     if budget is not None and estimate > budget:
         diagnostics.append(error(
             "P813", f"the predicted step time {seconds_text(estimate)} on {aot_report.topology} "
@@ -59,6 +62,19 @@ def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None 
         counts=counts, terms=all_terms, placements=placements, calibration=cal,
         budget_step=budget, aot=aot_report, diagnostics=tuple(diagnostics),
         sources=aot_report.sources)
+
+
+def _host_unpriced(ir, counts):
+    from planc.resolve import human_bytes
+
+    calls = (f" and runs {counts.host_calls} computation(s) on the host"
+             if counts.host_calls else "")
+    return warning(
+        "P821", f"the step moves {human_bytes(counts.host_bytes)} per device between device "
+                f"and pinned host memory{calls}; the estimate leaves that time out", ir.anchor,
+        help="planc has no sourced figures for a chip's host link or its host's CPU: "
+             "the time is a lower bound for a plan with layouts `on host`; "
+             "measure the step on the chip")
 
 
 def _chip(ir, aot_report, name):

@@ -13,6 +13,8 @@ JSON form, schema `planc.cost/1`:
       "flops": {"total": ..., "matmul": ..., "elementwise": ..., "custom": ...},
       "hbm_bytes": ...,                  # what one device reads and writes in HBM
       "hbm_bytes_by_class": {"matmul": ..., "elementwise": ..., "custom": ..., "collective": ...},
+      "host": {"bytes": ..., "calls": ...},  # to and from pinned host memory, and work run
+                                         # on the host: not in the times (P821)
       "collectives": [{"kind": "all-gather", "axes": ["fsdp"], "count": 12, "bytes": ...,
                        "time_s": ..., "links": 2}, ...],  # bytes: what one device sends
       "axes": [{"axis": "fsdp", "kind": "ring", "physical_dims": [0], "links": 2}, ...],
@@ -94,6 +96,7 @@ class CostReport:
                                                   if k != "collective"}},
             "hbm_bytes": c.total_hbm_bytes,
             "hbm_bytes_by_class": dict(c.hbm_bytes),
+            "host": {"bytes": c.host_bytes, "calls": c.host_calls},
             "collectives": [{"kind": t.collective.kind,
                              "axes": list(t.collective.axes or ()),
                              "count": t.collective.count,

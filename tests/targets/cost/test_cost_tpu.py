@@ -59,3 +59,19 @@ def test_batched_matmuls_written_as_dilated_convolutions_count_each_product_once
     # projections: forward and weight gradient, two each; attention: forward, two backward
     analytic = 4 * 2 * B * S * D * H * HD + 3 * 2 * B * H * S * S * HD
     assert report.counts.flops["matmul"] == analytic // 8
+
+
+def test_optimizer_slots_on_host_are_counted_and_their_host_time_is_said_to_be_left_out():
+    # XLA:TPU runs the update of slots `on host` on the host, in a computation it closes
+    # with `}, execution_thread="host"`: read as still open, it swallowed the whole step,
+    # which then counted no FLOPs and no collectives at all.
+    from targets.aot import test_aot_state as offload
+
+    plan = planc.loads(offload.OFFLOAD, file="o.kd")
+    report = plan.cost(offload.step, offload.PARAMS, offload.STATE, offload.BATCH,
+                       topology="v5e:2x4")
+    assert report.counts.flops["matmul"] > 0 and report.counts.total_hbm_bytes > 0
+    assert {c.kind for c in report.aot.collectives} >= {"all-gather", "reduce-scatter"}
+    assert report.counts.host_calls >= 1 and report.counts.host_bytes > 0
+    [d] = [d for d in report.diagnostics if d.code == "P821"]
+    assert not d.is_error and "leaves that time out" in d.message
