@@ -160,3 +160,17 @@ def test_without_a_file_the_chip_is_priced_with_the_calibration_planc_ships(
     assert shipped.to_dict()["calibration"]["file"] == "planc:calibrations/v5e.json"
     assert peaks.to_dict()["calibration"] is None
     assert shipped.upper_s == pytest.approx(2 * peaks.upper_s)
+
+
+def test_the_printed_table_shows_each_step_measured_beside_its_estimates(workdir, plan):
+    from planc.reports.cost import render_calibration
+
+    steps = measured(plan, ["cal_steps:small", "cal_steps:large"])
+    doc = CalibrationRun(steps, fit([s.sample for s in steps]), chip_named("v5e"), "cpu", 8,
+                         "0.10.2", "2026-12-06", "plan.kd", 3).document()
+    text = render_calibration(doc, "v5e.json")
+    assert text.startswith("calibration of v5e (cpu x 8, JAX 0.10.2, 2026-12-06) written to "
+                           "v5e.json")
+    rows = [line.split() for line in text.splitlines() if line.startswith("  cal_steps:")]
+    assert [r[0] for r in rows] == ["cal_steps:small", "cal_steps:large"]
+    assert all(r[-1].endswith("%") for r in rows)
