@@ -105,10 +105,9 @@ def _measured(plan, results):
 
     import chip_steps
     from planc.targets.aot.topology import attached_topology
-    from planc.targets.cost.calibrate import CalibrationRun
-    from planc.targets.cost.calibrate import measure_steps
+    from planc.targets.cost.calibrate import fitted_run, measure_steps
     from planc.targets.cost.chips import chip_for
-    from planc.targets.cost.fitting import estimate, fit
+    from planc.targets.cost.fitting import estimate
     from planc.targets.cost.report import seconds_text
 
     topology = attached_topology()
@@ -119,9 +118,8 @@ def _measured(plan, results):
     steps = measure_steps(plan.ir, specs, topology, row.name, repeats=10, warmup=2,
                           plan_of=lambda ir: plan)
     fitted_on = [s for s in steps if s.spec.split(":")[1] in chip_steps.FIT]
-    result = fit([s.sample for s in fitted_on])
-    run = CalibrationRun(fitted_on, result, row, topology.device_kind, len(topology.devices),
-                         jax.__version__, time.strftime("%Y-%m-%d"), "chip.kd", 10)
+    run = fitted_run(plan.ir, fitted_on, topology, row, 10)
+    result = run.fit
     results.data["calibration"] = run.document()
     worst = 0.0
     for s in steps:

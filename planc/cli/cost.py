@@ -49,13 +49,12 @@ def run(args) -> int:
         return exit_code(found)
     if args.calibrate is not None:
         return _calibrate(args, plan, found, sources)
-    args.step = steps[0]
     prepare_jax(args.topology)
     from planc.targets.aot.step_builder import compile_named_step
     from planc.targets.cost.estimate import cost_of
 
     try:
-        compiled, built = compile_named_step(plan.ir, args.step, args.topology,
+        compiled, built = compile_named_step(plan.ir, steps[0], args.topology,
                                              donate=not args.no_donate,
                                              plan_of=lambda ir: plan)
         report = cost_of(plan.ir, compiled, calibration=args.calibration, chip=args.chip)

@@ -23,7 +23,7 @@ from planc.diagnostics import PlanError, error
 from planc.targets.cost.calibration import SCHEMA, TERMS
 from planc.targets.cost.fitting import Sample, fit
 
-__all__ = ["calibrate", "measure_steps", "CalibrationRun", "MeasuredStep"]
+__all__ = ["calibrate", "measure_steps", "fitted_run", "CalibrationRun", "MeasuredStep"]
 
 
 class MeasuredStep:
@@ -90,10 +90,6 @@ def calibrate(ir, specs, *, repeats: int = 10, warmup: int = 2, chip: str | None
     """Measure each step of `specs` on the attached chip and fit a calibration (see the
     module docstring). `PlanError`: P819 when the devices are not the chip, P820 when a
     step cannot be measured, and the compile's own (P801-P818)."""
-    import datetime
-
-    import jax
-
     from planc.targets.aot.topology import attached_topology
     from planc.targets.cost.chips import chip_for, chip_named
 
@@ -103,6 +99,16 @@ def calibrate(ir, specs, *, repeats: int = 10, warmup: int = 2, chip: str | None
         raise PlanError((_not_the_chip(ir, topology, chip, row),), ir.source_dict)
     steps = measure_steps(ir, specs, topology, row.name, repeats=repeats, warmup=warmup,
                           donate=donate, plan_of=plan_of)
+    return fitted_run(ir, steps, topology, row, repeats)
+
+
+def fitted_run(ir, steps, topology, row, repeats: int) -> CalibrationRun:
+    """The calibration fitted on the measured `steps` (`MeasuredStep`s), with where and
+    when they were measured: `topology`'s devices, chip `row`, this JAX, today."""
+    import datetime
+
+    import jax
+
     return CalibrationRun(steps, fit([s.sample for s in steps]), row, topology.device_kind,
                           len(topology.devices), jax.__version__,
                           datetime.date.today().isoformat(), ir.file, repeats)

@@ -17,6 +17,7 @@ import statistics
 import time
 
 import jax
+import jax.numpy as jnp
 
 __all__ = ["Timing", "time_step"]
 
@@ -53,7 +54,5 @@ def time_step(executable, trees, *, repeats: int = 10, warmup: int = 2) -> Timin
 
 def _placed(leaf, sharding):
     if isinstance(leaf, jax.ShapeDtypeStruct):
-        import jax.numpy as jnp
-
         return jax.jit(lambda: jnp.zeros(leaf.shape, leaf.dtype), out_shardings=sharding)()
     return jax.device_put(leaf, sharding)
