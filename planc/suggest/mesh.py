@@ -65,6 +65,8 @@ class MeshChoice:
     slot_bytes: int | None = None
     # `suggest --search` only: the embedding and the head not split over `model`.
     whole_vocab: bool = False
+    # `suggest --search` only: every optimizer slot in pinned host memory (`on host`).
+    host_slots: bool = False
 
     @property
     def data(self) -> int:
@@ -95,9 +97,14 @@ class MeshChoice:
         return {FSDP: self.fsdp, MODEL: self.tp}
 
     def needs(self, state: int) -> int:
-        """Bytes per device of the parameters and `state` - 1 slots of each."""
+        """Bytes per device in device memory: the parameters and `state` - 1 slots of
+        each, unless the slots are on the host."""
+        return self.cost.per_device + (0 if self.host_slots else self.slots_needs(state))
+
+    def slots_needs(self, state: int) -> int:
+        """Bytes per device of the `state` - 1 optimizer slots, wherever they are."""
         slots = self.cost.per_device if self.slot_bytes is None else self.slot_bytes
-        return self.cost.per_device + (state - 1) * slots
+        return (state - 1) * slots
 
 
 def with_zero1(choice: MeshChoice, variables, roles) -> MeshChoice | None:

@@ -29,7 +29,8 @@ from planc.variables import Variable
 class Suggestion:
     """A suggested plan: its `text` (in `planc fmt` form), the `report` of validating it
     against the model, the mesh `choice`, the `rules`, every variable's `roles`, and the
-    `state_rules` of ZeRO-1 slots (empty unless only they make the plan fit)."""
+    `state_rules` of ZeRO-1 slots (empty unless only they make the plan fit) or of slots
+    on the host (`suggest --search`)."""
 
     text: str
     report: Report
@@ -82,8 +83,9 @@ def written(variables, roles, choice: MeshChoice, header: Header, *, name: str =
         if header.stages.stacked:  # the stacked dimension over the stages
             choice = replace(choice, layouts=header.stages.layouts(choice.layouts))
     rules, whole = group_rules(variables, roles, choice.layouts, sizes)
-    state_rules = _state_rules(variables, roles, choice)
-    draft = plan_text(name, choice, rules, whole, variables, roles, header, state_rules)
+    state_rules, state_whole = _state_rules(variables, roles, choice)
+    draft = plan_text(name, choice, rules, whole, variables, roles, header, state_rules,
+                      state_whole)
     if len(rules) + 1 > limits.MAX_RULES or len(draft.encode()) > limits.MAX_PLAN_BYTES:
         raise PlanError((error(
             "P508", f"the model's {len(variables):,} variables fall into {len(rules):,} "
@@ -98,13 +100,18 @@ def written(variables, roles, choice: MeshChoice, header: Header, *, name: str =
     return Suggestion(text, report, choice, tuple(rules), roles, tuple(state_rules))
 
 
-def _state_rules(variables, roles, choice) -> list[RuleSpec]:
-    """The `state` rules of a ZeRO-1 choice: the rules its slot layouts group into, less
-    those whose every slot is laid out as its parameter (mirroring says as much)."""
-    if choice.slots is None:
-        return []
-    rules, _ = group_rules(variables, roles, choice.slots, choice.sizes)
-    return [r for r in rules if any(choice.slots[i] != choice.layouts[i] for i in r.members)]
+def _state_rules(variables, roles, choice) -> tuple[list[RuleSpec], tuple[int, ...]]:
+    """(`state` rules, the variables whose slots its `default` lays out). Of a ZeRO-1
+    choice, the rules its slot layouts group into, less those whose every slot is laid
+    out as its parameter (mirroring says as much); with the slots on the host, every
+    slot needs a rule (mirroring would keep it in device memory), whole ones `default`."""
+    if choice.slots is None and not choice.host_slots:
+        return [], ()
+    slots = choice.slots if choice.slots is not None else choice.layouts
+    rules, whole = group_rules(variables, roles, slots, choice.sizes)
+    if choice.host_slots:
+        return rules, whole
+    return [r for r in rules if any(slots[i] != choice.layouts[i] for i in r.members)], ()
 
 
 def model_variables(model) -> tuple[Variable, ...]:
@@ -186,7 +193,10 @@ def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice,
                 raise PlanError((_internal(f"the slots of `{a.variable.path}` resolve to "
                                            f"{slot.layout.text}, not the ZeRO-1 layout "
                                            "chosen for them"),))
-        if state is not None and report.memory.device_bytes != choice.needs(state):
+    if (choice.slots is not None or choice.host_slots) and state is not None:
+        host = choice.slots_needs(state) if choice.host_slots else 0
+        if (report.memory.device_bytes, report.memory.host_bytes or 0) != (
+                choice.needs(state), host):
             raise PlanError((_internal("the plan's bytes per device with its optimizer "
                                        "slots differ from the estimate"),))
     return report

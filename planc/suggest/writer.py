@@ -52,9 +52,11 @@ def _clean(text: str) -> str:
 
 
 def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple[int, ...],
-              variables, roles, header: Header, state_rules: list[RuleSpec] = ()) -> str:
+              variables, roles, header: Header, state_rules: list[RuleSpec] = (),
+              state_whole: tuple[int, ...] = ()) -> str:
     """The suggested plan for `choice`, with `rules` and `default` for the `whole` ones;
-    `state_rules` lay out the ZeRO-1 slots of `choice` (when it has them)."""
+    `state_rules` lay out the ZeRO-1 slots of `choice` (when it has them), or, with its
+    slots on the host, every slot, and `default` those of `state_whole`."""
     lines = _header_lines(choice, variables, roles, whole, header)
     lines += [f"plan {name}", ""]
     lines += _mesh_lines(choice, header.slices, header.stages)
@@ -67,14 +69,23 @@ def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple
         lines += _layout_lines(choice, rules, whole, variables, roles, stages)
     if header.stages is not None:
         lines += ["", *header.stages.lines()]
-    if state_rules:
+    if state_rules or state_whole:
         lines += ["", "state {"]
+        where = " on host" if choice.host_slots else ""
         for rule in state_rules:
             per = human_bytes(_slot_bytes(rule.members, choice, variables))
-            lines.append(f"    # ZeRO-1 slots of {rule.label}: split over `{choice.batch_axis}` "
-                         f"too ({_count(len(rule.members))}, {per} per slot per device)")
+            said = (f"split over `{choice.batch_axis}` too" if choice.slots is not None
+                    else "laid out as their parameters")
+            lines.append(f"    # {'ZeRO-1 s' if choice.slots is not None else 'S'}lots of "
+                         f"{rule.label}: {said}{', in host memory' if where else ''} "
+                         f"({_count(len(rule.members))}, {per} per slot per device)")
             alts = " | ".join(layout_text(a) for a in _rank_agnostic(rule.alternatives))
-            lines.append(f'    "{rule.pattern}" -> {alts}')
+            lines.append(f'    "{rule.pattern}" -> {alts}{where}')
+        if state_whole:
+            per = human_bytes(_slot_bytes(state_whole, choice, variables))
+            lines.append(f"    # The slots of the rest, whole, in host memory "
+                         f"({_count(len(state_whole))}, {per} per slot per device)")
+            lines.append(f"    default -> replicated{where}")
         lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -121,7 +132,8 @@ def _mesh_lines(choice: MeshChoice, slices: tuple | None = None, stages=None) ->
 
 
 def _slot_bytes(members, choice: MeshChoice, variables) -> int:
-    return slot_bytes([variables[i] for i in members], [choice.slots[i] for i in members],
+    slots = choice.slots if choice.slots is not None else choice.layouts
+    return slot_bytes([variables[i] for i in members], [slots[i] for i in members],
                       choice.sizes)
 
 
@@ -200,11 +212,14 @@ def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -
                f"`{FSDP}` ({choice.fsdp}); the batch over `{FSDP}`")
     per = choice.cost.per_device if header.stages is None else header.stages.per_device
     params = f"# Per device: {human_bytes(per)} of parameters"
-    if header.state != 1:
+    if header.state != 1 and not choice.host_slots:
         needs = (choice.needs(header.state) if header.stages is None
                  else per * header.state)
         params += (f", {human_bytes(needs)} with optimizer state "
                    f"(--state {header.state}: parameters and optimizer slots)")
+    if choice.host_slots:
+        params += (f"; in host memory, {human_bytes(choice.slots_needs(header.state))} of "
+                   "optimizer slots (the `state` block, `on host`)")
     if header.budget is not None:
         params += f"; the budget is {size_text(header.budget)}"
     zero1 = []

@@ -89,6 +89,13 @@ ENTRIES = {
         why='A search bounded in time must say what it did not weigh.',
         example='`--max-candidates 5`',
         fix='Raise `--max-candidates`, or narrow the space.'),
+    'P513': dict(
+        severity='note',
+        title='a search put the optimizer slots on the host',
+        what='`planc suggest --search`: no candidate fits with its optimizer slots in device memory, so the search weighed the same candidates with their slots `on host`; the time to move them over the host link is not priced',
+        why='Host memory is a way to fit that costs time planc cannot price from sourced figures, so it is weighed only when nothing fits without it, and said.',
+        example='a model whose Adam slots do not fit beside its parameters on 8 devices',
+        fix='Nothing, if the plan is wanted; more devices or a larger `--budget` keep the slots in device memory.'),
     'P519': dict(
         severity='error',
         title='internal error: a suggested plan failed validation',

@@ -2,7 +2,7 @@
 compiling it. The rooms, in the order a search runs:
 
 - `workload`: what the step asks (tokens, optimizer state, the model's shape);
-- `space`: the candidates (mesh factorizations, ZeRO-1, remat);
+- `space`: the candidates (mesh factorizations, ZeRO-1, remat, slots on the host);
 - `score`: each candidate's analytic peak and step time;
 - `prove`: the best compiled for the topology (JAX; imported only with a step);
 - `searcher`: score, prove, choose;
@@ -143,7 +143,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
                             placements_for=placements_for, prove=prover, compiles=compiles,
                             max_candidates=max_candidates, slices=slices)
     if searched.winner is None:
-        raise PlanError((nothing_fits(searched, human_bytes), *searched.diagnostics))
+        raise PlanError((nothing_fits(searched), *searched.diagnostics))
     rows = rows_of(searched)
     for r in rows:
         if r.kind == "why_not":
@@ -220,6 +220,10 @@ def _why(searched) -> list[str]:
              f"{human_bytes(w.peak)}, step {seconds_text(w.estimate_s)}).",
              f"Its largest term: {w.score.largest().name}. The tables at the end say what "
              "else was weighed."]
+    if w.candidate.host_slots:
+        lines.append("Slots on host: no candidate fits with its optimizer slots in device "
+                     "memory. Their time over the host link is not priced (P821), so the "
+                     "step time is a lower bound.")
     if w.candidate.remat:
         lines.append("With remat: run each layer under `jax.checkpoint` (the step's "
                      "`remat=True`); without it, this plan does not fit as scored.")

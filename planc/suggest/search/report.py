@@ -50,9 +50,10 @@ def pareto(outcomes) -> list:
 
 def rows_of(searched) -> list[Row]:
     """The winner, the Pareto front, then the best of each other strategy (pipelined or
-    not), and the best of the winner's own strategy with ZeRO-1, remat and (under tensor
-    parallelism) the vocabulary's split the other way: why not ZeRO-1, why not remat, why
-    not a whole vocabulary. A candidate on the front and a why-not row is a row of each."""
+    not), and the best of the winner's own strategy with ZeRO-1, remat, the slots' memory
+    and (under tensor parallelism) the vocabulary's split the other way: why not ZeRO-1,
+    why not remat, why not the slots in device memory, why not a whole vocabulary. A
+    candidate on the front and a why-not row is a row of each."""
     winner, limit = searched.winner, searched.limit
     rows: list[Row] = []
     seen: set = set()
@@ -80,13 +81,17 @@ def rows_of(searched) -> list[Row]:
             continue
         w = winner.candidate
         vocab = c.choice.whole_vocab == w.choice.whole_vocab
-        if c.remat != w.remat and c.zero1 == w.zero1 and vocab:
+        host = c.host_slots == w.host_slots
+        if c.remat != w.remat and c.zero1 == w.zero1 and vocab and host:
             consider(c.group + (" + remat" if c.remat else " without remat"), o)
-        if c.zero1 != w.zero1 and c.remat == w.remat and vocab:
+        if c.zero1 != w.zero1 and c.remat == w.remat and vocab and host:
             consider(c.group + (" + ZeRO-1" if c.zero1 else " without ZeRO-1"), o)
-        if not vocab and c.zero1 == w.zero1 and c.remat == w.remat:
+        if not vocab and c.zero1 == w.zero1 and c.remat == w.remat and host:
             consider(c.group + (" + whole vocab" if c.choice.whole_vocab
                                 else " with the vocabulary split"), o)
+        if not host and c.zero1 == w.zero1 and c.remat == w.remat and vocab:
+            consider(c.group + (" + slots on host" if c.host_slots
+                                else " with the slots in device memory"), o)
     for key in sorted(best, key=lambda k: (best[k].rank, k)):
         add(best[key], "why_not")
     return rows
@@ -162,6 +167,7 @@ def document(result) -> dict:
         o = r.outcome
         out = {"kind": r.kind, "family": o.candidate.family, "mesh": dict(o.candidate.sizes),
                "zero1": o.candidate.zero1, "remat": o.candidate.remat,
+               "slots_on_host": o.candidate.host_slots,
                "whole_vocab": o.candidate.choice.whole_vocab, "rank": o.rank,
                "stages": ({"count": o.candidate.pipeline.count, "schedule": "1f1b",
                            "microbatches": o.candidate.pipeline.microbatches}
@@ -172,7 +178,7 @@ def document(result) -> dict:
                "compiled": o.compiled,
                "analytic": {"peak": o.score.peak, "estimate_s": o.score.estimate_s,
                             "lower_s": o.score.lower_s, "upper_s": o.score.upper_s,
-                            "parts": dict(o.score.parts)}}
+                            "parts": dict(o.score.parts), "host": o.score.host}}
         if o.failure is not None:
             out["failure"] = {"code": o.failure.code, "message": o.failure.message}
         if r.kind == "why_not":

@@ -17,6 +17,15 @@ Per device, with `d`, `f`, `t` devices on `data`, `fsdp`, `model`, T tokens per 
   tensor parallelism's all-reduces of the activations (`T_loc x hidden`), two per
   row-parallel matrix (three with remat). Each over the links the axis holds on the
   topology (`planc.targets.cost.links`), a line of one link without one.
+- **Slots on the host** (`+ slots on host`): counted apart (`host`), out of the update's
+  HBM traffic and out of the forward and backward passes' peak; but JAX computes on
+  device memory, so the update brings them back: the peak is the larger of the passes'
+  and the update's (parameters, gradients and slots). The time to move them over the
+  host link, and the update XLA:TPU runs on the host, are not priced (planc has no
+  sourced figures for either: `planc cost`'s P821), so such a candidate's time is a
+  lower bound. XLA's schedule moves the real peak either way (on compile-only `v5e:2x4`
+  a small step's rose from 15.1 to 19.7 MiB with its slots on the host, a step of larger
+  activations' fell from 819 to 443 MiB): the compile decides.
 - **Peak bytes**: parameters, gradients and optimizer slots at their layouts, the
   activations kept for the backward pass, per layer `T_loc * hidden * (10 + 24 / t)`
   bytes at 16 bits (Korthikanti et al., "Reducing Activation Recomputation in Large
@@ -63,8 +72,9 @@ LINE = _Line()
 
 @dataclass(frozen=True)
 class Score:
-    """A candidate's analytic `peak` (bytes per device), its parts, its time terms and
-    `(lower_s, upper_s, estimate_s)`."""
+    """A candidate's analytic `peak` (bytes per device), its parts, its time terms,
+    `(lower_s, upper_s, estimate_s)`, and the bytes per device of its slots on the host
+    (`host`, 0 unless `+ slots on host`; their time is not in the terms)."""
 
     peak: int
     parts: dict
@@ -73,6 +83,7 @@ class Score:
     upper_s: float
     estimate_s: float
     flops: float
+    host: int = 0
 
     def largest(self) -> Term:
         return max(self.terms, key=lambda t: (t.seconds, t.name))
@@ -111,6 +122,7 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     params, split, whole = loads(variables, c, pipe)
     slot = c.slot_bytes if c.slot_bytes is not None else params
     slots = (w.state - 1) * slot
+    host = slots if c.host_slots else 0
     # 1F1B keeps S microbatches of its L / S layers in flight on the first stage: the
     # same layers-times-tokens as L layers of one microbatch
     here, tokens = w.layers / s, t_loc / m
@@ -124,9 +136,11 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     logits = 2 * tokens * vocab * 4
     gathered = (split * f / max(here, 1)) if f > 1 else 0
     parts = {"parameters": params, "gradients": 2 * params if looped else params,
-             "optimizer": slots,
+             "optimizer": slots - host,
              "activations": int(stored), "logits": int(logits), "gathered": int(gathered)}
     peak = sum(parts.values())
+    if host:  # the update, on device memory: parameters, gradients and the slots
+        peak = max(peak, params + parts["gradients"] + host)
 
     passes = 4 if remat else 3
     # A head whole over `model` is computed whole on each of its devices.
@@ -137,8 +151,8 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     idle = bubble(s, m) if pipe is not None else 0.0
     read = w.param_bytes + (w.embedding_bytes * (t - 1) if c.whole_vocab else 0)
     iterations = (m + s - 1) if looped else 1  # how often the loop runs a stage's layers
-    hbm = (passes * read * iterations / (t * s) + (3 + 2 * (w.state - 1)) * params
-           + 2 * stored + logits)
+    update = 3 + (0 if host else 2 * (w.state - 1))  # parameters, gradients and slots
+    hbm = passes * read * iterations / (t * s) + update * params + 2 * stored + logits
     out = [matmul_term(flops / chip.peak_flops(dtype) / (1 - idle), calibration),
            hbm_term(hbm, chip, calibration)]
 
@@ -163,4 +177,4 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     if looped:  # the loop's outputs summed over the stages, forward and backward
         talk("all-reduce", pipe.axis, moved_bytes("all-reduce", int(t_loc * w.hidden * 4), s), 2)
     lower, upper, estimate = bounds(out, calibration)
-    return Score(int(peak), parts, tuple(out), lower, upper, estimate, flops)
+    return Score(int(peak), parts, tuple(out), lower, upper, estimate, flops, int(host))

@@ -2,7 +2,10 @@
 by compiling the best few for the topology.
 
 1. The space (`space.candidates`): every factorization of the devices into `data`,
-   `fsdp` and `model`, with ZeRO-1 and remat where they apply.
+   `fsdp` and `model`, with ZeRO-1 and remat where they apply. When none of them fits
+   (analytic or compiled), the same space again with the optimizer slots on the host,
+   scored, proved (a round of compiles of its own) and chosen as below, with a note
+   (P513): their host time is not priced, so they are only taken when nothing else fits.
 2. Score (`score.score`): each candidate's analytic peak and step time.
 3. Prove, with a step: candidates whose analytic peak is near the limit are compiled for
    the topology (`proving_order`: round the strategies until each has one that fits),
@@ -22,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planc.diagnostics import Diagnostic, PlanError, error, note
+from planc.resolve import human_bytes
 from planc.suggest.search.space import Candidate, candidates
 from planc.suggest.search.score import Score, score
 from planc.suggest.search.workload import Workload
@@ -93,17 +97,45 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
                  max_candidates: int = MAX_CANDIDATES, slices: int = 1) -> Searched:
     """Score every candidate, prove the best (`prove(outcome) -> CostReport`, raising
     `PlanError` for a candidate that cannot be compiled), and choose."""
-    space = candidates(variables, roles, devices, workload, slices)
     diagnostics: list = []
-    cut = max(0, len(space) - max_candidates)
-    if cut:
-        dropped = sorted({c.family for c in space[max_candidates:]})
-        diagnostics.append(note(
-            "P512", f"the search space has {len(space):,} candidates; the last {cut:,} in "
-                    f"its order (the most mesh axes and the largest sizes, of "
-                    f"{', '.join(dropped)}) were left out", None,
-            help="raise the limit with --max-candidates"))
-        space = space[:max_candidates]
+    outcomes: list = []
+    done = cut = 0
+    for host in (False, True):
+        space = candidates(variables, roles, devices, workload, slices, host=host)
+        left = max(0, len(space) - max_candidates)
+        if left:
+            dropped = sorted({c.family for c in space[max_candidates:]})
+            diagnostics.append(note(
+                "P512", f"the search space has {len(space):,} candidates; the last {left:,} "
+                        f"in its order (the most mesh axes and the largest sizes, of "
+                        f"{', '.join(dropped)}) were left out", None,
+                help="raise the limit with --max-candidates"))
+            space = space[:max_candidates]
+        if host and space:
+            diagnostics.append(note(
+                "P513", f"no candidate fits {human_bytes(limit)} per device with its "
+                        "optimizer slots in device memory; the search went on with them in "
+                        "host memory (`on host`), whose time over the host link planc does "
+                        "not price", None,
+                help="the chosen plan's step time is then a lower bound (`planc cost` "
+                     "says P821); more devices or a larger budget keep the slots on the "
+                     "device"))
+        cut += left
+        scored = _scored(space, variables, workload, chip, calibration, placements_for)
+        for i, o in enumerate(scored):
+            o.rank = len(outcomes) + i + 1
+        outcomes += scored
+        if prove is not None:
+            done += _prove(scored, limit, prove, compiles, diagnostics)
+        pool = [o for o in outcomes if o.fits(limit) and (o.compiled or prove is None)]
+        winner = min(pool, key=lambda o: (o.estimate_s, o.peak, o.candidate.key), default=None)
+        if winner is not None:
+            break
+    return Searched(outcomes, winner, limit, workload, chip, done, cut, diagnostics)
+
+
+def _scored(space, variables, workload, chip, calibration, placements_for) -> list:
+    """An `Outcome` for each candidate JAX can place on the topology, by analytic rank."""
     outcomes = []
     for cand in space:
         where = placements_for(cand) if placements_for else None
@@ -112,29 +144,30 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
         outcomes.append(Outcome(cand, score(cand, variables, workload, chip, calibration,
                                             where)))
     outcomes.sort(key=lambda o: (o.score.estimate_s, o.score.peak, o.candidate.key))
-    for i, o in enumerate(outcomes):
-        o.rank = i + 1
+    return outcomes
+
+
+def _prove(outcomes, limit: int, prove, compiles: int, diagnostics: list) -> int:
+    """Compile the candidates `proving_order` gives (see the module docstring); the
+    number compiled."""
     done = 0
-    if prove is not None:
-        for o in proving_order(outcomes, limit):
-            if o.compiled or o.failure is not None:
-                continue
-            if done >= MAX_COMPILES or (done >= compiles and any(
-                    x.compiled and x.fits(limit) for x in outcomes)):
-                break
-            done += 1
-            try:
-                o.cost = prove(o)
-            except PlanError as exc:
-                o.failure = exc.diagnostics[0]
-                diagnostics.append(note(
-                    "P511", f"candidate {o.rank} ({o.candidate.family}, "
-                            f"{o.candidate.mesh_text}) could not be compiled: "
-                            f"{exc.diagnostics[0].code} {exc.diagnostics[0].message}", None,
-                    help="the search goes on without it"))
-    pool = [o for o in outcomes if o.fits(limit) and (o.compiled or prove is None)]
-    winner = min(pool, key=lambda o: (o.estimate_s, o.peak, o.candidate.key), default=None)
-    return Searched(outcomes, winner, limit, workload, chip, done, cut, diagnostics)
+    for o in proving_order(outcomes, limit):
+        if o.compiled or o.failure is not None:
+            continue
+        if done >= MAX_COMPILES or (done >= compiles and any(
+                x.compiled and x.fits(limit) for x in outcomes)):
+            break
+        done += 1
+        try:
+            o.cost = prove(o)
+        except PlanError as exc:
+            o.failure = exc.diagnostics[0]
+            diagnostics.append(note(
+                "P511", f"candidate {o.rank} ({o.candidate.family}, "
+                        f"{o.candidate.mesh_text}) could not be compiled: "
+                        f"{exc.diagnostics[0].code} {exc.diagnostics[0].message}", None,
+                help="the search goes on without it"))
+    return done
 
 
 def proving_order(outcomes, limit: int):
@@ -160,7 +193,7 @@ def proving_order(outcomes, limit: int):
             yield o
 
 
-def nothing_fits(searched: Searched, human_bytes) -> Diagnostic:
+def nothing_fits(searched: Searched) -> Diagnostic:
     """P510: no candidate within the limit, with the closest and by how much it misses."""
     failed = [o for o in searched.outcomes if o.failure is not None]
     tried = [o for o in searched.outcomes if o.failure is None

@@ -14,6 +14,9 @@ with `+ ZeRO-1` and `+ remat` where they apply.
 - ZeRO-1 where the slots split further than the parameters (a `data` axis), only with
   optimizer state (`state` > 1);
 - remat only when the step builder takes a `remat` keyword;
+- the optimizer slots in host memory (`on host`), as their parameters or ZeRO-1 lay
+  them out, only with optimizer state and only when asked (`host=True`: the searcher
+  asks when nothing fits with the slots in device memory);
 - on a multi-slice topology, which of `data` and `fsdp` spans the slices (the DCN);
 - pipeline stages over a `stage` axis (`pipeline`), each stage's devices factored as
   above: numbered layers without a step; stacked layers without a step or with a builder
@@ -34,7 +37,7 @@ The order is fixed (fewest axes first, then sizes ascending), so a cut space
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planc.suggest.mesh import MeshChoice, divisors, evaluate, valid_tp_sizes, with_zero1
 from planc.suggest.roles import detect_roles
@@ -58,6 +61,10 @@ class Candidate:
         return self.choice.slots is not None
 
     @property
+    def host_slots(self) -> bool:
+        return self.choice.host_slots
+
+    @property
     def group(self) -> str:
         """The strategy, pipelined or not: what a why-not row stands for."""
         return self.choice.strategy + (" + pipeline" if self.pipeline else "")
@@ -66,7 +73,9 @@ class Candidate:
     def family(self) -> str:
         """The group with its options: `tp + ZeRO-1 + remat`."""
         return (self.group + (" + whole vocab" if self.choice.whole_vocab else "")
-                + (" + ZeRO-1" if self.zero1 else "") + (" + remat" if self.remat else ""))
+                + (" + ZeRO-1" if self.zero1 else "")
+                + (" + slots on host" if self.host_slots else "")
+                + (" + remat" if self.remat else ""))
 
     @property
     def sizes(self) -> dict:
@@ -85,7 +94,7 @@ class Candidate:
     def key(self) -> tuple:
         """What orders equal scores: fewest axes, then the sizes, then the options."""
         return (len(self.sizes), tuple(self.sizes.items()), self.choice.whole_vocab,
-                self.zero1, self.remat, self.dcn or "")
+                self.zero1, self.host_slots, self.remat, self.dcn or "")
 
 
 def _strategy(data: int, fsdp: int, tp: int) -> str:
@@ -132,10 +141,15 @@ def _remat(workload) -> tuple:
     return (False, True) if workload.remat_option else (False,)
 
 
-def candidates(variables, roles, devices: int, workload, slices: int = 1) -> list[Candidate]:
+def candidates(variables, roles, devices: int, workload, slices: int = 1,
+               host: bool = False) -> list[Candidate]:
     """Every candidate on `devices` (see the module docstring), in the fixed order. On
     `slices` > 1 slices, one candidate per axis that can span them (`data` or `fsdp`,
-    when the slices divide it): `model` never crosses the DCN."""
+    when the slices divide it): `model` never crosses the DCN. With `host`, the
+    candidates with their slots on the host instead (none without optimizer state), and
+    no pipelines (their stages already split the slots)."""
+    if host and workload.state <= 1:
+        return []
     variables = tuple(variables)
     roles = roles if roles is not None else detect_roles(variables)
     out = []
@@ -147,12 +161,14 @@ def candidates(variables, roles, devices: int, workload, slices: int = 1) -> lis
             zero = with_zero1(choice, variables, roles)
             if zero is not None:
                 choices.append(zero)
+        if host:
+            choices = [replace(c, host_slots=True) for c in choices]
         for c in choices:
             for remat in _remat(workload):
                 for dcn in _dcn_axes(c.sizes, slices):
                     out.append(Candidate(c, remat, dcn, slices))
     numbered = workload.pipeline_option and workload.numbered is not None
-    if (numbered or workload.stacked_pipelines) and slices == 1:
+    if (numbered or workload.stacked_pipelines) and slices == 1 and not host:
         out += _pipelined(variables, roles, devices, workload)
     out.sort(key=lambda c: c.key)
     return out
