@@ -186,12 +186,13 @@ def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice,
     expected = choice.cost.per_device if per_device is None else per_device
     if report.memory.per_device_bytes != expected:
         raise PlanError((_internal("the plan's bytes per device differ from the estimate"),))
-    if choice.slots is not None:
-        for a, slot, want in zip(report.assignments, report.slots, choice.slots):
+    if choice.slots is not None or choice.host_slots:
+        chosen = choice.slots if choice.slots is not None else choice.layouts
+        for a, slot, want in zip(report.assignments, report.slots, chosen):
             got = tuple(tuple(e) if isinstance(e, list) else e for e in slot.layout.axes)
-            if got != want:
+            if got != want or bool(slot.layout.host) != choice.host_slots:
                 raise PlanError((_internal(f"the slots of `{a.variable.path}` resolve to "
-                                           f"{slot.layout.text}, not the ZeRO-1 layout "
+                                           f"{slot.layout.text}, not the layout "
                                            "chosen for them"),))
     if (choice.slots is not None or choice.host_slots) and state is not None:
         host = choice.slots_needs(state) if choice.host_slots else 0

@@ -74,9 +74,11 @@ def plan_text(name: str, choice: MeshChoice, rules: list[RuleSpec], whole: tuple
         where = " on host" if choice.host_slots else ""
         for rule in state_rules:
             per = human_bytes(_slot_bytes(rule.members, choice, variables))
-            said = (f"split over `{choice.batch_axis}` too" if choice.slots is not None
+            split = choice.slots is not None and any(
+                choice.slots[i] != choice.layouts[i] for i in rule.members)
+            said = (f"split over `{choice.batch_axis}` too" if split
                     else "laid out as their parameters")
-            lines.append(f"    # {'ZeRO-1 s' if choice.slots is not None else 'S'}lots of "
+            lines.append(f"    # {'ZeRO-1 s' if split else 'S'}lots of "
                          f"{rule.label}: {said}{', in host memory' if where else ''} "
                          f"({_count(len(rule.members))}, {per} per slot per device)")
             alts = " | ".join(layout_text(a) for a in _rank_agnostic(rule.alternatives))

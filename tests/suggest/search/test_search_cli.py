@@ -95,3 +95,15 @@ def test_json_rows_say_their_stages_and_slices(capsys, model):
     assert piped and all(r["stages"]["schedule"] == "1f1b" and r["mesh"]["stage"] ==
                          r["stages"]["count"] for r in piped)
     assert all(r["slices"] is None for r in rows)
+
+
+def test_a_plan_with_the_slots_on_the_host_is_written_and_the_note_goes_to_stderr(
+        capsys, tmp_path):
+    model = tmp_path / "f32.json"
+    write_manifest(decoder(dtype="float32"), str(model))
+    plan = tmp_path / "host.kd"
+    code, out, err = run(capsys, "--search", "--model", str(model), "--devices", "2",
+                         "--tokens", "2048", "--budget", "1200MiB", "-o", str(plan))
+    assert code == 0 and out == "" and "P513" in err
+    assert "on host" in plan.read_text()
+    assert main(["lint", str(plan), "--model", str(model), "--devices", "2", "--strict"]) == 0
