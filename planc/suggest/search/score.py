@@ -17,13 +17,13 @@ Per device, with `d`, `f`, `t` devices on `data`, `fsdp`, `model`, T tokens per 
   tensor parallelism's all-reduces of the activations (`T_loc x hidden`), two per
   row-parallel matrix (three with remat). Each over the links the axis holds on the
   topology (`planc.targets.cost.links`), a line of one link without one.
-- **Slots on the host** (`+ slots on host`): counted apart (`host`), out of the update's
-  HBM traffic and out of the forward and backward passes' peak; but JAX computes on
-  device memory, so the update brings them back: the peak is the larger of the passes'
-  and the update's (parameters, gradients and slots). The time to move them over the
-  host link, and the update XLA:TPU runs on the host, are not priced (planc has no
-  sourced figures for either: `planc cost`'s P821), so such a candidate's time is a
-  lower bound. XLA's schedule moves the real peak either way (on compile-only `v5e:2x4`
+- **Slots on the host** (`+ slots on host`): counted apart (`host`) and out of the
+  forward and backward passes' peak; but JAX computes on device memory, so the update
+  brings them back: the peak is the larger of the passes' (the parts) and the update's
+  (parameters, gradients and slots), and the update's HBM traffic is as before. The time
+  to move them over the host link, and the update XLA:TPU runs on the host, are not
+  priced (planc has no sourced figures for either: `planc cost`'s P821), so such a
+  candidate's time is its device twin's, a lower bound. XLA's schedule moves the real peak either way (on compile-only `v5e:2x4`
   a small step's rose from 15.1 to 19.7 MiB with its slots on the host, a step of larger
   activations' fell from 819 to 443 MiB): the compile decides.
 - **Peak bytes**: parameters, gradients and optimizer slots at their layouts, the
@@ -151,8 +151,8 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     idle = bubble(s, m) if pipe is not None else 0.0
     read = w.param_bytes + (w.embedding_bytes * (t - 1) if c.whole_vocab else 0)
     iterations = (m + s - 1) if looped else 1  # how often the loop runs a stage's layers
-    update = 3 + (0 if host else 2 * (w.state - 1))  # parameters, gradients and slots
-    hbm = passes * read * iterations / (t * s) + update * params + 2 * stored + logits
+    hbm = (passes * read * iterations / (t * s) + (3 + 2 * (w.state - 1)) * params
+           + 2 * stored + logits)
     out = [matmul_term(flops / chip.peak_flops(dtype) / (1 - idle), calibration),
            hbm_term(hbm, chip, calibration)]
 

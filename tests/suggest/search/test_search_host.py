@@ -85,7 +85,7 @@ def test_the_why_not_table_says_why_the_slots_are_not_in_device_memory(offloaded
     assert row.why.startswith("does not fit") and "optimizer" in row.why
 
 
-def test_a_host_candidate_scores_its_slots_out_of_the_peak_and_the_hbm_traffic():
+def test_a_host_candidate_scores_its_slots_out_of_the_passes_peak_and_its_time_as_its_twins():
     work = workload_of(VARIABLES, tokens=2048, state=3)
     chip = chip_named("v5e")
     on_device = candidates(VARIABLES, None, 2, work)
@@ -98,9 +98,9 @@ def test_a_host_candidate_scores_its_slots_out_of_the_peak_and_the_hbm_traffic()
         # out of the passes' peak, back in the update's
         params, grads = b.parts["parameters"], b.parts["gradients"]
         assert b.peak == max(a.peak - slots, params + grads + slots)
-        hbm = {t.name: t.seconds for t in a.terms}, {t.name: t.seconds for t in b.terms}
-        assert hbm[1]["HBM traffic"] < hbm[0]["HBM traffic"]
-        assert hbm[1]["matmul compute"] == hbm[0]["matmul compute"]
+        # the host link's time is not priced: the same terms, a lower bound
+        times = [[(t.name, t.seconds) for t in x.terms] for x in (a, b)]
+        assert times[0] == times[1] and b.estimate_s == a.estimate_s
 
 
 def test_without_optimizer_state_there_are_no_slots_to_put_on_the_host():
