@@ -46,6 +46,7 @@ BENCHMARKS = [
     ("load_many", "load_many.py"),
     ("maxtext_mfu", "maxtext_mfu.py"),
     ("chip_cost", "chip_cost.py"),
+    ("chip_load", "chip_load.py"),
 ]
 
 TITLES = {
@@ -87,6 +88,9 @@ TITLES = {
                   "with and without `jax.checkpoint`, at two sizes: FLOPs from the HLO vs "
                   "the shapes' count, the compiled peak; on the chip, predicted vs measured "
                   "step time, fitted on two steps)"),
+    "chip_load": ("18. Loading a checkpoint into a chip's memory (`plan.load` vs Orbax's own "
+                  "restore and the careful `get_slice` loop, from safetensors and Orbax, "
+                  "GB/s of wall time)"),
 }
 
 # What limits each benchmark's figures, met or missed: shown under its table.
@@ -156,6 +160,13 @@ LIMITS = {
         " Round 5 (2026-12-06; the shardings walk, the loader's batches, explain's table, none "
         "of them on the lint's path): `make venv` 2.65x (per-run 1.86-3.20), wheel venv 3.75x "
         "(3.51-5.59), against 2.7x and 5.4x before it."),
+    "chip_load": (
+        "where no chip is attached, as here, the arrays go to 8 simulated CPU devices: the "
+        "figures are host memory copies, and `plan.load` pays there what it pays anywhere "
+        "(its shardings worked out and its readers imported inside the call, Orbax's tree "
+        "metadata read to check every tensor before any data is). The chip's own figures "
+        "need `PLANC_CHIP=1 python bench/chip_load.py` on a TPU VM (4 GiB into one v5e "
+        "chip), which no session since the issue was filed has had lent."),
     "chip_cost": (
         "eight compiles for one v5e (a few seconds to half a minute each here). Run where "
         "no chip is attached, as here, only the FLOPs and the peaks are checked, on "

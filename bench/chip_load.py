@@ -1,0 +1,212 @@
+"""Benchmark 18: loading a checkpoint into a TPU chip's memory, `plan.load` against
+Orbax's own restore and the careful `get_slice` loop, in GB/s.
+
+A checkpoint of several GiB (float32 layers, `SIZES`) as one safetensors file and as an
+Orbax directory (`StandardCheckpointer`), its files read once beforehand so every mode
+reads from the page cache. Each mode runs in a fresh process, the modes interleaved run
+by run: the wall time from the call to `jax.block_until_ready` of what it returned.
+
+- safetensors: `plan.load(file)` against the loop a careful user writes (`get_slice`
+  inside `jax.make_array_from_callback`, `load_checkpoint.user_loop`);
+- Orbax: `plan.load(dir)` against Orbax's restore with the target shardings
+  (`ocp.load(dir, abstract)`).
+
+Every mode's arrays are checksummed (each device's shard, CRC-32) and compared with the
+first mode's before a figure is reported. The ratio is `plan.load`'s wall time over the
+faster baseline's, the median of per-run ratios, the worse of the two formats.
+
+With the chip attached (`PLANC_CHIP=1`, on a TPU VM) the arrays go to its memory (the
+checkpoint is `SIZES["chip"]`, 4 GiB). Without it they go to this machine's 8 simulated
+CPU devices (2 GiB at `--size full`), and the figures say so: they are host copies, not
+a chip's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+if os.environ.get("PLANC_CHIP") == "1":
+    # On the chip: JAX finds its platform (`common` would otherwise choose the CPU).
+    os.environ.setdefault("JAX_PLATFORMS", "")
+
+from common import ENV, PYTHON, Results, args  # noqa: E402
+
+# (layers, width): each layer a (width, 4 width) and a (4 width, width) float32 matrix.
+# 16 MiB, 2 GiB, and on the chip 4 GiB (a quarter of its memory).
+SIZES = {"tiny": (2, 512), "full": (4, 4096), "chip": (8, 4096)}
+RUNS = {"tiny": 1, "full": 3, "chip": 3}
+MODES = {"safetensors": ("planc", "user"), "orbax": ("planc", "orbax")}
+NAMES = {"planc": "`plan.load(path)`", "user": "the careful `get_slice` loop",
+         "orbax": "Orbax's restore with target shardings (`ocp.load(path, abstract)`)"}
+
+# Split over every device where there are several (a chip lent alone has one).
+PLAN = r"""
+plan chip_load
+mesh(fsdp = auto)
+model_parallel(batch = fsdp)
+layout {
+    "layers\.\d+\.(up|down)" -> (fsdp, _)
+}
+"""
+
+
+def tensors(size: str) -> dict:
+    import numpy as np
+
+    layers, width = SIZES[size]
+    rng = np.random.default_rng(0)
+    out = {}
+    for i in range(layers):
+        out[f"layers.{i}.up"] = rng.standard_normal((width, 4 * width), dtype=np.float32)
+        out[f"layers.{i}.down"] = rng.standard_normal((4 * width, width), dtype=np.float32)
+    return out
+
+
+def write(size: str, directory: Path) -> tuple[Path, Path, int]:
+    """(safetensors file, Orbax directory, bytes) of the checkpoint, written in a child
+    (the Orbax save needs the devices)."""
+    import safetensors.numpy
+
+    single = directory / "model.safetensors"
+    ts = tensors(size)
+    safetensors.numpy.save_file(ts, str(single))
+    nbytes = sum(a.nbytes for a in ts.values())
+    del ts
+    orbax_dir = directory / "orbax"
+    import subprocess
+
+    subprocess.run([PYTHON, __file__, "--write-orbax", str(single), str(orbax_dir)],
+                   env=ENV, check=True, capture_output=True)
+    return single, orbax_dir, nbytes
+
+
+def write_orbax(source: str, directory: str) -> None:
+    import jax
+    import orbax.checkpoint as ocp
+    import safetensors.numpy
+
+    import planc
+
+    plan = planc.loads(PLAN)
+    ts = safetensors.numpy.load_file(source)
+    placement = plan.shardings({k: jax.ShapeDtypeStruct(v.shape, v.dtype)
+                                for k, v in ts.items()}, plan.mesh())
+    arrays = jax.device_put(ts, placement)
+    del ts
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(directory, arrays)
+    checkpointer.wait_until_finished()
+
+
+def child(fmt: str, mode: str, path: str, shapes_from: str) -> None:
+    """One mode's load, timed; prints its seconds and every shard's checksum."""
+    import zlib
+
+    import jax
+    import numpy as np
+    from safetensors import safe_open
+
+    import planc
+    from load_checkpoint import user_loop
+
+    plan = planc.loads(PLAN)
+    mesh = plan.mesh()
+    with safe_open(shapes_from, framework="numpy") as f:
+        shapes = {k: jax.ShapeDtypeStruct(tuple(f.get_slice(k).get_shape()), "float32")
+                  for k in f.keys()}  # noqa: SIM118 (safe_open has no __iter__)
+    placement = plan.shardings(shapes, mesh)
+    if mode == "orbax":
+        import orbax.checkpoint.experimental.v1 as ocp
+
+        abstract = {k: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placement[k])
+                    for k, s in shapes.items()}
+    elif fmt == "orbax":
+        import orbax.checkpoint.experimental.v1  # noqa: F401  (imported for both sides)
+    t = time.perf_counter()
+    if mode == "planc":
+        out = plan.load(path)
+    elif mode == "user":
+        out = user_loop(path, placement)
+    else:
+        out = ocp.load(path, abstract)
+    jax.block_until_ready(out)
+    seconds = time.perf_counter() - t
+    sums = {name: [zlib.crc32(np.asarray(s.data).tobytes()) for s in sorted(
+        out[name].addressable_shards, key=lambda s: s.device.id)] for name in sorted(out)}
+    platform = jax.devices()[0].platform
+    print("RESULT " + json.dumps({"seconds": seconds, "sums": sums, "platform": platform,
+                                  "kind": jax.devices()[0].device_kind,
+                                  "devices": len(jax.devices()), "jax": jax.__version__}))
+
+
+def main():
+    if "--child" in sys.argv:
+        i = sys.argv.index("--child")
+        child(*sys.argv[i + 1:i + 5])
+        return
+    if "--write-orbax" in sys.argv:
+        i = sys.argv.index("--write-orbax")
+        write_orbax(sys.argv[i + 1], sys.argv[i + 2])
+        return
+    import subprocess
+
+    a = args(__doc__.splitlines()[0])
+    size = "chip" if os.environ.get("PLANC_CHIP") == "1" else a.size
+    results = Results("chip_load", "Loading a checkpoint into a chip's memory", a.size)
+    with tempfile.TemporaryDirectory() as tmp:
+        single, orbax_dir, nbytes = write(size, Path(tmp))
+        paths = {"safetensors": single, "orbax": orbax_dir}
+        for p in [single, *orbax_dir.rglob("*")]:
+            if p.is_file():
+                p.read_bytes()  # into the page cache
+
+        def once(fmt, mode):
+            proc = subprocess.run([PYTHON, __file__, "--child", fmt, mode, str(paths[fmt]),
+                                   str(single)], env=ENV, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"{fmt} {mode} failed: {proc.stderr[-2000:]}")
+            line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+            return json.loads(line[len("RESULT "):])
+
+        runs = {(f, m): [] for f, modes in MODES.items() for m in modes}
+        for _ in range(RUNS[size]):
+            for fmt, modes in MODES.items():
+                for mode in modes:
+                    runs[fmt, mode].append(once(fmt, mode))
+        first = runs["safetensors", "planc"][0]
+        for key, found in runs.items():
+            for r in found:
+                if r["sums"] != first["sums"]:
+                    raise SystemExit(f"{key} placed other values than plan.load of the file")
+        where = (f"{first['kind']} x {first['devices']}" if first["platform"] == "tpu" else
+                 f"{first['devices']} simulated CPU devices (no chip attached: host copies, "
+                 "not a chip's)")
+        results.note(f"{where}, JAX {first['jax']}, {time.strftime('%Y-%m-%d')}; "
+                     f"{nbytes / 2**30:.2f} GiB in {len(first['sums'])} tensors, float32")
+        worst = 0.0
+        for fmt, (mine, theirs) in MODES.items():
+            for mode in (mine, theirs):
+                s = statistics.median(r["seconds"] for r in runs[fmt, mode])
+                results.row(f"{fmt}: {NAMES[mode]}",
+                            f"{nbytes / s / 1e9:.2f} GB/s ({s:.2f} s wall)",
+                            seconds=s, gbps=nbytes / s / 1e9)
+            per_run = sorted(a["seconds"] / b["seconds"]
+                             for a, b in zip(runs[fmt, mine], runs[fmt, theirs]))
+            r = statistics.median(per_run)
+            worst = max(worst, r)
+            results.row(f"{fmt}: plan.load wall / {NAMES[theirs]}'s",
+                        f"{r:.2f}x (per-run {per_run[0]:.2f}-{per_run[-1]:.2f})",
+                        ratio=r, per_run=per_run)
+    results.ratio("chip_load", worst, "(plan.load wall time / the baseline's, the worse "
+                  "format)", a.json)
+
+
+if __name__ == "__main__":
+    main()
