@@ -87,34 +87,13 @@ def write(size: str, directory: Path) -> tuple[Path, Path, int]:
     return single, orbax_dir, nbytes
 
 
-def write_orbax(source: str, directory: str) -> None:
-    import jax
-    import orbax.checkpoint as ocp
-    import safetensors.numpy
-
-    import planc
-
-    plan = planc.loads(PLAN)
-    ts = safetensors.numpy.load_file(source)
-    placement = plan.shardings({k: jax.ShapeDtypeStruct(v.shape, v.dtype)
-                                for k, v in ts.items()}, plan.mesh())
-    arrays = jax.device_put(ts, placement)
-    del ts
-    checkpointer = ocp.StandardCheckpointer()
-    checkpointer.save(directory, arrays)
-    checkpointer.wait_until_finished()
-
-
 def child(fmt: str, mode: str, path: str, shapes_from: str) -> None:
     """One mode's load, timed; prints its seconds and every shard's checksum."""
-    import zlib
-
     import jax
-    import numpy as np
     from safetensors import safe_open
 
     import planc
-    from load_checkpoint import user_loop
+    from load_checkpoint import checksums, user_loop
 
     plan = planc.loads(PLAN)
     mesh = plan.mesh()
@@ -138,8 +117,7 @@ def child(fmt: str, mode: str, path: str, shapes_from: str) -> None:
         out = ocp.load(path, abstract)
     jax.block_until_ready(out)
     seconds = time.perf_counter() - t
-    sums = {name: [zlib.crc32(np.asarray(s.data).tobytes()) for s in sorted(
-        out[name].addressable_shards, key=lambda s: s.device.id)] for name in sorted(out)}
+    _, sums = checksums(out, placement)
     platform = jax.devices()[0].platform
     print("RESULT " + json.dumps({"seconds": seconds, "sums": sums, "platform": platform,
                                   "kind": jax.devices()[0].device_kind,
@@ -152,8 +130,10 @@ def main():
         child(*sys.argv[i + 1:i + 5])
         return
     if "--write-orbax" in sys.argv:
+        from load_checkpoint import write_orbax
+
         i = sys.argv.index("--write-orbax")
-        write_orbax(sys.argv[i + 1], sys.argv[i + 2])
+        write_orbax(sys.argv[i + 1], sys.argv[i + 2], PLAN)
         return
     import subprocess
 

@@ -153,16 +153,17 @@ def write_index(directory: Path, size: str) -> Path:
     return index
 
 
-def write_orbax(source: str, directory: str) -> None:
+def write_orbax(source: str, directory: str, plan_text: str = PLAN) -> None:
     """The safetensors file `source` saved by Orbax's `StandardCheckpointer` at
-    `directory`, from arrays in the plan's shardings (run in a child: it needs jax)."""
+    `directory`, from arrays in the shardings of the plan `plan_text` (run in a child:
+    it needs jax)."""
     import jax
     import orbax.checkpoint as ocp
     import safetensors.numpy
 
     import planc
 
-    plan = planc.loads(PLAN)
+    plan = planc.loads(plan_text)
     tensors = safetensors.numpy.load_file(source)
     placement = plan.shardings({k: jax.ShapeDtypeStruct(v.shape, v.dtype)
                                 for k, v in tensors.items()}, plan.mesh())

@@ -194,12 +194,12 @@ def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice,
                 raise PlanError((_internal(f"the slots of `{a.variable.path}` resolve to "
                                            f"{slot.layout.text}, not the layout "
                                            "chosen for them"),))
-    if (choice.slots is not None or choice.host_slots) and state is not None:
-        host = choice.slots_needs(state) if choice.host_slots else 0
-        if (report.memory.device_bytes, report.memory.host_bytes or 0) != (
-                choice.needs(state), host):
-            raise PlanError((_internal("the plan's bytes per device with its optimizer "
-                                       "slots differ from the estimate"),))
+        if state is not None:
+            host = choice.slots_needs(state) if choice.host_slots else 0
+            if (report.memory.device_bytes, report.memory.host_bytes or 0) != (
+                    choice.needs(state), host):
+                raise PlanError((_internal("the plan's bytes per device with its optimizer "
+                                           "slots differ from the estimate"),))
     return report
 
 

@@ -48,6 +48,15 @@ def pareto(outcomes) -> list:
     return out
 
 
+# A candidate's options, as a why-not row names its value: (option, with, without).
+_OPTIONS = (
+    (lambda c: c.remat, " + remat", " without remat"),
+    (lambda c: c.zero1, " + ZeRO-1", " without ZeRO-1"),
+    (lambda c: c.choice.whole_vocab, " + whole vocab", " with the vocabulary split"),
+    (lambda c: c.host_slots, " + slots on host", " with the slots in device memory"),
+)
+
+
 def rows_of(searched) -> list[Row]:
     """The winner, the Pareto front, then the best of each other strategy (pipelined or
     not), and the best of the winner's own strategy with ZeRO-1, remat, the slots' memory
@@ -79,19 +88,12 @@ def rows_of(searched) -> list[Row]:
         if winner is None or c.group != winner.candidate.group:
             consider(c.group, o)
             continue
-        w = winner.candidate
-        vocab = c.choice.whole_vocab == w.choice.whole_vocab
-        host = c.host_slots == w.host_slots
-        if c.remat != w.remat and c.zero1 == w.zero1 and vocab and host:
-            consider(c.group + (" + remat" if c.remat else " without remat"), o)
-        if c.zero1 != w.zero1 and c.remat == w.remat and vocab and host:
-            consider(c.group + (" + ZeRO-1" if c.zero1 else " without ZeRO-1"), o)
-        if not vocab and c.zero1 == w.zero1 and c.remat == w.remat and host:
-            consider(c.group + (" + whole vocab" if c.choice.whole_vocab
-                                else " with the vocabulary split"), o)
-        if not host and c.zero1 == w.zero1 and c.remat == w.remat and vocab:
-            consider(c.group + (" + slots on host" if c.host_slots
-                                else " with the slots in device memory"), o)
+        # the winner's own strategy with exactly one of its options the other way
+        differ = [(on, off, mine) for option, on, off in _OPTIONS
+                  if (mine := option(c)) != option(winner.candidate)]
+        if len(differ) == 1:
+            on, off, mine = differ[0]
+            consider(c.group + (on if mine else off), o)
     for key in sorted(best, key=lambda k: (best[k].rank, k)):
         add(best[key], "why_not")
     return rows

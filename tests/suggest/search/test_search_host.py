@@ -130,7 +130,10 @@ def test_when_nothing_fits_even_with_the_slots_on_the_host_the_closest_is_named(
     assert "P513" in {d.code for d in rest}
 
 
-HEAVY = '''
+def mlp_builder(width: int, layers: int, batch: int, sequence: int) -> str:
+    """The source of a module whose `build()` trains `layers` plain MLP layers of `width`
+    with Adam on `batch` x `sequence` tokens, as `planc aot` takes a step."""
+    return f'''
 import jax
 import jax.numpy as jnp
 import optax
@@ -139,11 +142,10 @@ optimizer = optax.adam(1e-3)
 
 
 def build():
-    """Wide layers, few tokens: Adam's slots outweigh the activations."""
     def loss(params, batch):
         h = params["embed"][batch["tokens"]]
-        for i in range(2):
-            p = params[f"layers_{i}"]
+        for i in range({layers}):
+            p = params[f"layers_{{i}}"]
             h = h + jax.nn.gelu(h @ p["up"]) @ p["down"]
         logits = h @ params["embed"].T
         return optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
@@ -154,14 +156,18 @@ def build():
         return optax.apply_updates(params, updates), opt_state, value
 
     f32 = jnp.float32
-    params = {"embed": jax.ShapeDtypeStruct((1024, 512), f32)}
-    for i in range(2):
-        params[f"layers_{i}"] = {"up": jax.ShapeDtypeStruct((512, 2048), f32),
-                                 "down": jax.ShapeDtypeStruct((2048, 512), f32)}
-    batch = {"tokens": jax.ShapeDtypeStruct((8, 16), jnp.int32),
-             "targets": jax.ShapeDtypeStruct((8, 16), jnp.int32)}
+    params = {{"embed": jax.ShapeDtypeStruct((1024, {width}), f32)}}
+    for i in range({layers}):
+        params[f"layers_{{i}}"] = {{"up": jax.ShapeDtypeStruct(({width}, {4 * width}), f32),
+                                   "down": jax.ShapeDtypeStruct(({4 * width}, {width}), f32)}}
+    batch = {{"tokens": jax.ShapeDtypeStruct(({batch}, {sequence}), jnp.int32),
+             "targets": jax.ShapeDtypeStruct(({batch}, {sequence}), jnp.int32)}}
     return step, params, jax.eval_shape(optimizer.init, params), batch
 '''
+
+
+# Wide layers, few tokens: Adam's slots outweigh the activations.
+HEAVY = mlp_builder(512, 2, 8, 16)
 
 
 def test_with_a_step_the_winner_with_slots_on_the_host_is_proved_by_compiling_it(

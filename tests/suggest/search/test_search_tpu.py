@@ -6,6 +6,8 @@ import pytest
 from planc.cli.common import prepare_jax
 from planc.suggest.search import search
 
+from .test_search_host import mlp_builder
+
 
 @pytest.fixture(scope="module")
 def found():
@@ -60,40 +62,9 @@ def test_a_two_slice_winner_compiles_on_the_two_slices():
     assert any(p.kind == "dcn" for p in w.cost.placements.values())
 
 
-MLP = '''
-import jax
-import jax.numpy as jnp
-import optax
-
-optimizer = optax.adam(1e-3)
-WIDTH, LAYERS = 1024, 4
-
-
-def build():
-    """Plain MLP layers, 16,384 tokens: the transformer formula of the analytic peak
-    overcounts their activations some 2-3x against what XLA:TPU keeps."""
-    def loss(params, batch):
-        h = params["embed"][batch["tokens"]]
-        for i in range(LAYERS):
-            p = params[f"layers_{i}"]
-            h = h + jax.nn.gelu(h @ p["up"]) @ p["down"]
-        logits = h @ params["embed"].T
-        return optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
-
-    def step(params, opt_state, batch):
-        value, grads = jax.value_and_grad(loss)(params, batch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, value
-
-    f32 = jnp.float32
-    params = {"embed": jax.ShapeDtypeStruct((1024, WIDTH), f32)}
-    for i in range(LAYERS):
-        params[f"layers_{i}"] = {"up": jax.ShapeDtypeStruct((WIDTH, 4 * WIDTH), f32),
-                                 "down": jax.ShapeDtypeStruct((4 * WIDTH, WIDTH), f32)}
-    batch = {"tokens": jax.ShapeDtypeStruct((16, 1024), jnp.int32),
-             "targets": jax.ShapeDtypeStruct((16, 1024), jnp.int32)}
-    return step, params, jax.eval_shape(optimizer.init, params), batch
-'''
+# Plain MLP layers, 16,384 tokens: the transformer formula of the analytic peak
+# overcounts their activations some 2-3x against what XLA:TPU keeps.
+MLP = mlp_builder(1024, 4, 16, 1024)
 
 
 def test_a_search_compiles_before_saying_nothing_fits_however_far_over_the_analytic_peaks(
