@@ -218,13 +218,40 @@ def spy_read_bound(checkpoint, seen):
     checkpoint.restore = restore
 
 
-def test_restore_bounds_the_bytes_orbax_reads_at_once(plans, saved):
+def test_restore_bounds_the_bytes_orbax_reads_at_once(plans, saved, monkeypatch):
+    monkeypatch.setattr(orbax_save_restore, "_SMALL_READ", 0)  # every read counts as large
     _, b = plans
     checkpoint, sources, shardings = bound(b, saved)
     seen = []
     spy_read_bound(checkpoint, seen)
     orbax_save_restore.restore(b.ir, checkpoint, sources, shardings)
     assert seen == [orbax_save_restore._READ_BYTES]
+
+
+def test_small_reads_restore_unbounded_before_the_large_ones_bounded(plans, saved,
+                                                                   monkeypatch):
+    # Orbax's bound wakes every waiting read when one finishes: a thousand small reads
+    # queued behind it cost more CPU than they could save memory.
+    # Saved under plan a, read under plan b, the largest reads are: dense/kernel's 64
+    # bytes (an 8x2 shard over chunks of 4x2), dense/bias's 32, embed's 16.
+    monkeypatch.setattr(orbax_save_restore, "_SMALL_READ", 32)
+    _, b = plans
+    checkpoint, sources, shardings = bound(b, saved)
+    seen, parts = [], []
+    real = checkpoint.restore
+
+    def restore(abstract):
+        seen.append(active_read_bound())
+        parts.append(sorted(abstract))
+        return real(abstract)
+
+    checkpoint.restore = restore
+    arrays = orbax_save_restore.restore(b.ir, checkpoint, sources, shardings)
+    assert seen == [None, orbax_save_restore._READ_BYTES]
+    assert "dense/kernel" in parts[1] and "dense/kernel" not in parts[0]
+    assert sorted(parts[0] + parts[1]) == sorted(s.tensor.name for s in sources)
+    np.testing.assert_array_equal(np.asarray(arrays["dense/kernel"]),
+                                  np.asarray(model()["dense"]["kernel"]))
 
 
 def test_a_shard_read_larger_than_the_read_bound_still_restores(plans, saved, monkeypatch):

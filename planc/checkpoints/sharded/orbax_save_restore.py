@@ -151,8 +151,10 @@ def restore(ir: PlanIR, checkpoint, sources, shardings, *, dtype=None) -> dict:
         stored = _transposed(sharding) if source.transpose else sharding
         abstract[source.tensor.name] = jax.ShapeDtypeStruct(
             tuple(source.tensor.shape), want, sharding=stored)
-    with _bounded_reads(_read_bound(checkpoint, abstract)):
-        restored = checkpoint.restore(abstract)
+    restored = {}
+    for part, limit in _read_batches(checkpoint, abstract):
+        with _bounded_reads(limit):
+            restored.update(checkpoint.restore(part))
     out = {}
     for source, sharding in zip(sources, targets):
         array = restored[source.tensor.name]
@@ -165,30 +167,53 @@ def restore(ir: PlanIR, checkpoint, sources, shardings, *, dtype=None) -> dict:
 # anonymous memory. With at most 16 MiB in flight it took 1.08-1.11x, and no more CPU
 # (bench/load_checkpoint.py).
 _READ_BYTES = 16 << 20
+# Small reads are not bounded. Orbax's bound wakes every waiting read each time one
+# finishes, so a thousand small tensors queued behind it cost ~1 s of CPU (bench 15), and
+# bounding them saved no memory: tensorstore's own concurrency keeps few in flight.
+_SMALL_READ = 1 << 20
 
 
-def _read_bound(checkpoint, abstract: dict) -> int | None:
-    """Bytes Orbax may read at once for `abstract`: `_READ_BYTES`, or twice the largest
-    single read when that is more, since Orbax refuses a read that does not fit its
-    bound. A read spans the chunks one shard of this process touches (as Orbax
-    estimates it); None (no bound) when a tensor's chunk shape is not recorded."""
+def _read_batches(checkpoint, abstract: dict) -> list[tuple[dict, int | None]]:
+    """`abstract` as Orbax restores are made of it: [(part, read bound or None)]. Tensors
+    whose every read is small come first and unbounded; the others with at most
+    `_READ_BYTES` read at once, or twice the largest single read when that is more,
+    since Orbax refuses a read that does not fit its bound. A read spans the chunks one
+    shard of this process touches (as Orbax estimates it). All in one unbounded restore
+    when a tensor's chunk shape is not recorded."""
+    sizes = _largest_reads(checkpoint, abstract)
+    if sizes is None:
+        return [(abstract, None)]
+    small = {n: leaf for n, leaf in abstract.items() if sizes[n] <= _SMALL_READ}
+    large = {n: leaf for n, leaf in abstract.items() if sizes[n] > _SMALL_READ}
+    batches = [(small, None)] if small else []
+    if large:
+        biggest = max(sizes[n] for n in large)
+        batches.append((large, max(_READ_BYTES, 2 * biggest + 1)))
+    return batches
+
+
+def _largest_reads(checkpoint, abstract: dict) -> dict[str, int] | None:
+    """{name: bytes of the largest read one shard of this process makes}, or None when
+    a tensor's chunk shape is not recorded."""
     import ml_dtypes  # noqa: F401  (bfloat16 and float8 names)
     import numpy as np
 
-    biggest = 0
+    out = {}
     chunk_shapes = getattr(checkpoint, "chunk_shapes", {})
     for name, leaf in abstract.items():
         chunks = chunk_shapes.get(name)
         if chunks is None or len(chunks) != len(leaf.shape) or 0 in chunks:
             return None
         itemsize = np.dtype(checkpoint.tensor(name).dtype).itemsize
+        biggest = 0
         for index in leaf.sharding.addressable_devices_indices_map(leaf.shape).values():
             size = itemsize
             for part, n, chunk in zip(index, leaf.shape, chunks):
                 start, stop, _ = part.indices(n)
                 size *= -(-stop // chunk) * chunk - start // chunk * chunk
             biggest = max(biggest, size)
-    return max(_READ_BYTES, 2 * biggest + 1)
+        out[name] = biggest
+    return out
 
 
 @contextlib.contextmanager

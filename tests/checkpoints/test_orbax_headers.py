@@ -1,0 +1,124 @@
+"""The tuned reading of an Orbax checkpoint's metadata (`orbax_headers.read_tree`) says
+what Orbax's own `metadata` says, leaf by leaf, on the trees planc and Orbax write; and
+it leaves to Orbax every checkpoint it does not know."""
+
+import os
+import shutil
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp_v0
+import orbax.checkpoint.experimental.v1 as ocp
+import pytest
+
+import planc
+from planc.checkpoints import orbax_dir
+from planc.checkpoints.orbax_headers import read_tree
+from planc.checkpoints.tensors import open_checkpoint
+
+PLAN = """\
+mesh(data = 4, model = 2)
+model_parallel(batch = data)
+layout {
+  "layers/.*/kernel" -> (model, data)
+  "embed" -> (data, _)
+  default -> replicated
+}
+"""
+
+
+def arrays():
+    """Nested dicts and a list of arrays of two dtypes."""
+    return {"embed": jnp.arange(64, dtype=jnp.bfloat16).reshape(16, 4),
+            "layers": [{"kernel": jnp.ones((8, 16), jnp.float32), "bias": jnp.zeros(16)}
+                       for _ in range(3)]}
+
+
+def state(plan):
+    """The arrays in the plan's layout beside Python scalars and a string, as a training
+    state holds them."""
+    return {**plan.shard(arrays()), "step": 7, "rate": 0.5, "name": "run-1"}
+
+
+def is_leaf(x):
+    return x is None or hasattr(x, "shape")
+
+
+def assert_agrees_with_orbax(directory):
+    fast = read_tree(os.fspath(directory))
+    assert fast is not None
+    orbax = ocp.metadata(os.path.abspath(directory))
+    assert orbax_dir._flatten(fast[0]) == orbax_dir._flatten(orbax.metadata)
+    assert orbax_dir._chunk_shapes(fast[0]) == orbax_dir._chunk_shapes(orbax.metadata)
+    assert (jax.tree_util.tree_structure(fast[0], is_leaf=is_leaf)
+            == jax.tree_util.tree_structure(orbax.metadata, is_leaf=is_leaf))
+    assert fast[1] == orbax.custom_metadata
+
+
+def test_a_plan_save_reads_as_orbax_reads_it(plan_file, tmp_path):
+    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan.save(state(plan), tmp_path / "ckpt")
+    assert_agrees_with_orbax(tmp_path / "ckpt")
+
+
+def test_a_standard_checkpointer_save_reads_as_orbax_reads_it(plan_file, tmp_path):
+    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    checkpointer = ocp_v0.StandardCheckpointer()
+    checkpointer.save(tmp_path / "ckpt", {**plan.shard(arrays()), "step": 7})  # no strings
+    checkpointer.wait_until_finished()
+    assert_agrees_with_orbax(tmp_path / "ckpt")
+
+
+def test_an_orbax_save_of_numpy_arrays_reads_as_orbax_reads_it(tmp_path):
+    ocp.save(tmp_path / "ckpt", {"a": [np.ones((3, 5), np.int32), np.zeros(2)],
+                                        "b": {"c": np.float16(1.5) * np.ones(4, np.float16)}})
+    assert_agrees_with_orbax(tmp_path / "ckpt")
+
+
+def test_a_checkpoint_saved_in_parts_reads_as_orbax_reads_it(plan_file, tmp_path):
+    from planc.checkpoints.sharded.orbax_save_restore import save_parts
+
+    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    placed = plan.shard(arrays())
+    save_parts(plan.ir, [{"embed": placed["embed"]},
+                         {"layers/0/kernel": placed["layers"][0]["kernel"]}], tmp_path / "ckpt")
+    assert_agrees_with_orbax(tmp_path / "ckpt")
+
+
+def test_a_checkpoint_without_ocdbt_is_left_to_orbax(tmp_path):
+    checkpointer = ocp_v0.PyTreeCheckpointer(use_ocdbt=False)
+    checkpointer.save(tmp_path / "ckpt", {"w": np.ones((4, 4), np.float32)})
+    assert read_tree(os.fspath(tmp_path / "ckpt")) is None
+    assert [t.name for t in open_checkpoint(tmp_path / "ckpt").tensors] == ["w"]
+
+
+def test_a_boolean_scalar_is_left_to_orbax(tmp_path):
+    # Orbax saves it but cannot read its metadata back ("Unsupported dtype: bool"): what
+    # planc says of such a checkpoint stays what Orbax's reading gives.
+    ocp.save(tmp_path / "ckpt", {"w": np.ones(4, np.float32), "done": True})
+    assert read_tree(os.fspath(tmp_path / "ckpt")) is None
+
+
+def test_two_item_directories_are_left_to_orbax(plan_file, tmp_path):
+    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan.save(state(plan), tmp_path / "ckpt")
+    shutil.copytree(tmp_path / "ckpt" / "state", tmp_path / "ckpt" / "other")
+    assert read_tree(os.fspath(tmp_path / "ckpt")) is None
+
+
+def test_a_missing_array_header_is_left_to_orbax(plan_file, tmp_path):
+    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan.save(state(plan), tmp_path / "ckpt")
+    metadata = tmp_path / "ckpt" / "state" / "_METADATA"
+    text = metadata.read_text()
+    metadata.write_text(text.replace('"key": "bias"', '"key": "bias_gone"'))
+    assert read_tree(os.fspath(tmp_path / "ckpt")) is None
+
+
+@pytest.mark.parametrize("damage", ["", "{", '{"tree_metadata": 3, "use_ocdbt": true}'])
+def test_damaged_tree_metadata_is_left_to_orbax(plan_file, tmp_path, damage):
+    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan.save(state(plan), tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "state" / "_METADATA").write_text(damage)
+    assert read_tree(os.fspath(tmp_path / "ckpt")) is None
