@@ -9,8 +9,9 @@ Orbax's to read. A tensor's name is its tree path joined by "/" (`params/dense/k
 planc names pytree leaves. A Python scalar (a step count) is a 0-d tensor; a string is
 not a tensor.
 
-Orbax imports jax, so it is imported only when a directory is opened; `import planc`
-and the front end stay free of it.
+Orbax imports jax, so it is imported only when a directory must be read or restored
+through it; `import planc` and the front end stay free of it, and so does listing a
+checkpoint of Orbax's default layout.
 
 Both layouts Orbax writes are read: the v1 layout (`DIR/state/_METADATA`, which
 `plan.save` and `planc reshard` write) and the v0 layout (`DIR/_METADATA`, as
@@ -173,17 +174,8 @@ _SCALARS = {bool: "bool", int: "int64", float: "float64"}
 def _flatten(tree):
     """[(name, (shape, dtype))] of every array and scalar leaf of an Orbax metadata tree,
     in tree order (strings are not tensors)."""
-    import jax
-
-    from planc.sources.objects import key_text
-
-    def is_leaf(x):
-        return x is None or hasattr(x, "shape")
-
-    flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_leaf)
     out = []
-    for keys, leaf in flat:
-        name = "/".join(key_text(k) for k in keys)
+    for name, leaf in _leaves(tree):
         if isinstance(leaf, (bool, int, float)):
             # Orbax describes a Python scalar (a step count) by a value of its type; it
             # restores into a 0-d array like any other leaf.
@@ -196,18 +188,55 @@ def _flatten(tree):
 def _chunk_shapes(tree) -> dict[str, tuple[int, ...]]:
     """{name: the chunk shape Orbax stored it in} for each array whose metadata records
     one (the unit Orbax's reads are aligned to)."""
-    import jax
-
-    from planc.sources.objects import key_text
-
-    flat, _ = jax.tree_util.tree_flatten_with_path(
-        tree, is_leaf=lambda x: x is None or hasattr(x, "shape"))
     out = {}
-    for keys, leaf in flat:
+    for name, leaf in _leaves(tree):
         chunks = getattr(getattr(leaf, "storage_metadata", None), "chunk_shape", None)
         if chunks is not None:
-            out["/".join(key_text(k) for k in keys)] = tuple(int(c) for c in chunks)
+            out[name] = tuple(int(c) for c in chunks)
     return out
+
+
+def _is_leaf(x) -> bool:
+    return x is None or hasattr(x, "shape")
+
+
+class _OtherNode(Exception):
+    pass
+
+
+def _leaves(tree) -> list[tuple[str, object]]:
+    """[(name, leaf)] of an Orbax metadata tree in JAX's order (a dict's keys sorted, a
+    list's items in turn), a name being the tree path joined by "/". A tree of dicts and
+    lists, what Orbax's default layout holds, is walked here without importing JAX (so
+    `planc lint --checkpoint` of such a checkpoint never imports it); a tree with any
+    other node is JAX's to flatten."""
+    out: list = []
+    try:
+        _walk(tree, "", out)
+        return out
+    except _OtherNode:
+        import jax
+
+        from planc.sources.objects import key_text
+
+        flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
+        return [("/".join(key_text(k) for k in keys), leaf) for keys, leaf in flat]
+
+
+def _walk(node, prefix: str, out: list) -> None:
+    kind = type(node)
+    if kind is dict:
+        if any(type(key) is not str for key in node):
+            raise _OtherNode
+        for key in sorted(node):
+            _walk(node[key], f"{prefix}{key}/", out)
+    elif kind is list:
+        for i, child in enumerate(node):
+            _walk(child, f"{prefix}{i}/", out)
+    elif _is_leaf(node) or kind in (bool, int, float, str):
+        out.append((prefix[:-1], node))
+    else:
+        raise _OtherNode
 
 
 def _dtype_name(dtype) -> str:
@@ -285,7 +314,7 @@ class OrbaxCheckpoint(Checkpoint):
             return abstract.get("/".join(key_text(k) for k in keys), ocp.PLACEHOLDER)
 
         want = jax.tree_util.tree_map_with_path(
-            target, self._tree, is_leaf=lambda x: x is None or hasattr(x, "shape"))
+            target, self._tree, is_leaf=_is_leaf)
         try:
             restored = ocp.load(os.path.abspath(self.path), want)
         except Exception as exc:  # Orbax raises many types; each is one diagnostic here

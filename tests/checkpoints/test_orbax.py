@@ -123,6 +123,14 @@ def test_a_step_count_is_a_0d_tensor_and_a_string_is_none(plans, tmp_path):
     assert "run" not in tensors and tensors["params/embed"] == ((8, 4), "bfloat16")
 
 
+def test_a_state_with_a_string_saves_and_loads_back(plans, tmp_path):
+    a, _ = plans
+    a.save({**a.shard(model()), "run": "first"}, tmp_path / "ckpt")
+    loaded = load_warnings(a, tmp_path / "ckpt")[0]
+    assert "run" not in loaded
+    np.testing.assert_array_equal(np.asarray(loaded["embed"]), np.asarray(model()["embed"]))
+
+
 # -- restore under another plan ---------------------------------------------------------
 
 def test_a_checkpoint_saved_under_plan_a_restores_equal_under_plan_b(plans, saved):

@@ -122,3 +122,37 @@ def test_damaged_tree_metadata_is_left_to_orbax(plan_file, tmp_path, damage):
     plan.save(state(plan), tmp_path / "ckpt")
     (tmp_path / "ckpt" / "state" / "_METADATA").write_text(damage)
     assert read_tree(os.fspath(tmp_path / "ckpt")) is None
+
+
+def jax_leaves(tree):
+    from planc.sources.objects import key_text
+
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_leaf)
+    return [("/".join(key_text(k) for k in keys), leaf) for keys, leaf in flat]
+
+
+@pytest.mark.parametrize("tree", [
+    {"b": [np.ones(2), {"z": 1, "a": None}], "a": {"10": "s", "2": 0.5, "1": np.zeros(1)}},
+    {"layers": [{"w": np.ones(1)}, ({"w": np.ones(2)}, np.ones(3))]},  # a tuple: JAX's
+    np.ones(4),
+    {},
+], ids=["dicts-and-lists", "with-a-tuple", "one-leaf", "empty"])
+def test_a_tree_lists_its_leaves_in_jaxs_order(tree):
+    assert [(n, id(x)) for n, x in orbax_dir._leaves(tree)] == \
+        [(n, id(x)) for n, x in jax_leaves(tree)]
+
+
+def test_listing_an_orbax_checkpoint_imports_neither_jax_nor_orbax(plan_file, tmp_path):
+    import subprocess
+    import sys
+
+    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan.save(state(plan), tmp_path / "ckpt")
+    code = ("import sys\nfrom planc.checkpoints.tensors import open_checkpoint\n"
+            f"tensors = open_checkpoint({str(tmp_path / 'ckpt')!r}).tensors\n"
+            "print(len(tensors), 'jax' in sys.modules, any(m.startswith('orbax') for m in "
+            "sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    # 7 arrays, `step` and `rate`; `name` is a string, not a tensor
+    assert run.stdout.split() == ["9", "False", "False"]

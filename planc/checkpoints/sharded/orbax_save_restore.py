@@ -382,7 +382,9 @@ def save(ir: PlanIR, tree, directory) -> None:
     with claimed(directory):
         _refuse_existing(directory)
         before = _leftovers(directory)
-        names = [path for path, _ in tree_paths(tree)[0]]
+        # A string (a run's name) is saved, but it is not a tensor: the record lists
+        # what loading must find.
+        names = [path for path, leaf in tree_paths(tree)[0] if not isinstance(leaf, str)]
         record = plan_record(ir, jax.device_count(), names)
         try:
             ocp.save(directory, tree, custom_metadata={PLAN_KEY: record})
