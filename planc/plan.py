@@ -506,8 +506,9 @@ class Plan:
         this plan's name, fingerprint and text recorded in it; call it on every process.
 
         Each process writes its own shards and Orbax commits the directory atomically;
-        an existing `directory` raises `FileExistsError`. `plan.load(directory)` under
-        another plan reshards it and says so in a note (P417).
+        an existing `directory` raises `FileExistsError`, a Python `bool` leaf
+        `ValueError` (Orbax cannot read one back). `plan.load(directory)` under another
+        plan reshards it and says so in a note (P417).
         """
         from planc.checkpoints.sharded.orbax_save_restore import save
 

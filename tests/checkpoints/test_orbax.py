@@ -131,6 +131,20 @@ def test_a_state_with_a_string_saves_and_loads_back(plans, tmp_path):
     np.testing.assert_array_equal(np.asarray(loaded["embed"]), np.asarray(model()["embed"]))
 
 
+def test_a_python_bool_is_refused_before_anything_is_written(plans, tmp_path):
+    a, _ = plans
+    with pytest.raises(ValueError, match="`done` is a Python bool.*jnp.asarray"):
+        a.save({**a.shard(model()), "done": True}, tmp_path / "ckpt")
+    assert [n for n in os.listdir(tmp_path) if n.startswith("ckpt")] == []
+
+
+def test_a_boolean_array_saves_and_loads_back(plans, tmp_path):
+    a, _ = plans
+    a.save({**a.shard(model()), "done": jnp.asarray(True)}, tmp_path / "ckpt")
+    tensors = {t.name: (t.shape, t.dtype) for t in open_checkpoint(tmp_path / "ckpt").tensors}
+    assert tensors["done"] == ((), "bool")
+
+
 # -- restore under another plan ---------------------------------------------------------
 
 def test_a_checkpoint_saved_under_plan_a_restores_equal_under_plan_b(plans, saved):

@@ -384,7 +384,15 @@ def save(ir: PlanIR, tree, directory) -> None:
         before = _leftovers(directory)
         # A string (a run's name) is saved, but it is not a tensor: the record lists
         # what loading must find.
-        names = [path for path, leaf in tree_paths(tree)[0] if not isinstance(leaf, str)]
+        leaves = tree_paths(tree)[0]
+        flags = [path for path, leaf in leaves if type(leaf) is bool]
+        if flags:
+            raise ValueError(
+                f"`{flags[0]}` is a Python bool: Orbax saves one but cannot read its "
+                "metadata back (\"Unsupported dtype: bool\"), so neither planc nor Orbax's "
+                "metadata could list the checkpoint; save it as an array "
+                "(jnp.asarray(flag)) instead")
+        names = [path for path, leaf in leaves if not isinstance(leaf, str)]
         record = plan_record(ir, jax.device_count(), names)
         try:
             ocp.save(directory, tree, custom_metadata={PLAN_KEY: record})
