@@ -61,18 +61,14 @@ def _read(path: str):
         return None
     with open(os.path.join(item, "_METADATA"), "rb") as f:
         record = json.load(f)
-    if record.get("use_ocdbt") is not True:
+    zarr3 = record.get("use_zarr3")
+    if record.get("use_ocdbt") is not True or type(zarr3) is not bool:
         return None
-    zarr3 = record.get("use_zarr3") is True
     leaves = {}  # keys -> (value type, param name)
     for entry in record["tree_metadata"].values():
-        keys = tuple((k["key"], k["key_type"]) for k in entry["key_metadata"])
-        value = entry["value_metadata"]
-        kind = value["value_type"]
-        if value.get("skip_deserialize") or not keys or \
-                any(t not in (_SEQUENCE, _DICT) or not isinstance(k, str) for k, t in keys):
-            return None
-        if kind not in _ARRAYS and kind not in ("scalar", "string"):
+        keys = _keys(entry["key_metadata"])
+        kind = _value_type(entry["value_metadata"])
+        if keys is None or kind is None:
             return None
         leaves[keys] = (kind, ".".join(k for k, _ in keys))
     headers = _zarr_headers(item, [name for kind, name in leaves.values() if kind != "string"],
@@ -93,6 +89,33 @@ def _read(path: str):
         else:
             flat[keys] = ArrayHeader(shape, dtype, chunks)
     return _nest(flat), _custom_metadata(path)
+
+
+def _keys(entries) -> tuple | None:
+    """((key, key type), ...) of a leaf's `key_metadata`, or None unless every entry is
+    exactly what Orbax writes for a dict key or a list index."""
+    out = []
+    for entry in entries:
+        if type(entry) is not dict or set(entry) != {"key", "key_type"} \
+                or type(entry["key"]) is not str or entry["key_type"] not in (_SEQUENCE, _DICT) \
+                or type(entry["key_type"]) is not int:
+            return None
+        out.append((entry["key"], entry["key_type"]))
+    return tuple(out) or None
+
+
+def _value_type(value) -> str | None:
+    """A leaf's value type from its `value_metadata`, or None unless it is exactly what
+    Orbax writes for an array, a scalar or a string it will read back."""
+    if type(value) is not dict or not {"value_type", "skip_deserialize"} <= set(value) \
+            or not set(value) <= {"value_type", "skip_deserialize", "write_shape"}:
+        return None
+    shape = value.get("write_shape", [])
+    if value["skip_deserialize"] is not False or type(shape) is not list \
+            or any(type(d) is not int or d < 0 for d in shape):
+        return None
+    kind = value["value_type"]
+    return kind if kind in _ARRAYS or kind in ("scalar", "string") else None
 
 
 def _item_dir(path: str) -> str | None:

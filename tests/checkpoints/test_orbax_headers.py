@@ -1,6 +1,7 @@
 """The tuned reading of an Orbax checkpoint's metadata (`orbax_headers.read_tree`) says
-what Orbax's own `metadata` says, leaf by leaf, on the trees planc and Orbax write; and
-it leaves to Orbax every checkpoint it does not know."""
+what Orbax's own `metadata` says, leaf by leaf, on the trees planc and Orbax write; it
+leaves to Orbax every checkpoint it does not know; and on damaged tree metadata, fuzzed,
+planc lists what Orbax lists or refuses what Orbax refuses."""
 
 import os
 import shutil
@@ -11,11 +12,13 @@ import numpy as np
 import orbax.checkpoint as ocp_v0
 import orbax.checkpoint.experimental.v1 as ocp
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import planc
 from planc.checkpoints import orbax_dir
 from planc.checkpoints.orbax_headers import read_tree
-from planc.checkpoints.tensors import open_checkpoint
+from planc.checkpoints.tensors import CheckpointError, open_checkpoint
 
 PLAN = """\
 mesh(data = 4, model = 2)
@@ -156,3 +159,78 @@ def test_listing_an_orbax_checkpoint_imports_neither_jax_nor_orbax(plan_file, tm
     assert run.returncode == 0, run.stderr
     # 7 arrays, `step` and `rate`; `name` is a string, not a tensor
     assert run.stdout.split() == ["9", "False", "False"]
+
+
+# -- damaged tree metadata, fuzzed ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """A plan.save checkpoint (Orbax's v1 layout, zarr3) and a StandardCheckpointer one
+    (v0, zarr2), saved once for every fuzzed case."""
+    root = tmp_path_factory.mktemp("orbax-fuzz")
+    (root / "p.kd").write_text(PLAN)
+    plan = planc.load_plan(root / "p.kd")
+    plan.save(state(plan), root / "v1")
+    checkpointer = ocp_v0.StandardCheckpointer()
+    checkpointer.save(root / "v0", {**plan.shard(arrays()), "step": 7})
+    checkpointer.wait_until_finished()
+    return root
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(
+    ["", "0", "w", "jax.Array", "np.ndarray", "scalar", "string", "layers", "kernel"]),
+    st.just([]), st.just({}))
+
+
+def _nodes(node, path=()):
+    yield path
+    if isinstance(node, dict):
+        for k in sorted(node):
+            yield from _nodes(node[k], path + (k,))
+    elif isinstance(node, list):
+        for i, child in enumerate(node):
+            yield from _nodes(child, path + (i,))
+
+
+def _mutate(record, data):
+    """`record` with one node replaced by a drawn value, or removed."""
+    import json
+
+    record = json.loads(json.dumps(record))
+    path = data.draw(st.sampled_from(list(_nodes(record))[1:]))
+    parent = record
+    for key in path[:-1]:
+        parent = parent[key]
+    if data.draw(st.booleans()) and isinstance(parent, dict):
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = data.draw(_VALUES)
+    return record
+
+
+def _listing(directory):
+    """(tensors, chunk shapes) as planc lists them, or None for a CheckpointError."""
+    try:
+        checkpoint = orbax_dir.OrbaxCheckpoint(directory)
+    except CheckpointError:
+        return None
+    return [(t.name, t.shape, t.dtype) for t in checkpoint.tensors], checkpoint.chunk_shapes
+
+
+@settings(max_examples=50, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_damaged_tree_metadata_lists_as_orbax_lists_it_or_is_a_checkpoint_error(
+        pristine, tmp_path_factory, data):
+    import json
+
+    layout = data.draw(st.sampled_from(["v1", "v0"]))
+    directory = tmp_path_factory.mktemp("case") / layout
+    shutil.copytree(pristine / layout, directory)
+    metadata = directory / ("state" if layout == "v1" else "") / "_METADATA"
+    metadata.write_text(json.dumps(_mutate(json.loads(metadata.read_text()), data)))
+    mine = _listing(str(directory))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(orbax_dir, "read_tree", lambda path: None)
+        orbax = _listing(str(directory))
+    assert mine == orbax  # the same tensors, or both a CheckpointError
