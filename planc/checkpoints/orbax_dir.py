@@ -144,9 +144,11 @@ def _read_metadata(path: str):
     if not os.path.exists(path):
         raise CheckpointError(f"{path}: cannot read: no such file or directory",
                               unreadable=True)
-    if not os.path.isfile(os.path.join(path, _TREE_METADATA)) and not _item_dirs(path):
+    items = [""] if os.path.isfile(os.path.join(path, _TREE_METADATA)) else _item_dirs(path)
+    if not items:
         raise _missing_metadata(path)
-    known = read_tree(path)
+    # With two item directories Orbax chooses which to read; planc leaves it to Orbax.
+    known = read_tree(path, os.path.join(path, items[0])) if len(items) == 1 else None
     if known is not None:
         return known
     try:

@@ -41,24 +41,22 @@ class _Storage:
         self.chunk_shape = chunk_shape
 
 
-def read_tree(path: str):
-    """(tree, custom metadata) of the Orbax checkpoint at `path`, as
+def read_tree(path: str, item: str):
+    """(tree, custom metadata) of the Orbax checkpoint at `path` whose tree metadata is in
+    the directory `item` (`path` itself in Orbax's v0 layout, `path/state` in v1), as
     `orbax.checkpoint.experimental.v1.metadata` gives them, or None when the checkpoint
     is not one this reader knows (the caller then asks Orbax).
 
-    >>> read_tree("no/such/dir") is None
+    >>> read_tree("no/such/dir", "no/such/dir") is None
     True
     """
     try:
-        return _read(path)
+        return _read(path, item)
     except Exception:  # any surprise is Orbax's to read and to diagnose
         return None
 
 
-def _read(path: str):
-    item = _item_dir(path)
-    if item is None:
-        return None
+def _read(path: str, item: str):
     with open(os.path.join(item, "_METADATA"), "rb") as f:
         record = json.load(f)
     zarr3 = record.get("use_zarr3")
@@ -116,16 +114,6 @@ def _value_type(value) -> str | None:
         return None
     kind = value["value_type"]
     return kind if kind in _ARRAYS or kind in ("scalar", "string") else None
-
-
-def _item_dir(path: str) -> str | None:
-    """The directory Orbax reads the tree from: `path` itself (Orbax's v0 layout) or its
-    one item directory (v1: `state/`); None when Orbax would have to choose."""
-    if os.path.isfile(os.path.join(path, "_METADATA")):
-        return path
-    items = [n for n in sorted(os.listdir(path))
-             if os.path.isfile(os.path.join(path, n, "_METADATA"))]
-    return os.path.join(path, items[0]) if len(items) == 1 else None
 
 
 def _custom_metadata(path: str):

@@ -229,12 +229,15 @@ def active_read_bound():
     return get_context().memory_options.read_concurrent_bytes
 
 
-def spy_read_bound(checkpoint, seen):
-    """Record the read bound Orbax sees while the checkpoint restores (then restore)."""
+def spy_read_bound(checkpoint, seen, parts=None):
+    """Record the read bound Orbax sees while the checkpoint restores (then restore), and
+    in `parts` the names each restore takes."""
     real = checkpoint.restore
 
     def restore(abstract):
         seen.append(active_read_bound())
+        if parts is not None:
+            parts.append(sorted(abstract))
         return real(abstract)
 
     checkpoint.restore = restore
@@ -260,14 +263,7 @@ def test_small_reads_restore_unbounded_before_the_large_ones_bounded(plans, save
     _, b = plans
     checkpoint, sources, shardings = bound(b, saved)
     seen, parts = [], []
-    real = checkpoint.restore
-
-    def restore(abstract):
-        seen.append(active_read_bound())
-        parts.append(sorted(abstract))
-        return real(abstract)
-
-    checkpoint.restore = restore
+    spy_read_bound(checkpoint, seen, parts)
     arrays = orbax_save_restore.restore(b.ir, checkpoint, sources, shardings)
     assert seen == [None, orbax_save_restore._READ_BYTES]
     assert "dense/kernel" in parts[1] and "dense/kernel" not in parts[0]
