@@ -87,7 +87,7 @@ def _missing_metadata(path: str) -> CheckpointError:
                            f"as state/); {hint}")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     # Orbax's messages can run to pages (tensorstore specs); one line, bounded, is enough
     # to say what went wrong without echoing a file's bytes back.
     text = str(exc).strip().splitlines()
@@ -140,7 +140,9 @@ def _detail(caught: list[str]) -> str:
 
 
 def _read_metadata(path: str):
-    """(tree of Orbax leaf metadata, custom metadata) of the checkpoint at `path`."""
+    """(tree of Orbax leaf metadata, custom metadata, `ArrayStore` or None) of the
+    checkpoint at `path`: the store when `orbax_headers` read it (Orbax's default
+    layout), None when Orbax did."""
     if not os.path.exists(path):
         raise CheckpointError(f"{path}: cannot read: no such file or directory",
                               unreadable=True)
@@ -161,13 +163,13 @@ def _read_metadata(path: str):
                               unreadable=True) from None
     except Exception as exc:  # Orbax raises many types; each is one diagnostic here
         raise CheckpointError(f"P416 {path}: Orbax cannot read this checkpoint's metadata "
-                              f"({_first_line(exc)}); the directory is damaged or was not "
+                              f"({first_line(exc)}); the directory is damaged or was not "
                               "written by Orbax") from None
     if meta.metadata is None:
         raise CheckpointError(f"P416 {path}: Orbax cannot read this checkpoint's tree "
                               f"metadata ({_detail(caught)}); the directory is damaged or "
                               "was not written by Orbax")
-    return meta.metadata, meta.custom_metadata
+    return meta.metadata, meta.custom_metadata, None
 
 
 _SCALARS = {bool: "bool", int: "int64", float: "float64"}
@@ -251,7 +253,8 @@ class OrbaxCheckpoint(Checkpoint):
     """An Orbax checkpoint directory: `.tensors` from its metadata, no array data read.
 
     `.custom_metadata` is what the saver recorded (`plan.save` records the plan there;
-    see `saved_plan`). Loading goes through
+    see `saved_plan`). `.store` is where the arrays are (`orbax_headers.ArrayStore`)
+    when planc read the metadata itself, else None. Loading goes through
     `planc.checkpoints.sharded.orbax_save_restore.restore`, which restores each device's
     shard straight into the plan's shardings.
 
@@ -265,7 +268,7 @@ class OrbaxCheckpoint(Checkpoint):
 
     def __init__(self, path):
         self.path = os.fspath(path)
-        self._tree, custom = _read_metadata(self.path)
+        self._tree, custom, self.store = _read_metadata(self.path)
         self.custom_metadata = custom if isinstance(custom, dict) else {}
         self.tensors = tuple(Tensor(name, shape, dtype, self.path)
                              for name, (shape, dtype) in _flatten(self._tree))
@@ -321,7 +324,7 @@ class OrbaxCheckpoint(Checkpoint):
             restored = ocp.load(os.path.abspath(self.path), want)
         except Exception as exc:  # Orbax raises many types; each is one diagnostic here
             raise CheckpointError(f"P416 {self.path}: Orbax cannot restore this checkpoint "
-                                  f"({_first_line(exc)})") from None
+                                  f"({first_line(exc)})") from None
         flat, _ = jax.tree_util.tree_flatten_with_path(restored)
         out = {}
         for keys, leaf in flat:

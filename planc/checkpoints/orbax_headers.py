@@ -9,15 +9,17 @@ Orbax writes by default (OCDBT, zarr 2 or 3, trees of dicts and lists whose leav
 arrays, scalars and strings) the tree is read here, and for anything else (`None`)
 `orbax_dir` asks Orbax: every unusual or damaged checkpoint still gets Orbax's reading
 and planc's diagnostics of it. tests/checkpoints/test_orbax_headers.py checks that both
-readings agree, leaf by leaf, on the trees planc and Orbax write.
+readings agree, leaf by leaf, on the trees planc and Orbax write. Where the arrays are
+(`ArrayStore`) is kept for `orbax_tensorstore`, which restores them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 
-__all__ = ["read_tree"]
+__all__ = ["read_tree", "ArrayStore"]
 
 _ARRAYS = ("jax.Array", "np.ndarray")
 _SEQUENCE, _DICT = 1, 2  # Orbax's key types (KeyType.SEQUENCE, KeyType.DICT)
@@ -41,11 +43,26 @@ class _Storage:
         self.chunk_shape = chunk_shape
 
 
+@dataclass(frozen=True)
+class ArrayStore:
+    """Where and how the arrays of a checkpoint this reader knows are stored, as Orbax's
+    restore opens them (`planc.checkpoints.sharded.orbax_tensorstore`)."""
+
+    item: str  # the directory of the OCDBT database, absolute
+    zarr3: bool  # zarr 3, else 2
+    # Whether a chunk missing from the database reads as the fill value. A writer that
+    # recorded `store_array_data_equal_to_fill_value` stored every chunk: one missing is
+    # damage, and Orbax's restore refuses it.
+    fill_missing: bool
+    arrays: dict[str, str]  # {tensor name as planc names it: the array's name in the database}
+
+
 def read_tree(path: str, item: str):
-    """(tree, custom metadata) of the Orbax checkpoint at `path` whose tree metadata is in
-    the directory `item` (`path` itself in Orbax's v0 layout, `path/state` in v1), as
-    `orbax.checkpoint.experimental.v1.metadata` gives them, or None when the checkpoint
-    is not one this reader knows (the caller then asks Orbax).
+    """(tree, custom metadata, `ArrayStore`) of the Orbax checkpoint at `path` whose tree
+    metadata is in the directory `item` (`path` itself in Orbax's v0 layout, `path/state`
+    in v1), the tree and custom metadata as `orbax.checkpoint.experimental.v1.metadata`
+    gives them, or None when the checkpoint is not one this reader knows (the caller then
+    asks Orbax).
 
     >>> read_tree("no/such/dir", "no/such/dir") is None
     True
@@ -60,7 +77,9 @@ def _read(path: str, item: str):
     with open(os.path.join(item, "_METADATA"), "rb") as f:
         record = json.load(f)
     zarr3 = record.get("use_zarr3")
-    if record.get("use_ocdbt") is not True or type(zarr3) is not bool:
+    # Orbax reads an absent flag as False (tree.py, InternalTreeMetadata.from_json).
+    complete = record.get("store_array_data_equal_to_fill_value", False)
+    if record.get("use_ocdbt") is not True or type(zarr3) is not bool or type(complete) is not bool:
         return None
     leaves = {}  # keys -> (value type, param name)
     for entry in record["tree_metadata"].values():
@@ -86,7 +105,11 @@ def _read(path: str, item: str):
             flat[keys] = dtype.type(0).item()
         else:
             flat[keys] = ArrayHeader(shape, dtype, chunks)
-    return _nest(flat), _custom_metadata(path)
+    # planc names a leaf by its keys joined with "/", Orbax its array with ".".
+    arrays = {"/".join(k for k, _ in keys): name for keys, (kind, name) in leaves.items()
+              if kind != "string"}
+    store = ArrayStore(os.path.abspath(item), zarr3, fill_missing=not complete, arrays=arrays)
+    return _nest(flat), _custom_metadata(path), store
 
 
 def _keys(entries) -> tuple | None:

@@ -225,6 +225,30 @@ def aligned_empty(shape, dtype) -> "np.ndarray":
     return raw[start:start + nbytes].view(dtype).reshape(tuple(shape))
 
 
+# Threads reading one variable's shards: the copies are memory-bound, so a few are enough.
+_MAX_READERS = 8
+
+
+def readers() -> int:
+    """Threads for this load: one per core this process may run on, up to `_MAX_READERS`.
+
+    The count follows the cores, not how busy they are. The scheduler gives every
+    runnable thread its share of a core, so beside other work a load with one thread
+    got about one share and took longer than the `get_slice` loop, while two threads on
+    a 2-core machine with a CPU hog per core took 0.5x its wall time
+    (bench/load_checkpoint.py, the busy-machine rows). Extra threads cost little CPU:
+    beside the hogs, 1, 2 and 8 threads on 2 cores each took 0.9-1.3 s CPU for 1 GiB,
+    in interleaved fresh processes. (An earlier figure, 8 threads at 2.7x one thread's
+    CPU, was taken while seven other jobs shared the machine and did not reproduce.)
+    The count decides only how fast the load is, never what it loads.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(_MAX_READERS, cores))
+
+
 def checked_index(tensor: Tensor, index) -> tuple[slice, ...]:
     """`index` as one ``slice(start, stop)`` per dimension of `tensor`, bounds checked.
 

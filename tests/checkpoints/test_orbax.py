@@ -67,10 +67,13 @@ def saved(plans, tmp_path):
     return directory
 
 
-def bound(plan, directory):
+def bound(plan, directory, through_orbax=False):
     """(checkpoint, sources, shardings) of the checkpoint in `directory`, opened and bound
-    under `plan`."""
+    under `plan`; restored by Orbax itself when `through_orbax`, as a checkpoint whose
+    metadata `orbax_headers` does not read is."""
     checkpoint = open_checkpoint(directory)
+    if through_orbax:
+        checkpoint.store = None
     sources, problems = bind_checkpoint(plan.ir, checkpoint.tensors)
     assert not problems
     shardings = plan.shardings({s.variable.path: jax.ShapeDtypeStruct(s.variable.shape,
@@ -79,8 +82,8 @@ def bound(plan, directory):
     return checkpoint, sources, shardings
 
 
-def restore_under(plan, directory):
-    checkpoint, sources, shardings = bound(plan, directory)
+def restore_under(plan, directory, through_orbax=False):
+    checkpoint, sources, shardings = bound(plan, directory, through_orbax)
     return orbax_save_restore.restore(plan.ir, checkpoint, sources, shardings), shardings
 
 
@@ -246,7 +249,7 @@ def spy_read_bound(checkpoint, seen, parts=None):
 def test_restore_bounds_the_bytes_orbax_reads_at_once(plans, saved, monkeypatch):
     monkeypatch.setattr(orbax_save_restore, "_SMALL_READ", 0)  # every read counts as large
     _, b = plans
-    checkpoint, sources, shardings = bound(b, saved)
+    checkpoint, sources, shardings = bound(b, saved, through_orbax=True)
     seen = []
     spy_read_bound(checkpoint, seen)
     orbax_save_restore.restore(b.ir, checkpoint, sources, shardings)
@@ -261,7 +264,7 @@ def test_small_reads_restore_unbounded_before_the_large_ones_bounded(plans, save
     # bytes (an 8x2 shard over chunks of 4x2), dense/bias's 32, embed's 16.
     monkeypatch.setattr(orbax_save_restore, "_SMALL_READ", 32)
     _, b = plans
-    checkpoint, sources, shardings = bound(b, saved)
+    checkpoint, sources, shardings = bound(b, saved, through_orbax=True)
     seen, parts = [], []
     spy_read_bound(checkpoint, seen, parts)
     arrays = orbax_save_restore.restore(b.ir, checkpoint, sources, shardings)
@@ -277,7 +280,7 @@ def test_a_shard_read_larger_than_the_read_bound_still_restores(plans, saved, mo
     # read, here of chunks saved under plan a and read under plan b's shardings.
     monkeypatch.setattr(orbax_save_restore, "_READ_BYTES", 1)
     _, b = plans
-    arrays, _ = restore_under(b, saved)
+    arrays, _ = restore_under(b, saved, through_orbax=True)
     np.testing.assert_array_equal(np.asarray(arrays["dense/kernel"]),
                                   np.asarray(model()["dense"]["kernel"]))
     np.testing.assert_array_equal(np.asarray(arrays["embed"]), np.asarray(model()["embed"]))
@@ -287,7 +290,7 @@ def test_a_callers_own_read_bound_is_kept(plans, saved):
     import orbax.checkpoint.experimental.v1 as ocp
 
     _, b = plans
-    checkpoint, sources, shardings = bound(b, saved)
+    checkpoint, sources, shardings = bound(b, saved, through_orbax=True)
     seen = []
     spy_read_bound(checkpoint, seen)
     mine = ocp.Context()

@@ -19,7 +19,7 @@ The order of work is the guarantee:
    whole and put on them with others in one `jax.device_put` (`read_arrays`). The file
    is closed after each large variable and each batch, so host memory holds the
    devices' shards plus at most one variable or batch in flight. Orbax checkpoints are
-   restored by Orbax itself into the same shardings (`orbax_save_restore`).
+   restored into the same shardings by `orbax_save_restore`.
 4. A Keras model is assigned only once every array exists: a load fills every variable
    or changes none. Its optimizer state is not touched.
 
@@ -40,7 +40,8 @@ import numpy as np
 
 from planc.checkpoints.binding import bind_checkpoint
 from planc.checkpoints.orbax_dir import saved_plan
-from planc.checkpoints.tensors import ALIGN, CheckpointError, aligned_empty, open_checkpoint
+from planc.checkpoints.tensors import (ALIGN, CheckpointError, aligned_empty, open_checkpoint,
+                                      readers)
 from planc.diagnostics import PlanError, Span, error
 from planc.diagnostics.text import render_text
 from planc.gc_pause import collector_paused
@@ -218,9 +219,9 @@ def read_arrays(checkpoint, sources, shardings) -> dict:
             checkpoint.close()
 
     # The copies out of the file release the GIL: a large variable's shards are read by
-    # several threads at once (`_readers`). Only memory-mapped safetensors reads are safe
+    # several threads at once (`readers`). Only memory-mapped safetensors reads are safe
     # to share between threads (a zip member or an HDF5 dataset has one file position).
-    threads = _readers() if checkpoint.kind in ("safetensors", "index") else 1
+    threads = readers() if checkpoint.kind in ("safetensors", "index") else 1
     with ThreadPoolExecutor(max_workers=threads) as pool:
         for s in sources:
             sharding = shardings[s.variable.path]
@@ -278,30 +279,6 @@ def build_array(checkpoint, source, sharding, pool=None) -> jax.Array:
         return value
 
     return jax.make_array_from_callback(shape, sharding, read)
-
-
-# Threads reading one variable's shards: the copies are memory-bound, so a few are enough.
-_MAX_READERS = 8
-
-
-def _readers() -> int:
-    """Threads for this load: one per core this process may run on, up to `_MAX_READERS`.
-
-    The count follows the cores, not how busy they are. The scheduler gives every
-    runnable thread its share of a core, so beside other work a load with one thread
-    got about one share and took longer than the `get_slice` loop, while two threads on
-    a 2-core machine with a CPU hog per core took 0.5x its wall time
-    (bench/load_checkpoint.py, the busy-machine rows). Extra threads cost little CPU:
-    beside the hogs, 1, 2 and 8 threads on 2 cores each took 0.9-1.3 s CPU for 1 GiB,
-    in interleaved fresh processes. (An earlier figure, 8 threads at 2.7x one thread's
-    CPU, was taken while seven other jobs shared the machine and did not reproduce.)
-    The count decides only how fast the load is, never what it loads.
-    """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(_MAX_READERS, cores))
 
 
 def _adoptable(value: np.ndarray, dtype: np.dtype) -> np.ndarray:

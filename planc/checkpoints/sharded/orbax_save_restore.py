@@ -1,10 +1,12 @@
 """Orbax checkpoints on the plan's mesh: restore into the plan's shardings, save with the
 plan recorded, save in parts.
 
-Orbax is the distributed engine here: `restore` hands Orbax abstract arrays carrying the
-plan's shardings (each process reads only the shards its devices hold), `save` lets every
-process write its own shards into Orbax's atomic commit, and `save_parts` uses Orbax's
-partial saves so a checkpoint larger than memory can be written a few tensors at a time.
+Orbax is the distributed engine here: `save` lets every process write its own shards
+into Orbax's atomic commit, `restore` reads each process's own shards into the plan's
+shardings (by tensorstore, as Orbax opens the arrays, for Orbax's default layout:
+`orbax_tensorstore`; else Orbax restores abstract arrays carrying the shardings), and
+`save_parts` uses Orbax's partial saves so a checkpoint larger than memory can be
+written a few tensors at a time.
 
 What planc records (`plan_record`) goes into Orbax's own custom metadata, which Orbax
 writes as plain JSON in `DIR/_CHECKPOINT_METADATA` inside the same atomic commit as the
@@ -125,14 +127,15 @@ def _transpose(array, sharding):
 
 def restore(ir: PlanIR, checkpoint, sources, shardings, *, dtype=None) -> dict:
     """`{variable path: jax.Array}` for `sources` (from `bind_checkpoint`), restored from
-    the Orbax `checkpoint` through Orbax, straight into `shardings`.
+    the Orbax `checkpoint` straight into `shardings`: by tensorstore for Orbax's default
+    layout (`orbax_tensorstore`), through Orbax for any other.
 
     `shardings` maps each variable's path to its `jax.sharding.Sharding` (or is a
     sequence in the order of `sources`). Each process reads only the shards its devices
     hold; tensors no source takes are not read at all. A `transpose` source is restored
     with the transposed sharding and transposed in place on each device. Arrays get
-    `dtype` when given, else the variable's dtype (which `bind_checkpoint` checked):
-    Orbax casts as it reads. Orbax failures raise `CheckpointError`. `ir` is the plan
+    `dtype` when given, else the variable's dtype (which `bind_checkpoint` checked),
+    cast as they are read. Failed reads raise `CheckpointError`. `ir` is the plan
     being loaded into (for the reshard note, see `reshard_note`).
     """
     import jax
@@ -151,10 +154,15 @@ def restore(ir: PlanIR, checkpoint, sources, shardings, *, dtype=None) -> dict:
         stored = _transposed(sharding) if source.transpose else sharding
         abstract[source.tensor.name] = jax.ShapeDtypeStruct(
             tuple(source.tensor.shape), want, sharding=stored)
-    restored = {}
-    for part, limit in _read_batches(checkpoint, abstract):
-        with _bounded_reads(limit):
-            restored.update(checkpoint.restore(part))
+    if checkpoint.store is not None:  # Orbax's default layout: read by tensorstore
+        from planc.checkpoints.sharded.orbax_tensorstore import restore as read_shards
+
+        restored = read_shards(checkpoint, abstract)
+    else:
+        restored = {}
+        for part, limit in _read_batches(checkpoint, abstract):
+            with _bounded_reads(limit):
+                restored.update(checkpoint.restore(part))
     out = {}
     for source, sharding in zip(sources, targets):
         array = restored[source.tensor.name]
