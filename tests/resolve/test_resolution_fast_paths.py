@@ -195,6 +195,25 @@ def test_the_emitted_module_binds_a_mesh_once_and_still_refuses_a_wrong_one():
     assert wrong not in module._BOUND
 
 
+def test_the_emitted_module_fits_a_rule_afresh_for_a_mesh_of_other_sizes():
+    # Each rule's fit per shape is kept across calls, by the mesh's axis sizes: (2, 2)
+    # fits `data` of 2 but not of 4, whichever mesh comes first.
+    plan = planc.loads('mesh(data = auto, model = 2)\nmodel_parallel(batch = data)\n'
+                       'layout { "w.*" -> (data, model) }')
+    module = emitted(plan.ir)
+    devices = np.array(jax.devices())
+    small = jax.sharding.Mesh(devices[:4].reshape(2, 2), ("data", "model"))
+    large = jax.sharding.Mesh(devices.reshape(4, 2), ("data", "model"))
+    tree = {"w1": jax.ShapeDtypeStruct((2, 2), "float32"),
+            "w2": jax.ShapeDtypeStruct((8, 2), "float32")}
+    for _ in range(2):
+        assert module.shardings(tree, small)["w1"].spec == jax.sharding.PartitionSpec(
+            "data", "model")
+        with pytest.raises(ValueError, match="not divisible"):
+            module.shardings(tree, large)
+        assert module.shardings({"w2": tree["w2"]}, large)["w2"].mesh is large
+
+
 def emitted_module_of(ir, resolution) -> types.ModuleType:
     module = types.ModuleType("emitted_with_table")
     exec(compile(module_text(ir, resolution), "emitted_with_table", "exec"), module.__dict__)
