@@ -166,3 +166,18 @@ def test_plan_load_of_a_checkpoint_missing_a_chunk_is_one_plan_error(plans, save
         b.load(saved)
     assert [d.code for d in caught.value.diagnostics] == ["P416"]
     assert "`embed`" in caught.value.diagnostics[0].message
+
+
+def test_loading_orbaxs_default_layout_imports_no_orbax(plans, saved):
+    import subprocess
+    import sys
+
+    _, b = plans
+    code = ("import sys\nimport planc\n"
+            f"plan = planc.load_plan({b.file!r})\n"
+            f"arrays = plan.load({str(saved)!r})\n"
+            "print(len(arrays), any(m.startswith('orbax') for m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["6", "False"]
