@@ -7,7 +7,7 @@ memory, and still 1.10x with planc bounding its reads to 16 MiB at once: the res
 that tensorstore's threads had freed and glibc kept (bench 7). Here tensorstore copies
 each shard into a buffer planc allocated for it (`aligned_empty`, which XLA:CPU adopts as
 it is, and which the accelerators copy from), with at most `_READ_BYTES_PER_CORE` bytes
-of chunks a core read at once: 1.03x the placed bytes, and less CPU than Orbax's restore.
+of chunks a core read at once: 1.04x the placed bytes, in 0.6x the CPU of Orbax's restore.
 
 Each array is opened as Orbax opens it to restore (`ArrayReadSpec` in Orbax's
 `tensorstore_utils`): the zarr driver over the checkpoint's OCDBT database, a `cast` to
