@@ -48,6 +48,13 @@ _re2 = _import_re2()
 # -- copied into emitted modules: resolver ------------------------------------------------
 
 _COMPILED = {}
+# The entries of each rule (the default last) by shape, for the axis sizes of up to 64
+# meshes, kept across calls of `_quick`'s answers: where one rule (or the default) matches,
+# the entries depend on the rule, the shape and the sizes alone. A model under 5,000 rules
+# has 5,000 distinct (rule, shape) pairs, and fitting them afresh in every call was a tenth
+# of `shardings` of 100k leaves (bench 13).
+_FITTED = {}
+
 _SENTINEL = r"(?s:.*)"  # always matches: an answer without it is an RE2 failure
 
 
@@ -216,14 +223,6 @@ def _resolve(rules, default, path, shape, sizes, fits=None):
 
 
 # -- copied into emitted modules: quick ---------------------------------------------------
-
-# The entries of each rule (the default last) by shape, for the axis sizes of up to 64
-# meshes, kept across calls of `_quick`'s answers: where one rule (or the default) matches,
-# the entries depend on the rule, the shape and the sizes alone. A model under 5,000 rules
-# has 5,000 distinct (rule, shape) pairs, and fitting them afresh in every call was a tenth
-# of `shardings` of 100k leaves (bench 13).
-_FITTED = {}
-
 
 def _quick(sizes, convert):
     """`answer(path, shape)`: `convert(entries)` for the entries `_resolve` gives variable
