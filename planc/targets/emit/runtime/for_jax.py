@@ -24,7 +24,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from planc.targets.devices import _device_grid, _device_list
 from planc.targets.emit.runtime.binding import _bind
-from planc.targets.emit.runtime.resolve import _quick, _resolve
+from planc.targets.emit.runtime.resolve import _fits, _quick, _resolve
 from planc.targets.emit.runtime.tree import _Unusual, _mapped, _paths, _shape_once
 
 PLAN_NAME = "runtime"
@@ -139,7 +139,7 @@ def shardings(tree, mesh=None):
     except _Unusual:  # a node it does not open, or an error: every error is said below
         pass
     leaves, treedef = _paths(tree)
-    out, errors, made, shapes, fits = [], [], {}, {}, {}
+    out, errors, made, shapes, fits = [], [], {}, {}, _fits(sizes)
     for path, leaf in leaves:
         entries, _, why = _resolve(RULES, DEFAULT, path, _shape_once(leaf, shapes), sizes,
                                    fits)

@@ -48,13 +48,7 @@ _re2 = _import_re2()
 # -- copied into emitted modules: resolver ------------------------------------------------
 
 _COMPILED = {}
-# The entries of each rule (the default last) by shape, for the axis sizes of up to 64
-# meshes, kept across calls of `_quick`'s answers: where one rule (or the default) matches,
-# the entries depend on the rule, the shape and the sizes alone. A model under 5,000 rules
-# has 5,000 distinct (rule, shape) pairs, and fitting them afresh in every call was a tenth
-# of `shardings` of 100k leaves (bench 13).
-_FITTED = {}
-
+_FITS = {}
 _SENTINEL = r"(?s:.*)"  # always matches: an answer without it is an RE2 failure
 
 
@@ -167,6 +161,20 @@ def _fit(pattern, alternatives, path, shape, sizes):
                   + "; ".join(reasons))
 
 
+def _fits(sizes):
+    """The `fits` of `_resolve` over the layout rules on a mesh of `sizes`, kept across
+    calls for up to 64 meshes' sizes: a fit depends on the rule, the shape and the sizes
+    alone. A model under 5,000 rules has 5,000 distinct (rule, shape) pairs, and fitting
+    them afresh in every call was a tenth of `shardings` of 100k leaves (bench 13)."""
+    key = tuple(sizes.items())
+    fits = _FITS.get(key)
+    if fits is None:
+        fits = {}
+        if len(_FITS) < 64:
+            _FITS[key] = fits
+    return fits
+
+
 def _fitted(fits, index, pattern, alternatives, path, shape, sizes):
     """`_fit`'s answer, kept in `fits` (None: nothing kept) by rule index and shape: the
     many equal layers of a model are fitted once. A misfit, whose message names the
@@ -184,9 +192,8 @@ def _fitted(fits, index, pattern, alternatives, path, shape, sizes):
 
 def _resolve(rules, default, path, shape, sizes, fits=None):
     """(entries, matched, error): entries per dimension (None | axis | tuple of axes),
-    whether a rule or the default applied, and an error message or None. `fits`, a dict
-    the caller keeps across the variables of one call (one `rules`, one mesh), keeps
-    each rule's fit per shape."""
+    whether a rule or the default applied, and an error message or None. `fits` (for the
+    layout rules, `_fits(sizes)`) keeps each rule's fit per shape."""
     replicated = (None,) * len(shape)
     if DISTRIBUTION == "data_parallel":
         return replicated, True, None
@@ -230,21 +237,22 @@ def _quick(sizes, convert):
     error (the caller then takes `_resolve`'s own walk for the messages). `convert` is
     called once per distinct entries. Hand-tuned, as the profile of bench/shardings.py
     asks: where RE2 finds one rule (or none, and there is a default) for an ASCII path,
-    the rule's answer for that shape is kept (for the call, and its entries across
-    calls in `_FITTED`), and the next such path is answered by the match and a lookup,
-    not by `_resolve`."""
+    the rule's answer for that shape is kept (converted for the call, fitted across
+    calls: `_fits`), and the next such path is answered by the match and a lookup, not
+    by `_resolve`."""
     test, literals, found = _matcher(RULES)
     table = TABLE if TABLE_SIZES is not None and sizes == TABLE_SIZES else None
-    fits, made = {}, {}
+    fits, made = _fits(sizes), {}
 
-    def general(path, shape):
-        entries, _, why = _resolve(RULES, DEFAULT, path, shape, sizes, fits)
-        if why is not None:
-            return None
+    def converted(entries):
         value = made.get(entries)
         if value is None:
             value = made[entries] = convert(entries)
         return value
+
+    def general(path, shape):
+        entries, _, why = _resolve(RULES, DEFAULT, path, shape, sizes, fits)
+        return None if why is not None else converted(entries)
 
     if found is None or not found[2] or DISTRIBUTION == "data_parallel":
         return general
@@ -252,11 +260,6 @@ def _quick(sizes, convert):
     only_sentinel, limit = [sentinel], MAX_PATH_LENGTH
     default = -1 if DEFAULT is not None else None
     known = [{} for _ in range(len(RULES) + 1)]  # by rule (the default last), by shape
-    fitted = _FITTED.get(tuple(sizes.items()))
-    if fitted is None:
-        fitted = [{} for _ in range(len(RULES) + 1)]
-        if len(_FITTED) < 64:
-            _FITTED[tuple(sizes.items())] = fitted
 
     def answer(path, shape):
         if (path and path not in literals and path.isascii() and len(path) <= limit
@@ -271,16 +274,11 @@ def _quick(sizes, convert):
             if key is not None:
                 value = known[key].get(shape)
                 if value is None:
-                    entries = fitted[key].get(shape)
-                    if entries is None:
-                        entries, _, why = _resolve(RULES, DEFAULT, path, shape, sizes, fits)
-                        if why is not None:
-                            return None
-                        fitted[key][shape] = entries
-                    value = made.get(entries)
-                    if value is None:
-                        value = made[entries] = convert(entries)
-                    known[key][shape] = value
+                    # A fit kept from an earlier call is this path's: one rule matched.
+                    fit = fits.get((key, shape))
+                    value = general(path, shape) if fit is None else converted(fit[0])
+                    if value is not None:
+                        known[key][shape] = value
                 return value
         return general(path, shape)
 

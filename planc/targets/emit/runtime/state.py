@@ -24,7 +24,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from planc.targets.emit.runtime.for_jax import (PLAN_NAME, _shape_of, _sizes, constrain,
                                                 make_mesh, output_sharding)
 from planc.targets.emit.runtime.resolve import (DEFAULT, OUTPUT_DEFAULT, OUTPUT_RULES, OVERLAP,
-                                                RULES, _fit, _hits, _matcher, _resolve)
+                                                RULES, _fit, _fits, _hits, _matcher, _resolve)
 from planc.targets.emit.runtime.tree import _owners, _paths, _shape_once, _stray
 
 HOST_RULES: tuple = ()
@@ -103,7 +103,7 @@ def _require_host(mesh):
 
 def _variable(path, shape, sizes, errors, fits):
     """(entries, on host) of variable `path` by the layout rules; its error appended.
-    `fits` is `_resolve`'s, kept across the variables of one call."""
+    `fits` is `_resolve`'s (`_fits`)."""
     entries, _, why = _resolve(RULES, DEFAULT, path, shape, sizes, fits)
     if why is not None:
         errors.append(why)
@@ -119,7 +119,7 @@ def shardings(tree, mesh=None, params=None):
     mesh = make_mesh() if mesh is None else mesh
     sizes = _sizes(mesh)
     leaves, treedef = _paths(tree)
-    errors, shapes, fits = [], {}, {}
+    errors, shapes, fits = [], {}, _fits(sizes)
     if params is None:
         answers = [_variable(path, _shape_once(leaf, shapes), sizes, errors, fits)
                    for path, leaf in leaves]
