@@ -26,7 +26,7 @@ import os
 from contextlib import contextmanager
 
 from planc.checkpoints.orbax_headers import read_tree
-from planc.checkpoints.tensors import Checkpoint, CheckpointError, Tensor
+from planc.checkpoints.tensors import Checkpoint, CheckpointError, Tensor, index_bounds
 from planc.sources.model import array_problem
 from planc.sources.headers import shown
 
@@ -337,7 +337,7 @@ class OrbaxCheckpoint(Checkpoint):
                 indices = leaf.sharding.addressable_devices_indices_map(leaf.shape)
                 self.bytes_read += leaf.dtype.itemsize * sum(
                     math.prod(stop - start for start, stop in shard)
-                    for shard in {tuple(i.indices(n)[:2] for i, n in zip(index, leaf.shape))
+                    for shard in {index_bounds(leaf.shape, index)
                                   for index in indices.values()})
         return out
 

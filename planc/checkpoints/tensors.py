@@ -249,6 +249,17 @@ def readers() -> int:
     return max(1, min(_MAX_READERS, cores))
 
 
+def index_bounds(shape, index) -> tuple[tuple[int, int], ...]:
+    """A device's index (slices, None meaning "all"; as `addressable_devices_indices_map`
+    gives it) as concrete (start, stop) bounds per dimension of `shape`.
+
+    >>> index_bounds((4, 6), (slice(None), slice(2, 4)))
+    ((0, 4), (2, 4))
+    """
+    index = tuple(index) + (slice(None),) * (len(shape) - len(tuple(index)))
+    return tuple(s.indices(n)[:2] for s, n in zip(index, shape))
+
+
 def checked_index(tensor: Tensor, index) -> tuple[slice, ...]:
     """`index` as one ``slice(start, stop)`` per dimension of `tensor`, bounds checked.
 

@@ -40,8 +40,8 @@ import numpy as np
 
 from planc.checkpoints.binding import bind_checkpoint
 from planc.checkpoints.orbax_dir import saved_plan
-from planc.checkpoints.tensors import (ALIGN, CheckpointError, aligned_empty, open_checkpoint,
-                                      readers)
+from planc.checkpoints.tensors import (ALIGN, CheckpointError, aligned_empty, index_bounds,
+                                      open_checkpoint, readers)
 from planc.diagnostics import PlanError, Span, error
 from planc.diagnostics.text import render_text
 from planc.gc_pause import collector_paused
@@ -251,7 +251,7 @@ def build_array(checkpoint, source, sharding, pool=None) -> jax.Array:
     # until the last of them has taken it.
     pending: dict[tuple, int] = {}
     for index in indices.values():
-        key = _key(shape, index)
+        key = index_bounds(shape, index)
         pending[key] = pending.get(key, 0) + 1
 
     def read_slice(key) -> np.ndarray:
@@ -267,7 +267,7 @@ def build_array(checkpoint, source, sharding, pool=None) -> jax.Array:
         held.update(zip(keys[1:], pool.map(read_slice, keys[1:])))
 
     def read(index) -> np.ndarray:
-        key = _key(shape, index)
+        key = index_bounds(shape, index)
         value = held.get(key)
         if value is None:
             value = read_slice(key)
@@ -291,12 +291,6 @@ def _adoptable(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
     out = aligned_empty(value.shape, dtype)
     out[...] = value
     return out
-
-
-def _key(shape, index) -> tuple[tuple[int, int], ...]:
-    """A device's index (slices, None meaning "all") as concrete (start, stop) bounds."""
-    index = tuple(index) + (slice(None),) * (len(shape) - len(tuple(index)))
-    return tuple(s.indices(n)[:2] for s, n in zip(index, shape))
 
 
 def _assign_all(model, owners, arrays) -> None:

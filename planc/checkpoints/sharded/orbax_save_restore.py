@@ -26,6 +26,9 @@ from collections.abc import Iterable, Mapping
 from planc._version import __version__
 from planc.check.binding import bind_devices
 from planc.checkpoints.orbax_dir import PLAN_KEY, saved_plan
+from planc.checkpoints.sharded.orbax_tensorstore import chunk_read_bytes
+from planc.checkpoints.sharded.orbax_tensorstore import restore as read_shards
+from planc.checkpoints.tensors import index_bounds
 from planc.diagnostics import Diagnostic, PlanError, Span, note
 from planc.ir import PlanIR
 from planc.fingerprint import bound_fingerprint, fingerprint
@@ -155,8 +158,6 @@ def restore(ir: PlanIR, checkpoint, sources, shardings, *, dtype=None) -> dict:
         abstract[source.tensor.name] = jax.ShapeDtypeStruct(
             tuple(source.tensor.shape), want, sharding=stored)
     if checkpoint.store is not None:  # Orbax's default layout: read by tensorstore
-        from planc.checkpoints.sharded.orbax_tensorstore import restore as read_shards
-
         restored = read_shards(checkpoint, abstract)
     else:
         restored = {}
@@ -213,14 +214,9 @@ def _largest_reads(checkpoint, abstract: dict) -> dict[str, int] | None:
         if chunks is None or len(chunks) != len(leaf.shape) or 0 in chunks:
             return None
         itemsize = np.dtype(checkpoint.tensor(name).dtype).itemsize
-        biggest = 0
-        for index in leaf.sharding.addressable_devices_indices_map(leaf.shape).values():
-            size = itemsize
-            for part, n, chunk in zip(index, leaf.shape, chunks):
-                start, stop, _ = part.indices(n)
-                size *= -(-stop // chunk) * chunk - start // chunk * chunk
-            biggest = max(biggest, size)
-        out[name] = biggest
+        indices = leaf.sharding.addressable_devices_indices_map(leaf.shape).values()
+        out[name] = max((chunk_read_bytes(index_bounds(leaf.shape, index), chunks, itemsize)
+                         for index in indices), default=0)
     return out
 
 

@@ -19,14 +19,13 @@ test_orbax_tensorstore.py checks that the two restores build the same arrays.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 
 from planc.checkpoints.orbax_dir import first_line
-from planc.checkpoints.tensors import CheckpointError, aligned_empty, readers
+from planc.checkpoints.tensors import CheckpointError, aligned_empty, index_bounds, readers
 from planc.sources.headers import shown
 
-__all__ = ["restore"]
+__all__ = ["restore", "chunk_read_bytes"]
 
 # The chunk bytes read at once, per core the load may use (`readers`). tensorstore holds a
 # read's chunks (as read from the file, and decoded) until they are copied into the buffer,
@@ -48,25 +47,24 @@ def restore(checkpoint, abstract: dict) -> dict:
     import tensorstore as ts
 
     names = list(abstract)
+    stored = {name: checkpoint.tensor(name).dtype for name in names}  # unknown: raises
     context = ts.Context({"cache_pool#ocdbt": {"total_bytes_limit": 100_000_000}})
     opening = []
     for name in names:
-        spec = _spec(checkpoint.store, name, checkpoint.tensor(name).dtype,
-                     abstract[name].dtype)  # an unknown name raises CheckpointError
         try:
-            opening.append(ts.open(spec, read=True, context=context))
+            opening.append(ts.open(_spec(checkpoint.store, name, stored[name],
+                                         abstract[name].dtype), read=True, context=context))
         except Exception as exc:  # a dtype tensorstore does not know
             raise _damaged(checkpoint, name, "opened", exc) from None
     window = _READ_BYTES_PER_CORE * readers()
-    in_flight: deque = deque()  # (name, write future, buffer, buffers to copy it to, bytes)
+    # (name, write future, buffer, buffers to copy it to, bytes, the tensor's last read)
+    in_flight: deque = deque()
     reading = 0
-    unread: dict[str, int] = {}  # name -> its shards in flight
-    shards_of: dict[str, dict] = {}
     arrays = {}
 
-    def place(name):
+    def place(name, shards):
         # On an accelerator the host buffers go as soon as their tensor is on the devices.
-        leaf, shards = abstract[name], shards_of.pop(name)
+        leaf = abstract[name]
         placed = [(device, buf) for held_by in shards.values() for device, buf in held_by]
         singles = jax.device_put([buf for _, buf in placed], [d for d, _ in placed])
         arrays[name] = jax.make_array_from_single_device_arrays(leaf.shape, leaf.sharding,
@@ -74,7 +72,7 @@ def restore(checkpoint, abstract: dict) -> dict:
 
     def finish():
         nonlocal reading
-        name, future, buf, copies, size = in_flight.popleft()
+        name, future, buf, copies, size, shards = in_flight.popleft()
         try:
             future.result()
         except Exception as exc:  # tensorstore raises ValueError and others
@@ -82,9 +80,8 @@ def restore(checkpoint, abstract: dict) -> dict:
         for other in copies:
             np.copyto(other, buf)
         reading -= size
-        unread[name] -= 1
-        if not unread[name]:
-            place(name)
+        if shards is not None:  # reads finish in order: the tensor is whole
+            place(name, shards)
 
     for name, opened in zip(names, opening):
         leaf = abstract[name]
@@ -94,34 +91,43 @@ def restore(checkpoint, abstract: dict) -> dict:
             raise _damaged(checkpoint, name, "opened", exc) from None
         want = np.dtype(leaf.dtype)
         chunks = checkpoint.chunk_shapes.get(name) or leaf.shape
-        itemsize = np.dtype(checkpoint.tensor(name).dtype).itemsize
+        itemsize = np.dtype(stored[name]).itemsize
         shards: dict[tuple, list] = {}  # distinct bounds -> [(device, buffer)]
         for device, index in leaf.sharding.addressable_devices_indices_map(leaf.shape).items():
-            bounds = tuple(s.indices(n)[:2] for s, n in zip(index, leaf.shape))
+            bounds = index_bounds(leaf.shape, index)
             shape = tuple(stop - start for start, stop in bounds)
             shards.setdefault(bounds, []).append((device, aligned_empty(shape, want)))
-        shards_of[name] = shards
-        unread[name] = 1  # until every shard is asked for
-        for bounds, held_by in shards.items():
+        checkpoint.bytes_read += sum(held_by[0][1].nbytes for held_by in shards.values())
+        reads = [(bounds, held_by) for bounds, held_by in shards.items()
+                 if held_by[0][1].size]
+        if not reads:
+            place(name, shards)
+        for i, (bounds, held_by) in enumerate(reads):
             buf = held_by[0][1]
-            checkpoint.bytes_read += buf.nbytes
-            if buf.size == 0:
-                continue
-            size = itemsize * math.prod(
-                -(-stop // c) * c - start // c * c for (start, stop), c in zip(bounds, chunks))
+            size = chunk_read_bytes(bounds, chunks, itemsize)
             while in_flight and reading + size > window:
                 finish()
             region = array[tuple(slice(a, b) for a, b in bounds)].translate_to[0]
             future = ts.array(buf, copy=False, write=True, context=context).write(region)
-            in_flight.append((name, future, buf, [b for _, b in held_by[1:]], size))
+            in_flight.append((name, future, buf, [b for _, b in held_by[1:]], size,
+                              shards if i == len(reads) - 1 else None))
             reading += size
-            unread[name] += 1
-        unread[name] -= 1
-        if not unread[name]:
-            place(name)
     while in_flight:
         finish()
     return arrays
+
+
+def chunk_read_bytes(bounds, chunks, itemsize: int) -> int:
+    """The bytes read for the region `bounds` ((start, stop) per dimension) of an array
+    stored in chunks of shape `chunks`: every chunk it touches, whole.
+
+    >>> chunk_read_bytes(((2, 6), (0, 4)), (4, 4), 4)  # two chunks of 4x4 float32
+    128
+    """
+    size = itemsize
+    for (start, stop), chunk in zip(bounds, chunks):
+        size *= -(-stop // chunk) * chunk - start // chunk * chunk
+    return size
 
 
 def _damaged(checkpoint, name: str, what: str, exc: Exception) -> CheckpointError:
