@@ -47,6 +47,7 @@ BENCHMARKS = [
     ("maxtext_mfu", "maxtext_mfu.py"),
     ("chip_cost", "chip_cost.py"),
     ("chip_load", "chip_load.py"),
+    ("chip_search", "chip_search.py"),
 ]
 
 TITLES = {
@@ -91,6 +92,9 @@ TITLES = {
     "chip_load": ("18. Loading a checkpoint into a chip's memory (`plan.load` vs Orbax's own "
                   "restore and the careful `get_slice` loop, from safetensors and Orbax, "
                   "GB/s of wall time)"),
+    "chip_search": ("19. `planc suggest --search` on one TPU v5e chip (a decoder whose step "
+                    "does not fit the chip as written: the searched plan, compiled for "
+                    "`v5e:1x1`; on the chip, run beside the step it refused)"),
 }
 
 # What limits each benchmark's figures, met or missed: shown under its table.
@@ -167,6 +171,16 @@ LIMITS = {
         "metadata read to check every tensor before any data is). The chip's own figures "
         "need `PLANC_CHIP=1 python bench/chip_load.py` on a TPU VM (4 GiB into one v5e "
         "chip), which no session since the issue was filed has had lent."),
+    "chip_search": (
+        "two compiles for one v5e (about half a minute each here). On one device there is "
+        "nothing to split: the search weighs the step as written and with remat (and the "
+        "slots on the host, were neither to fit), and XLA:TPU's own compile refuses the "
+        "step as written (P809), as the chip would. Where no chip is attached, as here, "
+        "nothing runs; running the searched plan, and the chip's own refusal of the other, "
+        "need `PLANC_CHIP=1 python bench/chip_search.py` on a TPU VM, which no session "
+        "since the search was built has had lent. One chip cannot show the issue's "
+        "comparison with `suggest`'s plan for a model that does not fit replicated: "
+        "`suggest` splits, and needs 2 devices (P503)."),
     "chip_cost": (
         "eight compiles for one v5e (a few seconds to half a minute each here). Run where "
         "no chip is attached, as here, only the FLOPs and the peaks are checked, on "

@@ -65,9 +65,8 @@ def _search(args) -> int:
         raise UsageError("planc suggest --search needs --model SRC or --step MODULE:ATTR")
     if args.strategy != "auto" or args.tp is not None:
         raise UsageError("--strategy and --tp choose one plan; --search weighs them all")
-    devices = (_count(args.devices, "--devices", low=2,
-                      why="a plan needs at least 2 devices to split anything")
-               if args.devices is not None else None)
+    # one device is a search too: remat and slots on the host are its choices
+    devices = _count(args.devices, "--devices", low=1) if args.devices is not None else None
     if devices is None and args.topology is None:
         raise UsageError("planc suggest --search needs --devices N or --topology NAME")
     budget = None

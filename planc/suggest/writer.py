@@ -199,6 +199,8 @@ def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -
     everyone = n * (header.stages.count if header.stages is not None else 1)
     if choice.strategy == "fsdp":
         how = f"FSDP, every variable split over `{FSDP}` ({n} devices); the batch too"
+    elif choice.strategy == "dp" and everyone == 1:
+        how = "one device, every variable whole on it"
     elif choice.strategy == "dp":
         how = f"data parallelism, every variable whole on each device; the batch over `data` ({n})"
     elif choice.strategy == "hsdp":
@@ -234,7 +236,8 @@ def _header_lines(choice: MeshChoice, variables, roles, whole, header: Header) -
     frac = choice.cost.replicated_fraction * 100
     frac = "0" if frac == 0 else "< 0.01" if frac < 0.01 else f"{frac:.2f}"
     return [
-        (f"# Suggested by `planc suggest` for {_clean(header.source)} on {everyone} devices: "
+        (f"# Suggested by `planc suggest` for {_clean(header.source)} on "
+         f"{everyone} device{'s' if everyone != 1 else ''}: "
          f"{_count(len(variables))}, {human_bytes(total)}."),
         f"# Strategy {choice.strategy}: {how}" + (
             f", within each of {header.stages.count} pipeline stages over "

@@ -19,7 +19,7 @@ sys.path.insert(0, str(BENCH))
 SCRIPTS = ["resolution", "cli_latency", "born_sharded", "front_end", "validate_405b",
            "suggest_405b", "load_checkpoint", "reshard_memory", "lsp_latency",
            "explain_405b", "matching_floor", "aot", "shardings", "load_many", "maxtext_mfu",
-           "chip_cost", "chip_load"]
+           "chip_cost", "chip_load", "chip_search"]
 
 
 def run_tiny(name: str, tmp_path: Path) -> tuple[list[str], dict]:

@@ -52,6 +52,9 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     `topology`, ranked by the analytic cost model and, with `step` (`MODULE:ATTR`, as
     `planc aot` takes it) and `topology`, proved by compiling the best candidates.
 
+    On one device there is nothing to split: the candidates are the step as written,
+    with remat, and (when neither fits) with the slots on the host.
+
     `tokens` per step is needed without a step (with one, it is read from the batch).
     `slices` > 1 searches `slices` slices of `topology`, and which axis spans them.
     `state` is 1 + optimizer slots (3 for Adam). Raises `PlanError`: P509 for what the
@@ -89,9 +92,10 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
             raise PlanError((_needs(f"--devices {devices} disagrees with the {count} devices "
                                     f"of {topology}: drop --devices"),))
         devices = count
-    if devices is None or devices < 2:
-        raise PlanError((_needs("a search needs at least 2 devices: --devices N or "
-                                "--topology NAME"),))
+    if devices is None:
+        raise PlanError((_needs("a search needs the devices: --devices N or --topology NAME"),))
+    if devices < 1:
+        raise PlanError((_needs(f"a search needs at least 1 device, got {devices}"),))
     # Without a step, remat is weighed as the step's option to take; with one, only
     # when its builder takes `remat` (the search cannot apply it otherwise).
     # Pipelines likewise: with a step, only when its builder takes the plan to run.
