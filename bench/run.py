@@ -394,7 +394,7 @@ def markdown(results: list[dict], facts: dict, total_s: float, size: str,
         lines.append("")
         if ratio:
             lines.append(f"Ratio: **{ratio['value']:.4g}** {ratio['meaning']}. "
-                         f"({data['seconds']:.0f} s, {today})")
+                         f"({data.get('seconds', 0):.0f} s, {data.get('date', today)})")
             lines.append("")
         for note in data.get("notes", []):
             lines.append(f"- {note}")

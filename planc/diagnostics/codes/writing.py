@@ -64,7 +64,7 @@ ENTRIES = {
     'P509': dict(
         severity='error',
         title='a search lacks what it ranks by',
-        what='`planc suggest --search`: no tokens per step (neither `--tokens` nor a `--step` whose batch holds them), fewer than 2 devices, a `--step` without `--topology`, or `--devices` that disagrees with the topology',
+        what='`planc suggest --search`: no tokens per step (neither `--tokens` nor a `--step` whose batch holds them), no devices or fewer than 1 (`search(model, 0)` in Python), a `--step` without `--topology`, or `--devices` that disagrees with the topology',
         why='A search ranks plans by predicted step time, which needs the work of a step and the devices it runs on.',
         example='`planc suggest --search --model m.json --devices 16` (no `--tokens`)',
         fix='Pass `--tokens N`, or `--step MODULE:ATTR` with `--topology NAME`.'),
