@@ -13,8 +13,8 @@ the kit lives in the tree (`.chip/`, ignored by git). `run` installs the wheels 
 `pip install --no-deps --no-index --target` and appends that folder to `PYTHONPATH`: the
 machine's own JAX keeps coming first. `run --rehearse` runs the same steps at the tiny
 sizes without the chip (`PLANC_CHIP` unset), to try the kit on a machine like the chip's
-before booking it. Only the standard library is imported here: `run` starts before
-anything is installed.
+before booking it. `run` imports only the standard library: it starts before anything
+is installed.
 """
 
 from __future__ import annotations
@@ -79,14 +79,14 @@ def closure(roots) -> dict[str, str]:
 
 def pack(_args) -> int:
     wheels = KIT / "wheels"
-    if wheels.exists():
-        shutil.rmtree(wheels)
+    for old in (wheels, KIT / "site"):  # a site installed from older wheels goes too
+        if old.exists():
+            shutil.rmtree(old)
     wheels.mkdir(parents=True)
     pip = [sys.executable, "-m", "pip", "-q"]
     subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels),
                           str(ROOT)], check=True)
-    planc_requires = [w for w in _planc_requirements()]
-    pins = closure(planc_requires + list(EXTRA))
+    pins = closure(_planc_requirements() + list(EXTRA))
     subprocess.run(pip + ["download", "--no-deps", "-d", str(wheels), *PLATFORM,
                           *(f"{n}=={v}" for n, v in pins.items())], check=True)
     (KIT / "carried.json").write_text(json.dumps(pins, indent=1) + "\n")
