@@ -157,18 +157,34 @@ def bring(args) -> int:
         print(f"no figures in {out}: run `python bench/chip_kit.py run` on the chip",
               file=sys.stderr)
         return 2
+    tiny = [r["bench"] for r in results if r.get("size") != "full"]
+    if tiny and not args.rehearsal:
+        print(f"the figures of {', '.join(tiny)} are a rehearsal's (tiny sizes), not the "
+              "chip's: nothing written (--rehearsal writes them, with -o elsewhere)",
+              file=sys.stderr)
+        return 2
     output = Path(args.output)
     kept = page._sections(output.read_text()) if output.exists() else {}
     total = sum(r.get("seconds", 0.0) for r in results)
     output.write_text(page.markdown(results, page.machine(), total, results[0]["size"], kept))
     print(f"wrote {', '.join(r['bench'] for r in results)} into {output}")
     cost = next((r for r in results if r["bench"] == "chip_cost"), None)
-    if cost is not None and "calibration" in cost and args.calibration:
-        target = Path(args.calibration)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # as `planc cost --calibrate` writes it
-        target.write_text(json.dumps(cost["calibration"], indent=2, ensure_ascii=False) + "\n")
-        print(f"wrote the fitted calibration to {target}")
+    if cost is None or "calibration" not in cost or not args.calibration:
+        return 0
+    # Shipped only if it predicts every step it was not fitted on within the goal (the
+    # rows with a measured time and a target; the two fitted on have none).
+    missed = [r["figure"] for r in cost["rows"]
+              if "measured_s" in r.get("raw", {}) and r["target"] and r["status"] != "pass"]
+    if missed and not args.ship_missed:
+        print(f"the fitted calibration is not shipped: {len(missed)} step(s) predicted "
+              f"outside +-15% ({'; '.join(missed)}); the table records it, and "
+              "--ship-missed ships it anyway", file=sys.stderr)
+        return 1
+    target = Path(args.calibration)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # as `planc cost --calibrate` writes it
+    target.write_text(json.dumps(cost["calibration"], indent=2, ensure_ascii=False) + "\n")
+    print(f"wrote the fitted calibration to {target}")
     return 0
 
 
@@ -183,6 +199,10 @@ def main(argv=None) -> int:
     b = sub.add_parser("bring", help="here: the figures into docs/benchmarks.md")
     b.add_argument("--source", default=str(KIT / "out"))
     b.add_argument("-o", "--output", default=str(ROOT / "docs" / "benchmarks.md"))
+    b.add_argument("--rehearsal", action="store_true",
+                   help="write the tiny sizes' figures too (a rehearsal's; use -o)")
+    b.add_argument("--ship-missed", action="store_true",
+                   help="ship the calibration even if a step missed +-15%%")
     b.add_argument("--calibration", default=str(CALIBRATION),
                    help="where the fitted calibration goes ('' for nowhere)")
     a = p.parse_args(argv)

@@ -19,12 +19,18 @@ def test_the_kit_carries_what_the_benchmarks_import_but_not_the_chips_jax():
     assert not set(carried) & chip_kit.PRESENT
 
 
-def _figures(source, name, title, date, **extra):
-    data = {"bench": name, "title": title, "size": "full", "rows": [
-        {"figure": f"{name} figure", "value": "1", "target": "", "status": "", "raw": {}}],
-        "notes": [], "ratio": {"name": name, "value": 1.0, "meaning": "(m)"},
+def _figures(source, name, title, date, rows=(), size="full", **extra):
+    data = {"bench": name, "title": title, "size": size, "rows": [
+        {"figure": f"{name} figure", "value": "1", "target": "", "status": "", "raw": {}},
+        *rows], "notes": [], "ratio": {"name": name, "value": 1.0, "meaning": "(m)"},
         "seconds": 30.0, "date": date, **extra}
     (source / f"{name}.json").write_text(json.dumps(data))
+
+
+def _predicted(step, status):
+    return {"figure": f"`{step}`: predicted vs measured step time", "value": "v",
+            "target": "within 15%", "status": status,
+            "raw": {"predicted_s": 1.0, "measured_s": 1.0}}
 
 
 def test_bring_writes_the_chip_sections_with_their_dates_and_keeps_the_others(tmp_path):
@@ -51,7 +57,8 @@ def test_bring_ships_the_calibration_fitted_on_the_chip(tmp_path):
     source = tmp_path / "out"
     source.mkdir()
     fitted = {"schema": "planc.calibration/1", "chip": "v5e", "overlap": 0.5}
-    _figures(source, "chip_cost", run.TITLES["chip_cost"], "2027-01-02", calibration=fitted)
+    _figures(source, "chip_cost", run.TITLES["chip_cost"], "2027-01-02",
+             rows=[_predicted("decoder_small", "pass")], calibration=fitted)
     target = tmp_path / "calibrations" / "v5e.json"
     assert chip_kit.main(["bring", "--source", str(source), "-o", str(tmp_path / "B.md"),
                           "--calibration", str(target)]) == 0
@@ -63,3 +70,32 @@ def test_bring_without_figures_says_where_they_come_from(tmp_path, capsys):
                           str(tmp_path / "B.md")]) == 2
     assert "chip_kit.py run" in capsys.readouterr().err
     assert not (tmp_path / "B.md").exists()
+
+
+def test_a_calibration_that_misses_its_goal_on_a_step_is_not_shipped(tmp_path, capsys):
+    import run
+
+    source = tmp_path / "out"
+    source.mkdir()
+    _figures(source, "chip_cost", run.TITLES["chip_cost"], "2027-01-02",
+             rows=[_predicted("decoder_small", "pass"), _predicted("decoder_large", "MISS")],
+             calibration={"schema": "planc.calibration/1", "chip": "v5e"})
+    target = tmp_path / "v5e.json"
+    page = tmp_path / "B.md"
+    assert chip_kit.main(["bring", "--source", str(source), "-o", str(page),
+                          "--calibration", str(target)]) == 1
+    assert "decoder_large" in capsys.readouterr().err
+    assert not target.exists()
+    assert "decoder_large" in page.read_text()  # the table records the miss
+
+
+def test_a_rehearsals_figures_are_not_taken_for_the_chips(tmp_path, capsys):
+    import run
+
+    source = tmp_path / "out"
+    source.mkdir()
+    _figures(source, "chip_search", run.TITLES["chip_search"], "2027-01-02", size="tiny")
+    page = tmp_path / "B.md"
+    assert chip_kit.main(["bring", "--source", str(source), "-o", str(page)]) == 2
+    assert "rehearsal" in capsys.readouterr().err
+    assert not page.exists()
