@@ -91,8 +91,15 @@ def main():
                     f"{d.message}")
 
     started = time.process_time()
-    found = search(step=f"{Path(__file__).stem}:build", topology="v5e:1x1",
-                   file="chip_search.kd")
+    try:
+        found = search(step=f"{Path(__file__).stem}:build", topology="v5e:1x1",
+                       file="chip_search.kd")
+    except planc.PlanError as exc:  # a missed goal, said as one, not a traceback
+        d = exc.diagnostics[0]
+        results.row("search", f"{d.code}: {d.message}", "a plan that fits", status(False))
+        results.ratio("searched_peak_over_usable", float("inf"), "(no plan was found)",
+                      a.json)
+        return
     cpu = time.process_time() - started
     s = found.searched
     usable = chip_named("v5e").hbm_usable
