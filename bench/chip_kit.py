@@ -86,7 +86,8 @@ def pack(_args) -> int:
     pip = [sys.executable, "-m", "pip", "-q"]
     subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels),
                           str(ROOT)], check=True)
-    pins = closure(_planc_requirements() + list(EXTRA))
+    pins = closure(["planc", *EXTRA])
+    del pins["planc"]  # its wheel is built from the tree above
     subprocess.run(pip + ["download", "--no-deps", "-d", str(wheels), *PLATFORM,
                           *(f"{n}=={v}" for n, v in pins.items())], check=True)
     (KIT / "carried.json").write_text(json.dumps(pins, indent=1) + "\n")
@@ -94,16 +95,6 @@ def pack(_args) -> int:
     print(f"packed {len(list(wheels.iterdir()))} wheels ({total / 2**20:.0f} MiB) in "
           f"{wheels.relative_to(ROOT)}: planc and {', '.join(pins)}")
     return 0
-
-
-def _planc_requirements() -> list[str]:
-    """planc's own dependencies, from its installed metadata."""
-    import importlib.metadata as metadata
-
-    from packaging.requirements import Requirement
-
-    return [Requirement(r).name for r in metadata.distribution("planc").requires or []
-            if Requirement(r).marker is None]
 
 
 def run(args) -> int:

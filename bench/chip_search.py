@@ -92,7 +92,7 @@ def main():
 
     started = time.process_time()
     try:
-        found = search(step=f"{Path(__file__).stem}:build", topology="v5e:1x1",
+        found = search(step="chip_search:build", topology="v5e:1x1",
                        file="chip_search.kd")
     except planc.PlanError as exc:  # a missed goal, said as one, not a traceback
         d = exc.diagnostics[0]
@@ -134,44 +134,47 @@ def _run_on_chip(found, refused, results):
     """Step 2 of the module docstring: the winner runs, the refused step is refused."""
     import planc
     from planc.targets.aot.topology import attached_topology
-    from planc.targets.cost.calibrate import measure_steps
     from planc.targets.cost.chips import chip_for
-    from planc.targets.cost.report import seconds_text
 
     topology = attached_topology()
     row = chip_for(topology.device_kind)
     results.note(f"{topology.device_kind} x {len(topology.devices)}; measured: the median "
                  "of 10 steps after 2")
-    stem = Path(__file__).stem
     winner = found.searched.winner
-    plan = planc.loads(found.text, file="chip_search.kd")
-    spec = f"{stem}:{'remat' if winner.candidate.remat else 'plain'}"
-    try:
-        (step,) = measure_steps(plan.ir, [spec], topology, row.name, repeats=10, warmup=2,
-                                plan_of=lambda ir: plan)
-        results.row(f"the searched plan on the chip (`{winner.candidate.family}`)",
-                    f"{seconds_text(step.timing.seconds)} a step (estimated "
-                    f"{seconds_text(winner.compiled_s)})", "runs", status(True),
-                    measured_s=step.timing.seconds, estimate_s=winner.compiled_s,
-                    samples=list(step.timing.samples))
-    except planc.PlanError as exc:
-        results.row(f"the searched plan on the chip (`{winner.candidate.family}`)",
-                    exc.diagnostics[0].message, "runs", status(False))
+    _on_chip(planc.loads(found.text, file="chip_search.kd"), winner, topology, row, results,
+             runs=True)
     for o in refused:
         text = next((r.plan for r in found.rows if r.outcome is o and r.plan), None)
-        if text is None:  # not among the rows shown
-            continue
-        other = planc.loads(text, file="refused.kd")
-        spec = f"{stem}:{'remat' if o.candidate.remat else 'plain'}"
-        try:
-            (step,) = measure_steps(other.ir, [spec], topology, row.name, repeats=3,
-                                    warmup=1, plan_of=lambda ir: other)
-            results.row(f"refused `{o.candidate.family}` on the chip",
-                        f"ran: {seconds_text(step.timing.seconds)} a step", "refused",
-                        status(False))
-        except planc.PlanError as exc:
-            results.row(f"refused `{o.candidate.family}` on the chip",
-                        exc.diagnostics[0].message.splitlines()[0], "refused", status(True))
+        if text is not None:  # among the rows shown
+            _on_chip(planc.loads(text, file="refused.kd"), o, topology, row, results,
+                     runs=False)
+
+
+def _on_chip(plan, outcome, topology, row, results, *, runs: bool):
+    """Run `outcome`'s step under `plan` on the chip: a row, passed if it ran as `runs`
+    says it should (the searched plan), or was refused (what the search refused)."""
+    import planc
+    from planc.targets.cost.calibrate import measure_steps
+    from planc.targets.cost.report import seconds_text
+
+    c = outcome.candidate
+    spec = f"chip_search:{'remat' if c.remat else 'plain'}"
+    figure = (f"the searched plan on the chip (`{c.family}`)" if runs
+              else f"refused `{c.family}` on the chip")
+    repeats, warmup = (10, 2) if runs else (3, 1)
+    try:
+        (step,) = measure_steps(plan.ir, [spec], topology, row.name, repeats=repeats,
+                                warmup=warmup, plan_of=lambda ir: plan)
+    except planc.PlanError as exc:
+        results.row(figure, exc.diagnostics[0].message.splitlines()[0],
+                    "runs" if runs else "refused", status(not runs))
+        return
+    results.row(figure, f"{seconds_text(step.timing.seconds)} a step (estimated "
+                f"{seconds_text(outcome.compiled_s)})" if runs
+                else f"ran: {seconds_text(step.timing.seconds)} a step",
+                "runs" if runs else "refused", status(runs),
+                measured_s=step.timing.seconds, estimate_s=outcome.compiled_s,
+                samples=list(step.timing.samples))
 
 
 if __name__ == "__main__":

@@ -13,15 +13,19 @@ from .test_search_analytic import decoder
 TOKENS = 8 * 2048
 
 
-def test_one_device_weighs_the_plain_step_and_its_remat_twin():
-    found = search(decoder(), 1, tokens=TOKENS)
-    assert sorted(o.candidate.family for o in found.searched.outcomes) == ["dp", "dp + remat"]
-    assert {o.candidate.mesh_text for o in found.searched.outcomes} == {"data=1"}
+@pytest.fixture(scope="module")
+def unbounded():
+    return search(decoder(), 1, tokens=TOKENS)
 
 
-def test_one_device_takes_remat_when_only_remat_fits():
-    unbounded = {o.candidate.remat: o.score.peak
-                 for o in search(decoder(), 1, tokens=TOKENS).searched.outcomes}
+def test_one_device_weighs_the_plain_step_and_its_remat_twin(unbounded):
+    outcomes = unbounded.searched.outcomes
+    assert sorted(o.candidate.family for o in outcomes) == ["dp", "dp + remat"]
+    assert {o.candidate.mesh_text for o in outcomes} == {"data=1"}
+
+
+def test_one_device_takes_remat_when_only_remat_fits(unbounded):
+    unbounded = {o.candidate.remat: o.score.peak for o in unbounded.searched.outcomes}
     assert unbounded[True] < unbounded[False]
     between = (unbounded[True] + unbounded[False]) // 2
     found = search(decoder(), 1, tokens=TOKENS, budget=between)
