@@ -223,8 +223,9 @@ def _suggest_parser(sub) -> None:
                    "scored (default 10000)")
     p.add_argument("--calibration", metavar="FILE", help="--search: a planc.calibration/1 "
                    "file (default: the one planc ships for the chip, if any; none: the peaks)")
-    p.add_argument("--chip", metavar="NAME", help="--search: the chip to price a cpu:N or "
-                   "--devices search on (default v5e)")
+    p.add_argument("--chip", metavar="NAME", help="--search: the chip a cpu:N or --devices "
+                   "search is for, priced on it and its HBM the most --budget may be "
+                   "(default: priced on v5e, --budget unbounded)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="--search: text (the plan) or json (planc.suggest/1)")
     p.add_argument("-o", "--output", metavar="PLAN.kd", help="write the plan here (atomically)")

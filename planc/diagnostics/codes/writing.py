@@ -74,7 +74,7 @@ ENTRIES = {
         what='`planc suggest --search`: no candidate fits the limit (the closest named, with its peak and how far over), or none of those compiled could be',
         why='Every mesh, ZeRO-1 and remat choice the search weighed needs more memory per device than the limit: 98% of the chip\'s usable HBM, or `--budget`.',
         example='a 70B model on 16 v5e chips',
-        fix='More devices, a larger `--budget`, fewer tokens per step, or a step builder that takes `remat`.'),
+        fix='More devices, a larger `--budget` (up to what the chip holds), fewer tokens per step, or, with a `--step`, a builder that takes `remat`: the help names those that apply.'),
     'P511': dict(
         severity='note',
         title='a searched candidate could not be compiled',
@@ -96,6 +96,13 @@ ENTRIES = {
         why='Host memory is a way to fit that costs time planc cannot price from sourced figures, so it is weighed only when nothing fits without it, and said.',
         example='a model whose Adam slots do not fit beside its parameters on 8 devices',
         fix='Nothing, if the plan is wanted; more devices or a larger `--budget` keep the slots in device memory.'),
+    'P514': dict(
+        severity='error',
+        title='a search budget past what the chip holds',
+        what='`planc suggest --search`: `--budget` is more than the HBM a program may use on the chip of a TPU `--topology`, or of `--chip`',
+        why='A plan chosen under a budget the chip cannot hold would not fit it, and without a `--step` no compile would say so.',
+        example='`--topology v5e:1x1 --budget 40GiB` (a v5e holds 15.7 GiB)',
+        fix='Drop `--budget` (the search keeps 2% under the chip\'s HBM), or give at most what the message names.'),
     'P519': dict(
         severity='error',
         title='internal error: a suggested plan failed validation',

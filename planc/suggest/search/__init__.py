@@ -19,7 +19,7 @@ from planc.suggest.roles import detect_roles
 from planc.suggest.search.report import Row, document, rule_for, rows_of, table_lines, why_not
 from planc.suggest.search.score import loads
 from planc.suggest.search.searcher import (MARGIN, MAX_CANDIDATES, MAX_COMPILES, Searched,
-                                           nothing_fits, search_space)
+                                           margin_limit, nothing_fits, search_space)
 from planc.suggest.search.workload import Workload, tokens_of_batch, workload_of
 from planc.suggest.suggester import describe_model, model_variables, written
 from planc.suggest.writer import Header
@@ -58,7 +58,8 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     `tokens` per step is needed without a step (with one, it is read from the batch).
     `slices` > 1 searches `slices` slices of `topology`, and which axis spans them.
     `state` is 1 + optimizer slots (3 for Adam). Raises `PlanError`: P509 for what the
-    search cannot start without, P510 when no candidate fits.
+    search cannot start without, P514 for a `budget` past what the chip (a TPU
+    topology's, or `chip`) holds, P510 when no candidate fits.
 
     >>> from planc.variables import Variable
     >>> vs = [Variable(f"blk_{i}/mlp/{n}", s, "bfloat16") for i in range(4)
@@ -102,8 +103,19 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     work = _workload(variables, tokens, state, batch_leaves,
                      takes_remat if step is not None else True, pipeline=step is None,
                      takes_plan=takes_plan)
-    # whole MiB, so the plan's budgets read as sizes (`15803 MiB`), never above the margin
-    limit = budget if budget is not None else int(row.hbm_usable * (1 - MARGIN)) >> 20 << 20
+    # The devices are that chip's when the topology is a TPU's or the chip is named; a
+    # budget past its HBM would choose, without a step to compile, a plan it cannot hold.
+    on_torus = topo is not None and topo.platform == "tpu"
+    holds = row.hbm_usable if chip is not None or on_torus else None
+    if budget is not None and holds is not None and budget > holds:
+        raise PlanError((error(
+            "P514", f"the budget, {human_bytes(budget)} per device, is more than a {row.name} "
+                    f"chip holds ({human_bytes(holds)} of HBM a program may use): a plan "
+                    "chosen under it would not fit the chip", None,
+            help=(f"drop --budget (the search then keeps {MARGIN:.0%} under the chip's "
+                  f"HBM: {human_bytes(margin_limit(holds))}), or give at most "
+                  f"{human_bytes(holds)}",)),))
+    limit = budget if budget is not None else margin_limit(row.hbm_usable)
     from planc.targets.cost.calibration import CalibrationError, calibration_for
 
     try:
@@ -141,13 +153,12 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
         def prover(outcome):
             return compile_plan(plan_of(outcome).text, outcome.candidate.remat)
 
-    on_torus = topo is not None and topo.platform == "tpu"
     placements_for = _placements(topo, row) if on_torus else None
     searched = search_space(variables, roles, devices, work, row, cal, limit=limit,
                             placements_for=placements_for, prove=prover, compiles=compiles,
                             max_candidates=max_candidates, slices=slices)
     if searched.winner is None:
-        raise PlanError((nothing_fits(searched), *searched.diagnostics))
+        raise PlanError((nothing_fits(searched, holds), *searched.diagnostics))
     rows = rows_of(searched)
     for r in rows:
         if r.kind == "why_not":

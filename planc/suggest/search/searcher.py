@@ -31,7 +31,7 @@ from planc.suggest.search.space import Candidate, candidates
 from planc.suggest.search.score import Score, score
 from planc.suggest.search.workload import Workload
 
-__all__ = ["Outcome", "Searched", "search_space", "MARGIN", "MAX_COMPILES",
+__all__ = ["Outcome", "Searched", "search_space", "margin_limit", "MARGIN", "MAX_COMPILES",
            "MAX_CANDIDATES"]
 
 MARGIN = 0.02
@@ -204,8 +204,10 @@ def proving_order(outcomes, limit: int):
         yield o
 
 
-def nothing_fits(searched: Searched) -> Diagnostic:
-    """P510: no candidate within the limit, with the closest and by how much it misses."""
+def nothing_fits(searched: Searched, holds: int | None = None) -> Diagnostic:
+    """P510: no candidate within the limit, with the closest and by how much it misses,
+    and what would help: a larger budget only below what the chip `holds` (None: no
+    chip's memory bounds it), remat only where the search could not weigh it."""
     failed = [o for o in searched.outcomes if o.failure is not None]
     tried = [o for o in searched.outcomes if o.failure is None
              and (o.compiled or not searched.compiles)]
@@ -223,5 +225,22 @@ def nothing_fits(searched: Searched) -> Diagnostic:
         "P510", f"no candidate fits {human_bytes(searched.limit)} per device: the closest, "
                 f"{closest.candidate.family} on {closest.candidate.mesh_text}, needs "
                 f"{human_bytes(closest.peak)} ({how} peak), {human_bytes(over)} over", None,
-        help=("more devices, a larger --budget, fewer tokens per step, or a step builder "
-              "that takes a `remat` keyword (the search passes it)",))
+        help=(_ways_to_fit(searched, holds),))
+
+
+def margin_limit(holds: int) -> int:
+    """The limit a search keeps on a chip that `holds` so many bytes: `MARGIN` under it,
+    in whole MiB, so the plan's budgets read as sizes (`15803 MiB`)."""
+    return int(holds * (1 - MARGIN)) >> 20 << 20
+
+
+def _ways_to_fit(searched: Searched, holds: int | None) -> str:
+    ways = ["more devices"]
+    if holds is None:
+        ways.append("a larger --budget")
+    elif searched.limit < margin_limit(holds):
+        ways.append(f"a larger --budget (the chip holds {human_bytes(holds)})")
+    ways.append("fewer tokens per step")
+    if not searched.workload.remat_option:
+        ways.append("a step builder that takes a `remat` keyword (the search passes it)")
+    return ", ".join(ways[:-1]) + ", or " + ways[-1]
