@@ -94,19 +94,24 @@ def _preset_model(path: str, failures: list):
 
 def _topology_check(name: str, failures: list):
     """`check(ir) -> (device count, problems)` of the plan's mesh on topology `name`,
-    found without compiling (`planc.targets.aot.feasibility`). jax loads only here, on
+    found without compiling (`planc.targets.aot.feasibility`), and of its device budgets
+    against the chip's memory (`planc.targets.cost.chip_budget`). jax loads only here, on
     the CPU platform unless one is chosen: the topology is described, never run on. A
     topology that cannot be loaded is an input that cannot be read (exit 2)."""
     from planc.cli.common import prepare_jax
     from planc.reports.lint import failure
 
     prepare_jax(name)
-    from planc.targets.aot.feasibility import lint_topology
-    from planc.targets.aot.topology import TopologyError, shown_name
+    from planc.targets.aot.feasibility import lint_topology, slice_count
+    from planc.targets.aot.topology import TopologyError, load_topology, shown_name
+    from planc.targets.cost.chip_budget import budget_past_chip
 
     def check(ir):
         try:
-            return lint_topology(ir, name)
+            count, problems = lint_topology(ir, name)
+            topology = load_topology(name, slice_count(ir))  # loaded once, kept
+            return count, problems + budget_past_chip(ir, topology.platform,
+                                                      topology.device_kind, shown_name(name))
         except TopologyError as exc:
             d = exc.diagnostic
             shown = shown_name(name)

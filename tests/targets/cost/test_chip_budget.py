@@ -1,0 +1,50 @@
+"""A plan's device budgets against the chip a topology is made of (P822): a budget past
+the chip's HBM is one the plan can keep and still not fit."""
+
+import importlib.util
+
+import pytest
+
+import planc
+from planc.cli import main
+from planc.targets.cost.chip_budget import budget_past_chip
+
+PLAN = "mesh(data = auto)\ndata_parallel\n"
+
+
+def found(budget, platform="tpu", kind="TPU v5 lite"):
+    ir = planc.loads(PLAN + budget, file="p.kd").ir
+    return budget_past_chip(ir, platform, kind, "v5e:2x4")
+
+
+def test_a_per_device_budget_past_a_v5e_is_p822_at_the_budget_line():
+    (d,) = found("budget(per_device = 40 GiB)")
+    assert d.code == "P822" and d.severity.name == "WARNING"
+    assert "`per_device`, 40.0 GiB," in d.message and "15.7 GiB" in d.message
+    assert d.span.line == 3
+
+
+def test_a_peak_budget_past_the_chip_is_p822_too():
+    (d,) = found("budget(per_device = 8 GiB, peak = 20 GiB)")
+    assert "`peak`, 20.0 GiB," in d.message
+
+
+def test_a_budget_the_chip_holds_says_nothing():
+    assert found("budget(per_device = 12 GiB, peak = 15 GiB)") == []
+
+
+def test_cpu_devices_hold_a_budget_to_no_chip():
+    assert found("budget(per_device = 40 GiB)", platform="cpu", kind="cpu") == []
+
+
+def test_a_chip_planc_has_no_figures_for_says_nothing():
+    assert found("budget(per_device = 400 GiB)", kind="TPU v99") == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
+                    reason="libtpu is not installed (pip install 'planc[tpu]')")
+def test_lint_topology_warns_of_it_and_strict_fails(plan_file, capsys):
+    plan = plan_file(PLAN + "budget(per_device = 40 GiB)\n", "big.kd")
+    assert main(["lint", str(plan), "--topology", "v5e:2x4"]) == 0
+    assert "warning[P822]" in capsys.readouterr().out
+    assert main(["lint", str(plan), "--topology", "v5e:2x4", "--strict"]) == 1
