@@ -23,6 +23,7 @@ from planc.suggest.search.searcher import (MARGIN, MAX_CANDIDATES, MAX_COMPILES,
 from planc.suggest.search.workload import Workload, tokens_of_batch, workload_of
 from planc.suggest.suggester import describe_model, model_variables, written
 from planc.suggest.writer import Header
+from planc.targets.cost.chips import chip_for
 from planc.targets.cost.report import seconds_text
 
 __all__ = ["search", "SearchResult", "Row", "MARGIN", "MAX_COMPILES", "MAX_CANDIDATES"]
@@ -103,19 +104,23 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     work = _workload(variables, tokens, state, batch_leaves,
                      takes_remat if step is not None else True, pipeline=step is None,
                      takes_plan=takes_plan)
-    # The devices are that chip's when the topology is a TPU's or the chip is named; a
-    # budget past its HBM would choose, without a step to compile, a plan it cannot hold.
+    # The devices' memory is a chip's on a TPU topology (its own, whatever `chip` prices
+    # it as) or where `chip` is named; a budget past it would choose, without a step to
+    # compile, a plan the devices cannot hold.
     on_torus = topo is not None and topo.platform == "tpu"
-    holds = row.hbm_usable if chip is not None or on_torus else None
+    memory = chip_for(topo.device_kind) if on_torus else None
+    if memory is None and chip is not None:
+        memory = row
+    holds = memory.hbm_usable if memory else None
     if budget is not None and holds is not None and budget > holds:
         raise PlanError((error(
-            "P514", f"the budget, {human_bytes(budget)} per device, is more than a {row.name} "
-                    f"chip holds ({human_bytes(holds)} of HBM a program may use): a plan "
-                    "chosen under it would not fit the chip", None,
+            "P514", f"the budget, {human_bytes(budget)} per device, is more than a "
+                    f"{memory.name} chip holds ({human_bytes(holds)} of HBM a program may "
+                    "use): a plan chosen under it would not fit the chip", None,
             help=(f"drop --budget (the search then keeps {MARGIN:.0%} under the chip's "
                   f"HBM: {human_bytes(margin_limit(holds))}), or give at most "
                   f"{human_bytes(holds)}",)),))
-    limit = budget if budget is not None else margin_limit(row.hbm_usable)
+    limit = budget if budget is not None else margin_limit((memory or row).hbm_usable)
     from planc.targets.cost.calibration import CalibrationError, calibration_for
 
     try:

@@ -4,10 +4,12 @@ nothing fits, help that names only what would."""
 
 import pytest
 
+from planc.cli.common import prepare_jax
 from planc.cli.dispatch import main
 from planc.diagnostics import PlanError
 from planc.sources import write_manifest
 from planc.suggest.search import search
+from planc.suggest.search.searcher import margin_limit
 from planc.targets.cost.chips import chip_named
 
 from .test_search_analytic import decoder
@@ -41,6 +43,16 @@ def test_a_budget_past_a_tpu_topologys_chip_is_p514_and_writes_nothing(capsys, t
     code = main(["suggest", "--search", "--model", str(model), "--topology", "v5e:1x1",
                  "--tokens", str(TOKENS), "--budget", "40GiB", "-o", str(plan)])
     assert code == 1 and "P514" in capsys.readouterr().err and not plan.exists()
+
+
+def test_on_a_tpu_topology_the_memory_is_its_own_chips_whatever_chip_prices_it():
+    prepare_jax("v5e:2x4")
+    found = search(decoder(), topology="v5e:2x4", chip="v6e", tokens=TOKENS)
+    assert found.searched.chip.name == "v6e"  # priced as the chip named
+    assert found.searched.limit == margin_limit(V5E_HOLDS)  # held to the v5e's memory
+    d = refusal(model=decoder(), topology="v5e:2x4", chip="v6e", tokens=TOKENS,
+                budget=20 * GiB)
+    assert d.code == "P514" and "a v5e chip holds" in d.message
 
 
 def test_a_budget_of_all_the_chip_holds_is_the_limit():
