@@ -105,12 +105,11 @@ def why_not(o, winner, limit: int) -> tuple[str, str]:
     if o.failure is not None:
         return f"could not be compiled: {o.failure.code} {o.failure.message}", ""
     if o.peak > limit:
-        parts = o.score.parts
-        part = max(parts, key=lambda k: (parts[k], k))
+        part, size = o.score.largest_part()
         how = "compiled" if o.compiled else "analytic"
         return (f"does not fit: {human_bytes(o.peak)} ({how}) is "
                 f"{human_bytes(o.peak - limit)} over; the most is {part} "
-                f"({human_bytes(parts[part])})", part)
+                f"({human_bytes(size)})", part)
     if winner is None:
         return "", ""
     both = o.compiled and winner.compiled

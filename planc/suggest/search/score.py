@@ -88,6 +88,23 @@ class Score:
     def largest(self) -> Term:
         return max(self.terms, key=lambda t: (t.seconds, t.name))
 
+    def peak_parts(self) -> dict:
+        """The parts whose sum is the peak: the passes' (`parts`), or with the slots on
+        the host, the update's when it is larger (the parameters, their gradients and
+        the slots brought back)."""
+        if self.host:
+            update = {"parameters": self.parts["parameters"],
+                      "gradients": self.parts["gradients"], "optimizer": self.host}
+            if sum(update.values()) > sum(self.parts.values()):
+                return update
+        return self.parts
+
+    def largest_part(self) -> tuple[str, int]:
+        """(name, bytes) of the part of the peak that holds the most (`logits`...)."""
+        parts = self.peak_parts()
+        name = max(parts, key=lambda k: (parts[k], k))
+        return name, parts[name]
+
 
 def loads(variables, choice, pipe=None) -> tuple[int, int, int]:
     """(bytes per device, of them split over `fsdp`, of them whole over it) of the most

@@ -221,10 +221,13 @@ def nothing_fits(searched: Searched, holds: int | None = None) -> Diagnostic:
     closest = min(tried, key=lambda o: (o.peak, o.estimate_s, o.candidate.key))
     over = closest.peak - searched.limit
     how = "compiled" if closest.compiled else "analytic"
+    part, size = closest.score.largest_part()
     return error(
         "P510", f"no candidate fits {human_bytes(searched.limit)} per device: the closest, "
                 f"{closest.candidate.family} on {closest.candidate.mesh_text}, needs "
-                f"{human_bytes(closest.peak)} ({how} peak), {human_bytes(over)} over", None,
+                f"{human_bytes(closest.peak)} ({how} peak), {human_bytes(over)} over; the "
+                f"most is {part} ({human_bytes(size)}"
+                f"{', analytic' if closest.compiled else ''})", None,
         help=(_ways_to_fit(searched, holds),))
 
 

@@ -72,6 +72,13 @@ def test_nothing_fits_without_a_step_does_not_offer_remat_it_already_weighed():
     assert "remat" not in d.help[0]
 
 
+def test_nothing_fits_names_what_holds_the_most_of_the_closest_candidates_peak():
+    d = refusal(model=too_large(), devices=1, tokens=2048, chip="v5e")
+    # its slots on the host, the update sets its peak: Adam's two slots brought back
+    assert "slots on host" in d.message
+    assert d.message.endswith("; the most is optimizer (24.5 GiB)")
+
+
 def test_nothing_fits_under_the_chips_own_limit_offers_no_larger_budget():
     d = refusal(model=too_large(), devices=1, tokens=TOKENS, chip="v5e")
     assert d.code == "P510" and "--budget" not in d.help[0]
