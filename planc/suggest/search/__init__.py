@@ -11,7 +11,7 @@ compiling it. The rooms, in the order a search runs:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planc.diagnostics import PlanError, error
 from planc.resolve import human_bytes
@@ -245,6 +245,10 @@ def _why(searched) -> list[str]:
                      "memory. Their time over the host link is not priced (P821), so the "
                      "step time is a lower bound.")
     if w.candidate.remat:
+        plain = replace(w.candidate, remat=False)
+        twin = next((o for o in searched.outcomes if o.candidate == plain), None)
+        without = (f"; without it: {why_not(twin, w, searched.limit)[0]}"
+                   if twin is not None else "")
         lines.append("With remat: run each layer under `jax.checkpoint` (the step's "
-                     "`remat=True`); without it, this plan does not fit as scored.")
+                     f"`remat=True`){without}.")
     return lines

@@ -34,6 +34,22 @@ def test_one_device_takes_remat_when_only_remat_fits(unbounded):
     assert not plain.outcome.candidate.remat and "over" in plain.why
 
 
+def test_a_remat_winner_says_its_plain_twin_does_not_fit_and_by_how_much(unbounded):
+    peaks = {o.candidate.remat: o.score.peak for o in unbounded.searched.outcomes}
+    found = search(decoder(), 1, tokens=TOKENS, budget=(peaks[True] + peaks[False]) // 2)
+    (line,) = [x for x in found.text.splitlines() if x.startswith("# With remat")]
+    assert "; without it: does not fit: " in line and " over; the most is " in line
+
+
+def test_a_remat_winner_whose_plain_twin_fits_says_how_much_slower_the_twin_is():
+    # narrow layers over many tokens: HBM traffic, not compute, bounds the step, and
+    # remat's stored activations are the fewer bytes
+    found = search(decoder(width=128), 1, tokens=TOKENS)
+    assert found.searched.winner.candidate.remat
+    (line,) = [x for x in found.text.splitlines() if x.startswith("# With remat")]
+    assert "; without it: +" in line and "step time" in line and "does not fit" not in line
+
+
 def test_the_one_device_plan_says_so_and_lints_clean(capsys, tmp_path):
     model, plan = tmp_path / "decoder.json", tmp_path / "one.kd"
     write_manifest(decoder(), str(model))
