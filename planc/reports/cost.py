@@ -6,7 +6,7 @@ the run); `planc cost --calibrate`'s table of measured and fitted times
 from __future__ import annotations
 
 from planc.resolve.memory import human_bytes
-from planc.targets.cost.report import seconds_text
+from planc.targets.cost.report import percent_text, seconds_text
 
 __all__ = ["render_text", "document", "page", "cost_diff", "cost_diff_text",
            "render_calibration"]
@@ -24,7 +24,7 @@ def render_text(report) -> str:
     what = (f"{report.devices} simulated CPU devices priced as {report.chip}"
             if report.estimate else f"{report.devices} x {report.chip}")
     lines = [f"plan `{report.plan}` on {report.topology} ({what}): predicted step "
-             f"{seconds_text(report.estimate_s)}, MFU {report.mfu:.0%}"
+             f"{seconds_text(report.estimate_s)}, MFU {percent_text(report.mfu)}"
              + ("" if report.exact else " (lower bounds: a loop's trip count is unknown)"),
              "",
              f"time per step   lower {seconds_text(report.lower_s)}  estimate "
@@ -50,7 +50,7 @@ def render_text(report) -> str:
                          f"{human_bytes(t.sent):>10}  {seconds_text(t.seconds):>9}  ({links})")
     lines += ["", "bottleneck (share of the upper bound)"]
     for t, share in report.bottleneck:
-        lines.append(f"  {share:>4.0%}  {t.name}  {seconds_text(t.seconds)}")
+        lines.append(f" {percent_text(share):>5}  {t.name}  {seconds_text(t.seconds)}")
         if t.variables:
             shown = ", ".join(f"`{v}`" for v in t.variables[:3])
             more = f" and {len(t.variables) - 3} more" if len(t.variables) > 3 else ""

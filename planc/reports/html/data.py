@@ -42,6 +42,7 @@ import os
 from planc.diagnostics.text import visible
 from planc.ir import Dim, layout_text, named_layout_text
 from planc.reports.stages import layers_text, summary_text
+from planc.targets.cost.report import percent_text
 
 __all__ = ["SCHEMA", "MAX_PAGE_VARIABLES", "MAX_DIAGNOSTICS", "shown", "explain_data",
            "aot_data"]
@@ -388,13 +389,14 @@ def cost_data(doc: dict, aot: dict, *, explain: dict | None = None,
     out["cost"] = {
         "time": [["lower", time["lower_s"]], ["estimate", time["estimate_s"]],
                  ["upper", time["upper_s"]]],
-        "mfu": doc["mfu"],
+        "mfu": percent_text(doc["mfu"]),
         "chip": shown(doc["chip"]) + (" (a cpu:N compile priced as it)" if doc["estimate"]
                                       else ""),
         "calibration": ("none: the chip's peak rates, nothing overlapped" if calibration is None
                         else f"{shown(calibration['file'])} ({shown(calibration['chip'])})"),
         "exact": doc["exact"],
-        "bottleneck": [{"term": shown(b["term"]), "share": b["share"], "seconds": b["seconds"],
+        "bottleneck": [{"term": shown(b["term"]), "share": percent_text(b["share"]),
+                        "seconds": b["seconds"],
                         "variables": [shown(v) for v in b["variables"]],
                         "rules": [shown(r) for r in b["rules"]]} for b in doc["bottleneck"]],
     }

@@ -209,14 +209,14 @@ function drawCost() {
   s.appendChild(plainTable(["", "seconds per step"], c.time.map(function (t) {
     return [t[0], seconds(t[1])];
   }), [false, true]));
-  s.appendChild(el("p", "note", "MFU " + Math.round(100 * c.mfu) + "% on " + c.chip +
+  s.appendChild(el("p", "note", "MFU " + c.mfu + " on " + c.chip +
     "; calibration: " + c.calibration +
     (c.exact ? "" : "; a loop's trip count is unknown: every figure a lower bound")));
   if (!c.bottleneck.length) { return; }
   s.appendChild(el("h3", null, "bottleneck (share of the upper bound)"));
   s.appendChild(plainTable(["share", "term", "seconds", "variables", "rules"],
     c.bottleneck.map(function (b) {
-      return [Math.round(100 * b.share) + "%", b.term, seconds(b.seconds),
+      return [b.share, b.term, seconds(b.seconds),
               b.variables.slice(0, 3).join(", ") + (b.variables.length > 3 ? " ..." : ""),
               b.rules.join("; ")];
     }), [true, false, true, false, false]));

@@ -123,3 +123,14 @@ def seconds_text(s: float) -> str:
     if s >= 1e-3:
         return f"{s * 1e3:.3g} ms"
     return f"{s * 1e6:.3g} us"
+
+
+def percent_text(fraction: float) -> str:
+    """A fraction as people read an MFU: `47%`; under 10%, two significant digits
+    (`4.2%`, `0.3%`), so a small step's MFU never reads `0%`.
+
+    >>> percent_text(0.4712), percent_text(0.042), percent_text(0.0031), percent_text(0)
+    ('47%', '4.2%', '0.31%', '0%')
+    """
+    p = fraction * 100
+    return f"{p:.0f}%" if p >= 10 or p == 0 else f"{p:.2g}%"

@@ -60,6 +60,16 @@ def test_the_bounds_hold_the_estimate_between_them(report):
     assert 0 <= doc["mfu"] <= 1
 
 
+def test_a_small_steps_mfu_reads_in_two_significant_digits_never_zero(report):
+    from planc.reports.cost import render_text
+    from planc.targets.cost.report import percent_text
+
+    assert 0 < report.mfu < 0.1  # a tiny step on simulated devices priced as a v5e
+    head = render_text(report).splitlines()[0]
+    assert head.endswith(f"MFU {percent_text(report.mfu)}") and "MFU 0%" not in head
+    assert percent_text(0.0042) == "0.42%" and percent_text(0.47) == "47%"
+
+
 def test_bottleneck_shares_are_fractions_of_the_upper_bound_summing_to_at_most_one(report):
     shares = [b["share"] for b in report.to_dict()["bottleneck"]]
     assert shares == sorted(shares, reverse=True)
