@@ -95,7 +95,7 @@ ENTRIES = {
         what='`planc suggest --search`: no candidate fits with its optimizer slots in device memory, so the search weighed the same candidates with their slots `on host`; the time to move them over the host link is not priced',
         why='Host memory is a way to fit that costs time planc cannot price from sourced figures, so it is weighed only when nothing fits without it, and said.',
         example='a model whose Adam slots do not fit beside its parameters on 8 devices',
-        fix='Nothing, if the plan is wanted; more devices or a larger `--budget` keep the slots in device memory.'),
+        fix='Nothing, if the plan is wanted; more devices, or a larger `--budget` where the chip has room for one, keep the slots in device memory.'),
     'P514': dict(
         severity='error',
         title='a search budget past what the chip holds',

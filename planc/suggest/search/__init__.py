@@ -161,7 +161,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     placements_for = _placements(topo, row) if on_torus else None
     searched = search_space(variables, roles, devices, work, row, cal, limit=limit,
                             placements_for=placements_for, prove=prover, compiles=compiles,
-                            max_candidates=max_candidates, slices=slices)
+                            max_candidates=max_candidates, slices=slices, holds=holds)
     if searched.winner is None:
         raise PlanError((nothing_fits(searched, holds), *searched.diagnostics))
     rows = rows_of(searched)

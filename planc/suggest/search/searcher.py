@@ -95,9 +95,11 @@ class Searched:
 
 def search_space(variables, roles, devices: int, workload: Workload, chip, calibration, *,
                  limit: int, placements_for=None, prove=None, compiles: int = MAX_COMPILES,
-                 max_candidates: int = MAX_CANDIDATES, slices: int = 1) -> Searched:
+                 max_candidates: int = MAX_CANDIDATES, slices: int = 1,
+                 holds: int | None = None) -> Searched:
     """Score every candidate, prove the best (`prove(outcome) -> CostReport`, raising
-    `PlanError` for a candidate that cannot be compiled), and choose."""
+    `PlanError` for a candidate that cannot be compiled), and choose. `holds` is what
+    the devices' chip holds (None: no chip's memory bounds the limit)."""
     diagnostics: list = []
     outcomes: list = []
     done = cut = 0
@@ -113,14 +115,15 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
                 help="raise the limit with --max-candidates"))
             space = space[:max_candidates]
         if host and space:
+            larger = _larger_budget(limit, holds)
             diagnostics.append(note(
                 "P513", f"no candidate fits {human_bytes(limit)} per device with its "
                         "optimizer slots in device memory; the search went on with them in "
                         "host memory (`on host`), whose time over the host link planc does "
                         "not price", None,
                 help="the chosen plan's step time is then a lower bound (`planc cost` "
-                     "says P821); more devices or a larger budget keep the slots on the "
-                     "device"))
+                     "says P821); more devices" + (f" or {larger}" if larger else "")
+                     + " keep the slots on the device"))
         cut += left
         scored = _scored(space, variables, workload, chip, calibration, placements_for)
         for i, o in enumerate(scored):
@@ -237,13 +240,19 @@ def margin_limit(holds: int) -> int:
     return int(holds * (1 - MARGIN)) >> 20 << 20
 
 
-def _ways_to_fit(searched: Searched, holds: int | None) -> str:
-    ways = ["more devices"]
+def _larger_budget(limit: int, holds: int | None) -> str | None:
+    """The help's "a larger --budget", where one could help: always without a chip's
+    memory to bound it, else only below the limit a search keeps on that chip."""
     if holds is None:
-        ways.append("a larger --budget")
-    elif searched.limit < margin_limit(holds):
-        ways.append(f"a larger --budget (the chip holds {human_bytes(holds)})")
-    ways.append("fewer tokens per step")
+        return "a larger --budget"
+    if limit < margin_limit(holds):
+        return f"a larger --budget (the chip holds {human_bytes(holds)})"
+    return None
+
+
+def _ways_to_fit(searched: Searched, holds: int | None) -> str:
+    larger = _larger_budget(searched.limit, holds)
+    ways = ["more devices", *([larger] if larger else []), "fewer tokens per step"]
     if not searched.workload.remat_option:
         ways.append("a step builder that takes a `remat` keyword (the search passes it)")
     return ", ".join(ways[:-1]) + ", or " + ways[-1]

@@ -94,3 +94,14 @@ def test_nothing_fits_under_a_smaller_budget_offers_one_up_to_what_the_chip_hold
 def test_nothing_fits_without_a_chip_offers_a_larger_budget():
     d = refusal(model=decoder(), devices=16, tokens=TOKENS, budget=64 << 20)
     assert d.code == "P510" and "a larger --budget," in d.help[0]
+
+
+def test_the_host_slots_note_offers_a_larger_budget_only_where_the_chip_has_room():
+    def p513(**kwargs):
+        with pytest.raises(PlanError) as exc:
+            search(too_large(), 1, tokens=2048, **kwargs)
+        (note,) = [d for d in exc.value.diagnostics if d.code == "P513"]
+        return note.help[0]
+
+    assert "--budget" not in p513(chip="v5e")
+    assert "more devices or a larger --budget keep" in p513(budget=8 * GiB)
