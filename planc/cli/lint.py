@@ -109,9 +109,8 @@ def _topology_check(name: str, failures: list):
     def check(ir):
         try:
             count, problems = lint_topology(ir, name)
-            topology = load_topology(name, slice_count(ir))  # loaded once, kept
-            return count, problems + budget_past_chip(ir, topology.platform,
-                                                      topology.device_kind, shown_name(name))
+            # the topology lint_topology loaded: `load_topology` keeps it
+            return count, problems + budget_past_chip(ir, load_topology(name, slice_count(ir)))
         except TopologyError as exc:
             d = exc.diagnostic
             shown = shown_name(name)

@@ -88,22 +88,23 @@ class Score:
     def largest(self) -> Term:
         return max(self.terms, key=lambda t: (t.seconds, t.name))
 
-    def peak_parts(self) -> dict:
-        """The parts whose sum is the peak: the passes' (`parts`), or with the slots on
-        the host, the update's when it is larger (the parameters, their gradients and
-        the slots brought back)."""
-        if self.host:
-            update = {"parameters": self.parts["parameters"],
-                      "gradients": self.parts["gradients"], "optimizer": self.host}
-            if sum(update.values()) > sum(self.parts.values()):
-                return update
-        return self.parts
-
     def largest_part(self) -> tuple[str, int]:
         """(name, bytes) of the part of the peak that holds the most (`logits`...)."""
-        parts = self.peak_parts()
+        parts = peak_parts(self.parts, self.host)
         name = max(parts, key=lambda k: (parts[k], k))
         return name, parts[name]
+
+
+def peak_parts(parts: dict, host: int) -> dict:
+    """The parts whose sum is the peak: the passes' (`parts`), or with `host` bytes of
+    slots on the host, the update's when it is larger (the parameters, their gradients
+    and the slots brought back to device memory)."""
+    if host:
+        update = {"parameters": parts["parameters"], "gradients": parts["gradients"],
+                  "optimizer": host}
+        if sum(update.values()) > sum(parts.values()):
+            return update
+    return parts
 
 
 def loads(variables, choice, pipe=None) -> tuple[int, int, int]:
@@ -155,9 +156,7 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     parts = {"parameters": params, "gradients": 2 * params if looped else params,
              "optimizer": slots - host,
              "activations": int(stored), "logits": int(logits), "gathered": int(gathered)}
-    peak = sum(parts.values())
-    if host:  # the update, on device memory: parameters, gradients and the slots
-        peak = max(peak, params + parts["gradients"] + host)
+    peak = sum(peak_parts(parts, host).values())
 
     passes = 4 if remat else 3
     # A head whole over `model` is computed whole on each of its devices.

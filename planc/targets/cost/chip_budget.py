@@ -10,24 +10,24 @@ from __future__ import annotations
 from planc.diagnostics import Diagnostic, warning
 from planc.ir import PlanIR
 from planc.resolve import human_bytes
+from planc.targets.aot.topology import Topology
 from planc.targets.cost.chips import chip_for
 
 __all__ = ["budget_past_chip"]
 
 
-def budget_past_chip(ir: PlanIR, platform: str, device_kind: str,
-                     topology: str) -> list[Diagnostic]:
-    """P822 for each device budget of `ir` past what one device of `topology` (of
-    `platform`, its devices of `device_kind`) holds; none on CPU devices or a chip planc
-    has no figures for.
+def budget_past_chip(ir: PlanIR, topology: Topology) -> list[Diagnostic]:
+    """P822 for each device budget of `ir` past what one device of `topology` holds;
+    none on CPU devices or a chip planc has no figures for.
 
     >>> import planc
     >>> plan = planc.loads("mesh(data = auto)\\ndata_parallel\\nbudget(per_device = 40 GiB)")
-    >>> [d.code for d in budget_past_chip(plan.ir, "tpu", "TPU v5 lite", "v5e:2x4")]
+    >>> v5e = Topology("v5e:2x4", "tpu", (), 1, "TPU v5 lite", 8, 1, False)  # as loaded
+    >>> [d.code for d in budget_past_chip(plan.ir, v5e)]
     ['P822']
     """
     budget = ir.budget
-    chip = chip_for(device_kind) if platform == "tpu" else None
+    chip = chip_for(topology.device_kind) if topology.platform == "tpu" else None
     if budget is None or chip is None:
         return []
     holds = chip.hbm_usable
@@ -37,7 +37,7 @@ def budget_past_chip(ir: PlanIR, platform: str, device_kind: str,
             out.append(warning(
                 "P822", f"the budget's `{name}`, {human_bytes(size)}, is more than a "
                         f"{chip.name} device holds ({human_bytes(holds)} of HBM a program "
-                        f"may use): the plan can keep to it and still not fit {topology}",
+                        f"may use): the plan can keep to it and still not fit {topology.label}",
                 budget.span,
                 help=(f"a budget of at most {human_bytes(holds)}, or the topology the "
                       "budget was meant for",)))

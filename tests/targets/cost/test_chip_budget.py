@@ -7,6 +7,7 @@ import pytest
 
 import planc
 from planc.cli import main
+from planc.targets.aot.topology import Topology
 from planc.targets.cost.chip_budget import budget_past_chip
 
 PLAN = "mesh(data = auto)\ndata_parallel\n"
@@ -14,7 +15,7 @@ PLAN = "mesh(data = auto)\ndata_parallel\n"
 
 def found(budget, platform="tpu", kind="TPU v5 lite"):
     ir = planc.loads(PLAN + budget, file="p.kd").ir
-    return budget_past_chip(ir, platform, kind, "v5e:2x4")
+    return budget_past_chip(ir, Topology("v5e:2x4", platform, (), 1, kind, 8, 1, False))
 
 
 def test_a_per_device_budget_past_a_v5e_is_p822_at_the_budget_line():
