@@ -124,7 +124,7 @@ def _measured(plan, results):
     worst = 0.0
     for s in steps:
         name = s.spec.split(":")[1]
-        predicted = estimate(s.sample, result.efficiency, result.overlap)
+        predicted = estimate(s.sample, result.calibration)
         error = predicted / s.timing.seconds - 1
         fitted = name in chip_steps.FIT
         if not fitted:

@@ -92,12 +92,19 @@ def main():
                     "" if published is None else f">= {published:.2%}",
                     "" if published is None else status(best >= published), best=best,
                     published=published, lower_s=report.lower_s)
-        results.row(f"{label}: planc's uncalibrated estimate (peak rates; the larger of "
-                    "compute and HBM, plus every collective unhidden)",
+        shipped = report.calibration.file or "none (the peak rates)"
+        near = published is not None and abs(estimated / published - 1) <= 0.15
+        results.row(f"{label}: planc's estimate (the per-op model, calibration {shipped}; "
+                    "every collective unhidden)",
                     f"{seconds_text(report.estimate_s)} a step, upper "
-                    f"{seconds_text(report.upper_s)}; MFU {estimated:.1%}; "
-                    f"peak {report.aot.peak / 2**30:.2f} GiB; compiled in {wall:.0f} s "
-                    f"wall, {cpu:.0f} s CPU", estimate_s=report.estimate_s,
+                    f"{seconds_text(report.upper_s)}; MFU {estimated:.1%}"
+                    + ("" if published is None else f" ({estimated / published - 1:+.1%} of "
+                                                    f"MaxText's {published:.2%})")
+                    + f"; peak {report.aot.peak / 2**30:.2f} GiB; compiled in {wall:.0f} s "
+                    f"wall, {cpu:.0f} s CPU",
+                    "" if published is None else "within 15% of MaxText's",
+                    "" if published is None else status(near),
+                    estimate_s=report.estimate_s, estimated_mfu=estimated,
                     upper_s=report.upper_s, peak=report.aot.peak, wall_s=wall, cpu_s=cpu)
         worst_flops = max(worst_flops, abs(off))
     # the tiny run has no published figure to meet

@@ -19,6 +19,15 @@ def _flops_text(n: float) -> str:
     return f"{n:.0f} FLOP"
 
 
+def _ops_text(terms) -> str:
+    """How many ops the step runs, by what bounds them (the per-op model's terms)."""
+    by = {t.kind: t.ops for t in terms if t.kind in ("compute", "memory", "dma")}
+    line = (f"  ops        {by.get('compute', 0) + by.get('memory', 0):>12,}  on the core "
+            f"({by.get('compute', 0):,} bound by matmul FLOPs, {by.get('memory', 0):,} by HBM "
+            "bytes)")
+    return line + (f", {by['dma']:,} DMA copies beside it" if by.get("dma") else "")
+
+
 def render_text(report) -> str:
     c = report.counts
     what = (f"{report.devices} simulated CPU devices priced as {report.chip}"
@@ -36,7 +45,8 @@ def render_text(report) -> str:
              f"  FLOPs      {_flops_text(c.total_flops):>12}  (matmul "
              f"{_flops_text(c.flops['matmul'])}, elementwise "
              f"{_flops_text(c.flops['elementwise'])})",
-             f"  HBM bytes  {human_bytes(c.total_hbm_bytes):>12}"]
+             f"  HBM bytes  {human_bytes(c.total_hbm_bytes):>12}",
+             _ops_text(report.terms)]
     if c.host_bytes or c.host_calls:
         lines.append(f"  host       {human_bytes(c.host_bytes):>12}  to and from pinned host "
                      f"memory, {c.host_calls} computation(s) on the host: not in the times")

@@ -341,7 +341,9 @@ def test_the_cost_page_shows_the_bounds_and_the_bottleneck_by_rule(browser, tmp_
                           " tr => tr.cells[0].textContent)")[1:]
     assert bounds == ["lower", "estimate", "upper"]
     text = tab.evaluate("document.getElementById('cost').textContent")
-    assert "calibration: none" in text and '"dense_0/kernel" -> (fsdp, model)' in text
+    # a cpu:N compile is priced as a v5e, with the calibration planc ships for it
+    assert "calibration: planc:calibrations/v5e.json (v5e)" in text
+    assert '"dense_0/kernel" -> (fsdp, model)' in text
     assert "MFU 0." in text and "MFU 0%" not in text  # a tiny step: two significant digits
     assert tab.evaluate("document.getElementById('cost').hidden") is False
     assert sorted(dom_paths(tab)) == ["dense_0/bias", "dense_0/kernel", "dense_1/bias",

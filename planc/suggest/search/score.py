@@ -5,11 +5,16 @@ shapes alone, priced with the same chip table, terms and bounds as `planc cost`
 Per device, with `d`, `f`, `t` devices on `data`, `fsdp`, `model`, T tokens per step and
 `T_loc = T / (d f)` on each batch shard:
 
-- **Compute**: (6 + 2 with remat) N T / (d f t) FLOPs at the chip's matrix peak (a head
-  whole over `model`, `+ whole vocab`, counted whole on each device of it).
-- **HBM**: the weights read once per pass (3 passes, 4 with remat) at their `model`
-  shard, the update reading and writing parameters, gradients and slots, and the
-  stored activations written once and read once.
+The time is `planc cost`'s per-op model, in aggregate: the ops on the core add up.
+
+- **Matmuls**: (6 + 2 with remat) N T / (d f t) FLOPs at the chip's matrix peak (a head
+  whole over `model`, `+ whole vocab`, counted whole on each device of it), or the
+  weights they read once per pass (3 passes, 4 with remat) at their `model` shard,
+  whichever takes longer.
+- **HBM**: the update reading and writing parameters, gradients and slots, and the
+  stored activations written once and read once: memory-bound ops, after the matmuls.
+- **Op launches**: 32 ops per layer and pass, and 100 outside the layers, at the
+  calibration's `op_s`.
 - **Collectives**, bytes each device sends by ring algorithm (`moved_bytes`):
   FSDP all-gathers of the weights split over `fsdp` (forward and backward, a third with
   remat) and one reduce-scatter of their gradients; an all-reduce over `data` of the
@@ -55,10 +60,16 @@ from planc.suggest.layouts import FSDP, MODEL, shard_bytes
 from planc.resolve.stages import bubble
 from planc.suggest.search.pipeline import SPREAD
 from planc.suggest.zero import entry_axes
-from planc.targets.cost.model import (Term, bounds, collective_term, hbm_term, matmul_term,
+from planc.targets.cost.model import (Term, bounds, collective_term, hbm_term, launch_term,
                                       moved_bytes)
 
 __all__ = ["Score", "score", "LINE"]
+
+# The ops XLA:TPU runs per layer and pass (a decoder layer's fusions, matmuls and
+# copies: 30-40 on a v5e, from benchmark 17's programs), and outside the layers (the
+# embedding, the head, the loss, the update's fusions).
+_OPS_PER_LAYER_PASS = 32
+_OPS_OUTSIDE = 100
 
 
 class _Line:
@@ -105,6 +116,16 @@ def peak_parts(parts: dict, host: int) -> dict:
         if sum(update.values()) > sum(parts.values()):
             return update
     return parts
+
+
+def _matmuls(peak_seconds: float, weight_bytes: float, chip, calibration) -> Term:
+    """The matmuls as the per-op model times them: each the larger of its FLOPs and the
+    weights it reads, at their calibrated rates (`planc.targets.cost.model`)."""
+    e = calibration.efficiency
+    memory = weight_bytes / chip.hbm_bytes_per_s
+    return Term("matmul compute", "compute", max(peak_seconds / e["matmul"], memory / e["hbm"]),
+                max(peak_seconds, memory),
+                serial_seconds=peak_seconds / e["matmul"] + memory / e["hbm"])
 
 
 def loads(variables, choice, pipe=None) -> tuple[int, int, int]:
@@ -167,10 +188,13 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     idle = bubble(s, m) if pipe is not None else 0.0
     read = w.param_bytes + (w.embedding_bytes * (t - 1) if c.whole_vocab else 0)
     iterations = (m + s - 1) if looped else 1  # how often the loop runs a stage's layers
-    hbm = (passes * read * iterations / (t * s) + (3 + 2 * (w.state - 1)) * params
-           + 2 * stored + logits)
-    out = [matmul_term(flops / chip.peak_flops(dtype) / (1 - idle), calibration),
-           hbm_term(hbm, chip, calibration)]
+    weights = passes * read * iterations / (t * s)  # what the matmuls read
+    rest = (3 + 2 * (w.state - 1)) * params + 2 * stored + logits
+    hbm = weights + rest
+    out = [_matmuls(flops / chip.peak_flops(dtype) / (1 - idle), weights, chip, calibration),
+           hbm_term(rest, chip, calibration),
+           launch_term(_OPS_PER_LAYER_PASS * here * passes * iterations + _OPS_OUTSIDE,
+                       calibration)]
 
     def talk(kind, axis, sent, count=1):
         if sent > 0:

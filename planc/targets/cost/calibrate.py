@@ -10,7 +10,7 @@ to this process:
 3. a step that ran faster than its lower bound is refused (P820): the chip table or the
    counts would be wrong, and no efficiency can explain it.
 
-Then `fitting.fit` finds the efficiencies and overlap that bring the estimates closest
+Then `fitting.fit` finds the efficiencies, the cost of starting an op and the overlap that bring the estimates closest
 to the measurements, and `CalibrationRun.document()` is the `planc.calibration/1` file.
 
 Only the chip can be measured: on CPU devices, or a chip other than `--chip`, the run is
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from planc.diagnostics import PlanError, error
 from planc.targets.cost.calibration import SCHEMA, TERMS
-from planc.targets.cost.fitting import Sample, fit
+from planc.targets.cost.fitting import Sample, fit, sample_of
 
 __all__ = ["calibrate", "measure_steps", "fitted_run", "CalibrationRun", "MeasuredStep"]
 
@@ -39,7 +39,7 @@ class MeasuredStep:
 
     @property
     def sample(self) -> Sample:
-        return Sample(self.spec, self.cost.terms, self.timing.seconds)
+        return sample_of(self.spec, self.cost, self.timing.seconds)
 
 
 class CalibrationRun:
@@ -68,6 +68,7 @@ class CalibrationRun:
             "chip": self.chip.name,
             "efficiency": {k: _figure(f.efficiency[k]) for k in TERMS},
             "overlap": _figure(f.overlap),
+            "op_s": _figure(f.op_s),
             "measured": {
                 "device_kind": self.device_kind, "devices": self.devices, "jax": self.jax,
                 "date": self.date, "plan": self.plan, "repeats": self.repeats,

@@ -7,6 +7,7 @@ A calibration is JSON, schema `planc.calibration/1`:
       "chip": "v5e",                      # a row of planc.targets.cost.chips
       "efficiency": {"matmul": 0.55, "hbm": 0.8, "ici": 0.7, "dcn": 0.5},  # each in (0, 1]
       "overlap": 0.5,                     # the share of collective time hidden under compute
+      "op_s": 4.5e-06,                    # seconds to start one op on the core (optional, 0)
       "measured": {"device_kind": "TPU v5 lite", "jax": "0.10.2", "date": "2026-12-05",
                    "steps": ["..."]}      # where it was fitted: any JSON, kept as written
     }
@@ -32,27 +33,31 @@ __all__ = ["Calibration", "UNCALIBRATED", "read_calibration", "calibration_for",
 SCHEMA = "planc.calibration/1"
 TERMS = ("matmul", "hbm", "ici", "dcn")
 # The calibrations planc ships, one per chip (`v5e.json`), each fitted on that chip.
+# No chip takes a millisecond to start an op: a larger `op_s` is a unit mistake.
+MAX_OP_S = 1e-3
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibrations")
 
 
 class Calibration:
     """Per-class `efficiency` (a fraction of the chip's peak), the `overlap` of
-    collectives with compute, the `chip` it is for and the `file` it was read from."""
+    collectives with compute, `op_s` (seconds to start an op on the core), the `chip` it
+    is for and the `file` it was read from."""
 
-    __slots__ = ("chip", "efficiency", "overlap", "file", "measured")
+    __slots__ = ("chip", "efficiency", "overlap", "file", "measured", "op_s")
 
-    def __init__(self, chip, efficiency, overlap, file=None, measured=None):
+    def __init__(self, chip, efficiency, overlap, file=None, measured=None, op_s=0.0):
         self.chip = chip
         self.efficiency = efficiency
         self.overlap = overlap
         self.file = file
         self.measured = measured
+        self.op_s = op_s
 
     def to_dict(self) -> dict | None:
         if self.file is None:
             return None
         return {"file": self.file, "chip": self.chip, "efficiency": dict(self.efficiency),
-                "overlap": self.overlap}
+                "overlap": self.overlap, "op_s": self.op_s}
 
 
 UNCALIBRATED = Calibration(None, dict.fromkeys(TERMS, 1.0), 0.0)
@@ -103,12 +108,17 @@ def read_calibration(path: str, chip_name: str | None, shown: str | None = None)
     overlap = doc.get("overlap", 0.0)
     if isinstance(overlap, bool) or not isinstance(overlap, (int, float)) or not 0 <= overlap <= 1:
         raise CalibrationError(_bad(path, f"`overlap` is {overlap!r}, not a fraction in [0, 1]"))
+    op_s = doc.get("op_s", 0.0)
+    if (isinstance(op_s, bool) or not isinstance(op_s, (int, float))
+            or not 0 <= op_s <= MAX_OP_S):
+        raise CalibrationError(_bad(path, f"`op_s` is {op_s!r}, not seconds in "
+                                          f"[0, {MAX_OP_S:g}]"))
     chip = doc.get("chip")
     if chip_name is not None and chip != chip_name:
         raise CalibrationError(_bad(path, f"is for chip `{chip}`, and the topology's chip is "
                                           f"`{chip_name}`"))
     return Calibration(chip, {**UNCALIBRATED.efficiency, **efficiency}, float(overlap),
-                       shown or path, doc.get("measured"))
+                       shown or path, doc.get("measured"), float(op_s))
 
 
 def _bad(path: str, why: str):

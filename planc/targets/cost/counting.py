@@ -26,6 +26,13 @@ lower bound that says so (`Counts.exact`).
   layer's residuals into the stack) is not read, and only the update is written.
   Counting whole buffers there charged every iteration of a scan the entire stack: on a
   scanned MLP for one v5e, 223 GB a step instead of about 31.
+
+- **Ops** (`Counts.ops`): the same figures per instruction the device runs, for the
+  per-op model (`planc.targets.cost.model`): its matmul FLOPs by operand type, its HBM
+  bytes, how many times it runs, and where it runs. XLA:TPU runs one op at a time on the
+  TensorCore (`core`); asynchronous copies and slices are DMAs beside it (`dma`), and
+  collectives are priced by their links (`collective`). An async op is one transfer:
+  its `-start` carries the bytes, its `-done` only waits.
 """
 
 from __future__ import annotations
@@ -36,14 +43,16 @@ import re
 from planc.targets.aot import hlo as hlo_text
 from planc.targets.aot.hlo import Instruction, Module, arrays
 
-__all__ = ["Counts", "count", "CLASSES"]
+__all__ = ["Counts", "Op", "count", "CLASSES"]
 
 CLASSES = ("matmul", "elementwise", "custom", "collective")
 
 # Moving nothing through HBM, or accounted where their callee runs.
 _FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
          "partition-id", "replica-id", "while", "call", "conditional", "opt-barrier",
-         "copy-done", "add-dependency", "domain", "iota"}
+         "copy-done", "slice-done", "add-dependency", "domain", "iota"}
+# Asynchronous transfers XLA:TPU runs on its DMA engines, beside the TensorCore.
+_DMA = {"copy-start", "slice-start"}
 # The memory space XLA:TPU gives arrays in pinned host memory (`S(5)` in a layout).
 HOST_SPACE = 5
 _COLLECTIVES = {"all-gather", "all-reduce", "reduce-scatter", "all-to-all",
@@ -64,17 +73,38 @@ _DIM_LABELS = re.compile(r"\bdim_labels=(\w+)_(\w+)->(\w+)")
 _PRECISION = re.compile(r"\boperand_precision=\{(\w+)")
 
 
+class Op:
+    """One instruction the device runs, as the per-op model reads it: `name`, `opcode`,
+    `where` it runs (`core`, `dma` or `collective`), its `matmul` FLOPs by operand type
+    (MXU passes multiplied in), its `hbm_bytes`, and `times`, how often it runs in a
+    step. Figures are per run."""
+
+    __slots__ = ("name", "opcode", "where", "matmul", "hbm_bytes", "times")
+
+    def __init__(self, name, opcode, where, matmul, hbm_bytes, times):
+        self.name = name
+        self.opcode = opcode
+        self.where = where
+        self.matmul = matmul
+        self.hbm_bytes = hbm_bytes
+        self.times = times
+
+    def __repr__(self):
+        return f"<Op {self.opcode} %{self.name} x{self.times} ({self.where})>"
+
+
 class Counts:
-    """Per device, per step: `flops` and `hbm_bytes` by class (`CLASSES`), `matmul_by_dtype`
+    """Per device, per step: `ops` (`Op`s), `flops` and `hbm_bytes` by class (`CLASSES`), `matmul_by_dtype`
     (FLOPs by operand type, for the chip's peak), `host_bytes` and `host_calls` (what
     crosses to and from pinned host memory, and the computations XLA runs on the host:
     neither is priced), and `exact` (False: a loop's trip count was unknown and counted
     once: every figure is a lower bound; `unknown_loops` names them)."""
 
-    __slots__ = ("flops", "hbm_bytes", "matmul_by_dtype", "host_bytes", "host_calls", "exact",
-                 "unknown_loops")
+    __slots__ = ("ops", "flops", "hbm_bytes", "matmul_by_dtype", "host_bytes", "host_calls",
+                 "exact", "unknown_loops")
 
     def __init__(self):
+        self.ops: list[Op] = []
         self.flops = dict.fromkeys(CLASSES, 0)
         self.hbm_bytes = dict.fromkeys(CLASSES, 0)
         self.matmul_by_dtype: dict[str, int] = {}
@@ -112,14 +142,34 @@ def count(hlo: str) -> Counts:
                 out.hbm_bytes["elementwise"] += moved * times
                 out.host_bytes += host * times
                 out.host_calls += times if ins.opcode == "custom-call-start" else 0
+                # Host work and host transfers are not priced (P821); a copy within
+                # the device is a DMA.
+                if not host and ins.opcode == "copy-start":
+                    out.ops.append(Op(ins.name, ins.opcode, "dma", {}, moved, times))
                 continue
             flops, kinds = _flops(module, ins, set())
             for kind, n in flops.items():
                 out.flops[kind] += n * times
             for dtype, n in kinds.items():
                 out.matmul_by_dtype[dtype] = out.matmul_by_dtype.get(dtype, 0) + n * times
-            out.hbm_bytes[_class(module, ins, flops)] += _moved(module, ins, users) * times
+            cls = _class(module, ins, flops)
+            moved = _moved_by(module, ins, users)
+            out.hbm_bytes[cls] += moved * times
+            where = ("collective" if cls == "collective"
+                     else "dma" if ins.opcode in _DMA else "core")
+            out.ops.append(Op(ins.name, ins.opcode, where, kinds, moved, times))
     return out
+
+
+def _moved_by(module: Module, ins: Instruction, users) -> int:
+    """`_moved`, but an async slice moves its slice once: read from HBM, and written
+    there only when its destination is (XLA:TPU's `((operand), slice, context)` tuple
+    often puts the slice in on-chip memory)."""
+    if ins.opcode == "slice-start":
+        parts = hlo_text.tuple_elements(ins.shape)
+        if len(parts) > 1:
+            return hlo_text.shape_bytes(parts[1]) + hlo_text.shape_bytes(parts[1], space=0)
+    return _moved(module, ins, users)
 
 
 def _on_host(module: Module, ins: Instruction) -> bool:

@@ -42,7 +42,7 @@ BATCH_SHAPE = jax.ShapeDtypeStruct((BATCH, WIDTH), F32)
 @pytest.fixture(scope="module")
 def report():
     return planc.loads(SCANNED, file="scanned.kd").cost(scanned_step, PARAMS, {}, BATCH_SHAPE,
-                                                          topology="cpu:8")
+                                                          topology="cpu:8", calibration="none")
 
 
 def test_matmul_flops_count_every_trip_of_the_scan(report):
@@ -141,7 +141,9 @@ def test_the_json_document_has_the_designs_keys_and_is_deterministic(tmp_path, m
     assert main(words) == 0
     assert capsys.readouterr().out == first
     doc = json.loads(first)
-    assert doc["schema"] == "planc.cost/1" and doc["calibration"] is None
+    # a cpu:N compile is priced as a v5e, with the calibration planc ships for it
+    assert doc["schema"] == "planc.cost/1"
+    assert doc["calibration"]["file"] == "planc:calibrations/v5e.json"
     assert set(doc["time"]) == {"lower_s", "upper_s", "estimate_s"}
     assert {"total", "matmul", "elementwise", "custom"} <= set(doc["flops"])
     assert doc["hbm_bytes"] == sum(doc["hbm_bytes_by_class"].values()) > 0
