@@ -86,9 +86,10 @@ TITLES = {
                     "v5e:16x16 (FLOPs from the HLO vs the shapes' count; the best-case MFU "
                     "planc's lower bound allows vs MaxText's published MFU on v5e-256)"),
     "chip_cost": ("17. `planc cost` on one TPU v5e chip (a scanned MLP and a causal decoder, "
-                  "with and without `jax.checkpoint`, at two sizes: FLOPs from the HLO vs "
-                  "the shapes' count, the compiled peak; on the chip, predicted vs measured "
-                  "step time, fitted on two steps)"),
+                  "with and without `jax.checkpoint`, at two sizes, and benchmark 19's "
+                  "searched plan: the per-op model's prediction vs the step time measured "
+                  "on the chip, fitted on the four steps without remat, checked on the "
+                  "other five)"),
     "chip_load": ("18. Loading a checkpoint into a chip's memory (`plan.load` vs Orbax's own "
                   "restore and the careful `get_slice` loop, from safetensors and Orbax, "
                   "GB/s of wall time)"),
@@ -182,11 +183,16 @@ LIMITS = {
         "comparison with `suggest`'s plan for a model that does not fit replicated: "
         "`suggest` splits, and needs 2 devices (P503)."),
     "chip_cost": (
-        "eight compiles for one v5e (a few seconds to half a minute each here). Run where "
-        "no chip is attached, as here, only the FLOPs and the peaks are checked, on "
-        "compile-only `v5e:1x1`; the step times need the chip (`PLANC_CHIP=1 python "
-        "bench/chip_cost.py` on a TPU VM), which no session since `planc cost` was built "
-        "has had lent, so the +-15% goal is not yet measured and no calibration ships."),
+        "the step times were measured on a lent TPU v5e chip (TPU v5 lite, JAX 0.10.2, "
+        "2026-12-07; `bench/chip_data/2026-12-07/chip_cost.json`, as the chip wrote them). "
+        "The fit and the predictions run anywhere from them and from each step's compiled "
+        "program (`bench/chip_data/2026-12-07/hlo/`, compiled for compile-only `v5e:1x1` at "
+        "the same JAX by `bench/chip_programs.py`): `python bench/chip_fit.py "
+        "bench/chip_data/2026-12-07`. Nine steps were measured: four fit (`chip_steps.FIT`, "
+        "named before the fit) three figures (`matmul`, `hbm`, `op_s`), five check. One "
+        "chip has no collectives, so the links and the overlap stay unfitted; steps with "
+        "long sequences (where XLA:TPU's softmax reduce-windows grow wide) were not "
+        "measured."),
     "maxtext_mfu": (
         "a compile of each model (1-2 minutes on this machine); no chip was lent, so the "
         "MFU is planc's best case, the highest any run of the step could reach at the "
