@@ -197,6 +197,14 @@ def place(requests: Iterable[Request], *, buffers: int | None = None,
 
     def pieces():
         for request in requests:
+            size = _size((0, n) for n in request.shape) * request.dtype.itemsize
+            if (0 < size <= nbytes and not request.transpose
+                    and request.sharding.is_fully_addressable):
+                # Whole, in one piece: put on its devices in its sharding by one call,
+                # which cuts it there (the host path's batch of small tensors).
+                whole = tuple((0, n) for n in request.shape)
+                yield _Piece(_Shard(request, whole, None, 1), whole, size), None
+                continue
             held: dict = {}
             for device, index in request.sharding.addressable_devices_indices_map(
                     request.shape).items():
@@ -269,7 +277,7 @@ def place(requests: Iterable[Request], *, buffers: int | None = None,
             del buf
             at = 0
             for piece in job:
-                n = len(piece.shard.devices)
+                n = len(piece.shard.devices or (None,))
                 _land(piece, singles[at:at + n], out, started, shards_left, open_shards)
                 at += n
             del singles
@@ -303,6 +311,7 @@ def _forget_buffers(error: BaseException) -> None:
 
 
 def _size(box) -> int:
+    """The elements in `box` ((start, stop) per dimension)."""
     n = 1
     for a, b in box:
         n *= b - a
@@ -318,17 +327,17 @@ def _to_devices(job, buf) -> list:
     free to refill once this returns."""
     import jax
 
-    views, devices = [], []
+    views, places = [], []
     for piece in job:
         view = _view(buf, piece, piece.shard.request.dtype)
-        for device in piece.shard.devices:
+        for where in piece.shard.devices or (piece.shard.request.sharding,):
             views.append(view)
-            devices.append(device)
-    singles = jax.device_put(views, devices)
-    if any(d.platform == "cpu" for d in devices):
+            places.append(where)
+    singles = jax.device_put(views, places)
+    if any(d.platform == "cpu" for s in singles for d in s.sharding.device_set):
         # XLA:CPU adopts an aligned host buffer as the device's memory instead of copying
         # it: copy those into memory of their own before the buffer is filled again.
-        singles = jax.device_put(singles, devices, may_alias=False)
+        singles = jax.device_put(singles, places, may_alias=False)
     jax.block_until_ready(singles)
     return singles
 
@@ -336,6 +345,9 @@ def _to_devices(job, buf) -> list:
 def _land(piece: _Piece, singles, out, started, shards_left, open_shards) -> None:
     shard = piece.shard
     request = shard.request
+    if shard.devices is None:  # the whole array, in its sharding
+        out[request.key] = singles[0]
+        return
     if shard.pieces == 1:
         arrays = [_transposed(s) for s in singles] if request.transpose else singles
     else:
