@@ -1,7 +1,7 @@
 """The staged loader (`staging`), forced on the 8 CPU devices with `PLANC_LOAD_STAGING=
-always` and buffers of a few hundred bytes, so that shards are cut into pieces, pieces of
-small tensors share a buffer, and shards are assembled on their devices: every shard's
-bytes are what the host path (safetensors) and Orbax's own restore (Orbax) place."""
+always` and buffers of bytes or KiB, so that shards are cut into pieces, small tensors
+share a buffer, and shards are assembled on their devices: every shard's bytes are what
+the host path (safetensors) and Orbax's own restore (Orbax) place."""
 
 import json
 import os
@@ -25,7 +25,7 @@ from planc.checkpoints.tensors import open_checkpoint
 @pytest.fixture
 def staged(monkeypatch):
     monkeypatch.setenv(staging.ENV, "always")
-    monkeypatch.setattr(staging, "STAGING_BYTES", 256)
+    monkeypatch.setattr(staging, "STAGING_BYTES", 64 << 10)  # the large tensor: in pieces
 
 
 def host_path(plan, source, monkeypatch):
@@ -56,7 +56,12 @@ def write_index(tmp_path, written, files=3):
     return index
 
 
-def test_a_staged_safetensors_load_places_the_host_paths_bytes(tmp_path, staged, monkeypatch):
+# 64 bytes: every shard cut into pieces and assembled on its devices, transposed pieces
+# among them; 4096: whole tensors put in their shardings, several sharing a buffer.
+@pytest.mark.parametrize("budget", [64, 4096])
+def test_a_staged_safetensors_load_places_the_host_paths_bytes(tmp_path, staged, monkeypatch,
+                                                               budget):
+    monkeypatch.setattr(staging, "STAGING_BYTES", budget)
     path = tmp_path / "m.safetensors"
     safetensors.numpy.save_file(tensors(), str(path))
     plan = planc.loads(PLAN)

@@ -19,7 +19,9 @@ The order of work is the guarantee:
    whole and put on them with others in one `jax.device_put` (`read_arrays`). The file
    is closed after each large variable and each batch, so host memory holds the
    devices' shards plus at most one variable or batch in flight. Orbax checkpoints are
-   restored into the same shardings by `orbax_save_restore`.
+   restored into the same shardings by `orbax_save_restore`. That is the path onto CPU
+   devices; onto an accelerator every read lands in a few reused staging buffers
+   instead, a thread reading ahead of the copies to the devices (`staging`).
 4. A Keras model is assigned only once every array exists: a load fills every variable
    or changes none. Its optimizer state is not touched.
 
