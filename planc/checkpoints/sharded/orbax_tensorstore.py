@@ -9,6 +9,10 @@ each shard into a buffer planc allocated for it (`aligned_empty`, which XLA:CPU 
 it is, and which the accelerators copy from), with at most `_READ_BYTES_PER_CORE` bytes
 of chunks a core read at once: 1.04x the placed bytes, in 0.6x the CPU of Orbax's restore.
 
+That is the path onto CPU devices. Onto an accelerator the shards are not adopted but
+copied, so fresh buffers only cost page faults: there tensorstore copies each piece into
+one of the staging loader's reused buffers instead (`_staged`, `staging.place`).
+
 Each array is opened as Orbax opens it to restore (`ArrayReadSpec` in Orbax's
 `tensorstore_utils`): the zarr driver over the checkpoint's OCDBT database, a `cast` to
 the dtype wanted, and a missing chunk an error unless the checkpoint's writer skipped the
