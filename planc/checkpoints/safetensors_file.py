@@ -16,6 +16,10 @@ float8 dtypes, which safetensors' numpy path cannot build, are read the same way
 ml_dtypes types; packed sub-byte dtypes (F4, F6) cannot be sliced into numpy and are
 refused when read (P413).
 
+Every read is checked against the file as its header was read (`TensorMap.check`: device,
+inode, size, modification time): a file written to or replaced while it loads is P429, one
+that shrank P413, so a load never mixes two versions of a checkpoint.
+
 One tensor is mapped at a time and unmapped at `close()` (the loader closes after each
 variable), so the pages of the file it touched leave the process's resident memory.
 """
