@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from planc.checkpoints.safetensors_file import TensorMap, read_entries, read_entry
+from planc.checkpoints.safetensors_file import (TensorMap, fill_entry, identity, read_entries,
+                                                read_entry)
 from planc.checkpoints.tensors import (
     Checkpoint, CheckpointError, Tensor, checked_index, from_source_error,
 )
@@ -53,7 +54,9 @@ class IndexCheckpoint(Checkpoint):
         self._where = {e.name: (shard, e) for shard, e in pairs}
         self.tensors = tuple(Tensor(e.name, e.shape, e.dtype, shard) for shard, e in pairs)
         self.bytes_read = 0
-        self._maps = TensorMap()
+        # Each shard as its header was read (just read: a change from here on is seen).
+        self._maps = TensorMap({shard: identity(shard) for shard in
+                                dict.fromkeys(shard for shard, _ in pairs)})
 
     def read(self, name: str, index: tuple[slice, ...]) -> np.ndarray:
         tensor = self.tensor(name)
@@ -62,6 +65,12 @@ class IndexCheckpoint(Checkpoint):
         out = read_entry(shard, entry, index, self._maps)
         self.bytes_read += out.nbytes
         return out
+
+    def read_into(self, name: str, index: tuple[slice, ...], out) -> None:
+        index = checked_index(self.tensor(name), index)
+        shard, entry = self._where[name]
+        fill_entry(shard, entry, index, self._maps, out)
+        self.bytes_read += out.nbytes
 
     def read_whole(self, names) -> list:
         for n in names:

@@ -16,6 +16,10 @@ float8 dtypes, which safetensors' numpy path cannot build, are read the same way
 ml_dtypes types; packed sub-byte dtypes (F4, F6) cannot be sliced into numpy and are
 refused when read (P413).
 
+Every read is checked against the file as its header was read (`TensorMap.check`: device,
+inode, size, modification time): a file written to or replaced while it loads is P429, one
+that shrank P413, so a load never mixes two versions of a checkpoint.
+
 One tensor is mapped at a time and unmapped at `close()` (the loader closes after each
 variable), so the pages of the file it touched leave the process's resident memory.
 """
@@ -34,7 +38,7 @@ from planc.sources.headers import SafetensorsEntry, read_safetensors_header
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["SafetensorsCheckpoint", "read_entry", "read_entries"]
+__all__ = ["SafetensorsCheckpoint", "read_entry", "read_entries", "fill_entry", "identity"]
 
 _PACKED = {"F4", "F6_E2M3", "F6_E3M2"}
 
@@ -54,6 +58,7 @@ class SafetensorsCheckpoint(Checkpoint):
 
     def __init__(self, path, origin: str | None = None):
         self.path = os.fspath(path)
+        opened = identity(self.path)  # before the header: a change after it is seen
         try:
             entries = read_safetensors_header(self.path, origin)
         except SourceError as e:
@@ -61,7 +66,7 @@ class SafetensorsCheckpoint(Checkpoint):
         self.entries = {e.name: e for e in entries}
         self.tensors = tuple(Tensor(e.name, e.shape, e.dtype, self.path) for e in entries)
         self.bytes_read = 0
-        self._maps = TensorMap()
+        self._maps = TensorMap({self.path: opened})
 
     def read(self, name: str, index: tuple[slice, ...]) -> np.ndarray:
         tensor = self.tensor(name)
@@ -69,6 +74,11 @@ class SafetensorsCheckpoint(Checkpoint):
         out = read_entry(self.path, self.entries[name], index, self._maps)
         self.bytes_read += out.nbytes
         return out
+
+    def read_into(self, name: str, index: tuple[slice, ...], out) -> None:
+        index = checked_index(self.tensor(name), index)
+        fill_entry(self.path, self.entries[name], index, self._maps, out)
+        self.bytes_read += out.nbytes
 
     def read_whole(self, names) -> list:
         found = read_entries([(self.path, self.entries[self.tensor(n).name]) for n in names],
@@ -80,12 +90,26 @@ class SafetensorsCheckpoint(Checkpoint):
         self._maps.clear()
 
 
+def identity(path: str) -> tuple | None:
+    """What tells one version of the file at `path` from another: its device, inode, size
+    and modification time (None when it cannot be read: opening it says why)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 class TensorMap:
     """The memory map of one tensor at a time: every slice of a variable is copied out
     of one mapping (a page two shards share is faulted in once), and the mapping is
-    dropped when another tensor is asked for or at `clear()`."""
+    dropped when another tensor is asked for or at `clear()`.
 
-    def __init__(self):
+    `opened` is each file's `identity` when its header was read: `check` refuses a file
+    that has changed since (P429; P413 when it has shrunk, as a truncated file is)."""
+
+    def __init__(self, opened: dict | None = None):
+        self.opened = dict(opened or {})
         self._key: tuple[str, str] | None = None
         self._view = None
         self._fd: int | None = None
@@ -121,34 +145,73 @@ class TensorMap:
         self._key = self._view = None
         self._close_fd()
 
+    def check(self, path: str, where: str) -> None:
+        """Refuse `path` when it is no longer the file whose header was read: the bytes
+        just read could belong to another version of the checkpoint."""
+        known = self.opened.get(path)
+        if known is None:
+            return
+        now = identity(path)
+        if now == known:
+            return
+        self.clear()
+        if now is None:
+            raise CheckpointError(f"{where}: the file disappeared while it was read",
+                                  code="P413", unreadable=True)
+        if now[2] < known[2]:
+            raise CheckpointError(f"{where}: the file shrank from {known[2]} to {now[2]} "
+                                  f"bytes while it was read; it may have been truncated",
+                                  code="P413")
+        what = ("it was replaced by another file" if now[:2] != known[:2] else
+                f"its size went from {known[2]} to {now[2]} bytes" if now[2] != known[2]
+                else "it was written to (its modification time moved)")
+        raise CheckpointError(f"{where}: the file changed while it was read ({what}); the "
+                              f"values read could mix two versions of the checkpoint",
+                              code="P429")
+
 
 def read_entry(path: str, entry: SafetensorsEntry, index: tuple[slice, ...],
                maps: TensorMap) -> np.ndarray:
     """`entry[index]` of the safetensors file at `path`, in an aligned buffer."""
     import numpy as np
 
-    where = f"{path}: tensor `{entry.name}`"
-    if entry.code in _PACKED:
-        raise CheckpointError(f"{where} has the packed {entry.code} dtype, which numpy "
-                              f"cannot slice; convert it to a byte-sized dtype first",
-                              code="P413")
-    want = tuple(s.stop - s.start for s in index)
-    if 0 in want:
-        import ml_dtypes  # noqa: F401
+    import ml_dtypes  # noqa: F401  (bfloat16 and float8 names)
 
-        return np.zeros(want, np.dtype(entry.dtype))
+    _refuse_packed(path, entry)
+    want = tuple(s.stop - s.start for s in index)
+    out = (np.zeros if 0 in want else aligned_empty)(want, np.dtype(entry.dtype))
+    fill_entry(path, entry, index, maps, out)
+    return out
+
+
+def _refuse_packed(path: str, entry: SafetensorsEntry) -> None:
+    if entry.code in _PACKED:
+        raise CheckpointError(f"{path}: tensor `{entry.name}` has the packed {entry.code} "
+                              f"dtype, which numpy cannot slice; convert it to a "
+                              f"byte-sized dtype first", code="P413")
+
+
+def fill_entry(path: str, entry: SafetensorsEntry, index: tuple[slice, ...],
+               maps: TensorMap, out) -> None:
+    """`entry[index]` of the safetensors file at `path` written into `out` (an array of
+    the slice's shape), cast to `out`'s dtype as numpy casts."""
+    import numpy as np
+
+    import ml_dtypes  # noqa: F401
+
+    where = f"{path}: tensor `{entry.name}`"
+    _refuse_packed(path, entry)
+    if not out.size:
+        return
     try:
         run = _contiguous_run(entry.shape, index)
-        if run is not None:
+        if run is not None and out.dtype == np.dtype(entry.dtype):
             # One run of the file's bytes (a row block, or the whole tensor): read it
             # straight into the buffer, as `load_file` reads, with no page faults on a
             # mapping of the file.
-            out = aligned_empty(want, np.dtype(entry.dtype))
             _read_into(maps.descriptor(path), out, entry.begin + run * out.itemsize, where)
-            return out
-        part = maps.view(path, entry)[index]
-        out = aligned_empty(part.shape, part.dtype)
-        out[...] = part
+        else:
+            out[...] = maps.view(path, entry)[index]
     except CheckpointError:
         raise
     except OSError as e:
@@ -159,7 +222,7 @@ def read_entry(path: str, entry: SafetensorsEntry, index: tuple[slice, ...],
         maps.clear()
         raise CheckpointError(f"{where}: cannot read the slice: {one_line(e)}; the file "
                               f"may have changed since it was opened", code="P413") from None
-    return out
+    maps.check(path, where)
 
 
 def read_entries(entries: list[tuple[str, SafetensorsEntry]], maps: TensorMap) -> list:
@@ -186,6 +249,7 @@ def read_entries(entries: list[tuple[str, SafetensorsEntry]], maps: TensorMap) -
             for i in run:  # raises, naming the tensor that cannot be read
                 out[i] = read_entry(*entries[i], whole(entries[i][1].shape), maps)
             return
+        maps.check(path, f"{path}: tensor `{first.name}`")
         for i, buffer in zip(run, buffers):
             out[i] = buffer
 

@@ -114,6 +114,10 @@ _HELP = {
             "relative to its directory; HDF5 datasets in the file itself",
     "P412": "download the missing shard, or correct the index's weight_map",
     "P413": "do not change the checkpoint while it loads; load it again once it is whole",
+    "P429": "do not write, replace or touch the checkpoint while it loads; load it again "
+            "once its writer has finished",
+    "P430": "set PLANC_LOAD_STAGING to auto (the default: staged where the devices are not "
+            "the CPU), always or never, or unset it",
 }
 
 
@@ -138,6 +142,12 @@ class Checkpoint:
     def read(self, name: str, index: tuple[slice, ...]) -> "np.ndarray":
         """`name[index]` as a new numpy array; only that slice is read from the file."""
         raise NotImplementedError
+
+    def read_into(self, name: str, index: tuple[slice, ...], out) -> None:
+        """`name[index]` written into `out` (an array of the slice's shape, cast to its
+        dtype as numpy casts): the staged loader's read into its reused buffers. Readers
+        that can read straight into `out` override it."""
+        out[...] = self.read(name, index)
 
     def read_whole(self, names) -> list:
         """Each tensor of `names` whole, as `read` gives it. Readers whose tensors lie

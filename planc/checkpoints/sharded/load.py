@@ -19,7 +19,9 @@ The order of work is the guarantee:
    whole and put on them with others in one `jax.device_put` (`read_arrays`). The file
    is closed after each large variable and each batch, so host memory holds the
    devices' shards plus at most one variable or batch in flight. Orbax checkpoints are
-   restored into the same shardings by `orbax_save_restore`.
+   restored into the same shardings by `orbax_save_restore`. That is the path onto CPU
+   devices; onto an accelerator every read lands in a few reused staging buffers
+   instead, a thread reading ahead of the copies to the devices (`staging`).
 4. A Keras model is assigned only once every array exists: a load fills every variable
    or changes none. Its optimizer state is not touched.
 
@@ -40,6 +42,7 @@ import numpy as np
 
 from planc.checkpoints.binding import bind_checkpoint
 from planc.checkpoints.orbax_dir import saved_plan
+from planc.checkpoints.sharded import staging
 from planc.checkpoints.tensors import (ALIGN, CheckpointError, aligned_empty, index_bounds,
                                       open_checkpoint, readers)
 from planc.diagnostics import PlanError, Span, error
@@ -195,10 +198,17 @@ _BATCH_BYTES = 32 << 20
 
 
 def read_arrays(checkpoint, sources, shardings) -> dict:
-    """`{path: jax.Array}` of every source, each in `shardings[path]`: small variables
-    batched (`_BATCHED_UP_TO`), the others shard by shard (`build_array`). The file's
-    memory maps are dropped after each batch and each large variable, so host memory
-    holds the devices' arrays plus one batch or one variable in flight."""
+    """`{path: jax.Array}` of every source, each in `shardings[path]`.
+
+    Onto an accelerator, through the staging buffers (`staging.place`): the file streams
+    through a few reused host buffers. Onto CPU devices, small variables batched
+    (`_BATCHED_UP_TO`), the others shard by shard (`build_array`), each read into a
+    buffer the devices adopt as theirs; the file's memory maps are dropped after each
+    batch and each large variable, so host memory holds the devices' arrays plus one
+    batch or one variable in flight."""
+    sources = list(sources)
+    if staging.staging_wanted(shardings[s.variable.path] for s in sources):
+        return staging.place(staged_requests(checkpoint, sources, shardings))
     arrays: dict = {}
     batch: list = []
     held = 0
@@ -238,6 +248,20 @@ def read_arrays(checkpoint, sources, shardings) -> dict:
                 checkpoint.close()  # drop the memory map of the pages just read
         flush()
     return arrays
+
+
+def staged_requests(checkpoint, sources, shardings) -> list:
+    """A `staging.Request` per source: read as stored (a transposed tensor is transposed
+    on its devices), cast on the host as `read_arrays` casts."""
+    out = []
+    for s in sources:
+        def read(box, into, name=s.tensor.name):
+            checkpoint.read_into(name, box, into)
+
+        out.append(staging.Request(s.variable.path, s.variable.shape,
+                                   _np_dtype(s.variable.dtype), shardings[s.variable.path],
+                                   read, transpose=s.transpose))
+    return out
 
 
 def build_array(checkpoint, source, sharding, pool=None) -> jax.Array:

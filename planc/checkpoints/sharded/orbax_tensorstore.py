@@ -9,6 +9,10 @@ each shard into a buffer planc allocated for it (`aligned_empty`, which XLA:CPU 
 it is, and which the accelerators copy from), with at most `_READ_BYTES_PER_CORE` bytes
 of chunks a core read at once: 1.04x the placed bytes, in 0.6x the CPU of Orbax's restore.
 
+That is the path onto CPU devices. Onto an accelerator the shards are not adopted but
+copied, so fresh buffers only cost page faults: there tensorstore copies each piece into
+one of the staging loader's reused buffers instead (`_staged`, `staging.place`).
+
 Each array is opened as Orbax opens it to restore (`ArrayReadSpec` in Orbax's
 `tensorstore_utils`): the zarr driver over the checkpoint's OCDBT database, a `cast` to
 the dtype wanted, and a missing chunk an error unless the checkpoint's writer skipped the
@@ -19,9 +23,11 @@ test_orbax_tensorstore.py checks that the two restores build the same arrays.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 from planc.checkpoints.orbax_dir import first_line
+from planc.checkpoints.sharded import staging
 from planc.checkpoints.tensors import CheckpointError, aligned_empty, index_bounds, readers
 from planc.sources.headers import shown
 
@@ -48,7 +54,16 @@ def restore(checkpoint, abstract: dict) -> dict:
 
     names = list(abstract)
     stored = {name: checkpoint.tensor(name).dtype for name in names}  # unknown: raises
-    context = ts.Context({"cache_pool#ocdbt": {"total_bytes_limit": 100_000_000}})
+    staged = staging.staging_wanted(leaf.sharding for leaf in abstract.values())
+    pools = {"cache_pool#ocdbt": {"total_bytes_limit": 100_000_000}}
+    if staged:
+        # A chunk larger than a staging buffer is read in several pieces: decoded once
+        # into this cache (one chunk at most), not once per piece.
+        largest = max((math.prod(checkpoint.chunk_shapes.get(n) or abstract[n].shape)
+                       * np.dtype(stored[n]).itemsize for n in names), default=0)
+        if largest > staging.STAGING_BYTES:
+            pools["cache_pool"] = {"total_bytes_limit": largest}
+    context = ts.Context(pools)
     opening = []
     for name in names:
         try:
@@ -56,6 +71,8 @@ def restore(checkpoint, abstract: dict) -> dict:
                                          abstract[name].dtype), read=True, context=context))
         except Exception as exc:  # a dtype tensorstore does not know
             raise _damaged(checkpoint, name, "opened", exc) from None
+    if staged:
+        return _staged(checkpoint, abstract, names, opening, context)
     window = _READ_BYTES_PER_CORE * readers()
     # (name, write future, buffer, buffers to copy it to, bytes, the tensor's last read)
     in_flight: deque = deque()
@@ -115,6 +132,40 @@ def restore(checkpoint, abstract: dict) -> dict:
     while in_flight:
         finish()
     return arrays
+
+
+def _staged(checkpoint, abstract, names, opening, context) -> dict:
+    """`restore` through the staging buffers (`staging.place`): tensorstore copies each
+    piece of a shard into a reused buffer instead of a fresh one per shard. Pieces are
+    cut at the chunks' edges where a chunk fits a buffer; a larger chunk is decoded
+    once into tensorstore's chunk cache (`restore` sizes it) and each piece copied out
+    of it."""
+    import numpy as np
+    import tensorstore as ts
+
+    arrays: dict = {}
+
+    def reader(name, opened):
+        def read(box, out):
+            array = arrays.get(name)
+            if array is None:
+                try:
+                    array = arrays[name] = opened.result()
+                except Exception as exc:
+                    raise _damaged(checkpoint, name, "opened", exc) from None
+            region = array[box].translate_to[0]
+            try:
+                ts.array(out, copy=False, write=True, context=context).write(region).result()
+            except Exception as exc:  # tensorstore raises ValueError and others
+                raise _damaged(checkpoint, name, "read", exc) from None
+            checkpoint.bytes_read += out.nbytes
+        return read
+
+    requests = [staging.Request(name, abstract[name].shape, np.dtype(abstract[name].dtype),
+                                abstract[name].sharding, reader(name, opened),
+                                align=checkpoint.chunk_shapes.get(name))
+                for name, opened in zip(names, opening)]
+    return staging.place(requests)
 
 
 def chunk_read_bytes(bounds, chunks, itemsize: int) -> int:

@@ -162,4 +162,19 @@ ENTRIES = {
         why='Rename rules cannot pair Keras\'s per-layer numbering with variable paths; the flood of P401 and P402 would point at the wrong fix.',
         example='`planc lint plan.kd --checkpoint model.weights.h5` where the plan\'s `model` is `model.json`',
         fix='Pass the Keras model as `--model module:attr`, or map the plan to it in `[tool.planc]`.'),
+    # loading onto the devices (`plan.load`, `planc reshard`)
+    'P429': dict(
+        severity='error',
+        title='checkpoint file changed while it was read',
+        what="`plan.load`: a safetensors file (alone or an index's shard) is no longer the file whose header was read: written to, grown or replaced while it loads (a file that shrank is P413); the tensor and file named, nothing left on the devices",
+        why='The values already read and those still to read could come from two versions of the checkpoint: a model that loads but is neither.',
+        example='a training job saving `model.safetensors` again while another job loads it',
+        fix="Load it once its writer has finished; writers should save to a new name and rename it into place."),
+    'P430': dict(
+        severity='error',
+        title='unknown `PLANC_LOAD_STAGING` value',
+        what='`plan.load`: the environment variable `PLANC_LOAD_STAGING` is not `auto`, `always` or `never`',
+        why='It chooses how a checkpoint reaches the devices; a value planc does not know would be a guess either way.',
+        example='`PLANC_LOAD_STAGING=yes`',
+        fix='Set it to `auto` (the default: staged where the devices are not the CPU), `always` or `never`, or unset it.'),
 }
