@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from planc.diagnostics import Diagnostic, PlanError, error, note
+from planc.progress import Phases
 from planc.resolve import human_bytes
 from planc.suggest.roles import detect_roles
 from planc.suggest.search.report import document, rule_for, rows_of, table_lines, why_not
@@ -120,7 +121,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
            budget: int | None = None, calibration: str | None = None, chip: str | None = None,
            compiles: int = MAX_COMPILES, max_candidates: int = MAX_CANDIDATES,
            slices: int = 1, name: str = "suggested", source: str | None = None,
-           file: str = "<suggested>") -> SearchResult:
+           file: str = "<suggested>", progress: Phases | None = None) -> SearchResult:
     """The fastest plan for `model` (or the step's parameters) that fits, on `devices` or
     `topology`, ranked by the analytic cost model and, with `step` (`MODULE:ATTR`, as
     `planc aot` takes it) and `topology`, proved by compiling the best candidates.
@@ -132,7 +133,8 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     `slices` > 1 searches `slices` slices of `topology`, and which axis spans them.
     `state` is 1 + optimizer slots (3 for Adam). Raises `PlanError`: P509 for what the
     search cannot start without, P514 for a `budget` past what the chip (a TPU
-    topology's, or `chip`) holds, P510 when no candidate fits.
+    topology's, or `chip`) holds, P510 when no candidate fits. `progress` shows the
+    candidates scored, then each compile, on a terminal (`planc.progress.Phases`).
 
     >>> from planc.variables import Variable
     >>> vs = [Variable(f"blk_{i}/mlp/{n}", s, "bfloat16") for i in range(4)
@@ -233,7 +235,8 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     placements_for = _placements(topo, row) if on_torus else None
     searched = search_space(variables, roles, devices, work, row, cal, limit=limit,
                             placements_for=placements_for, prove=prover, compiles=compiles,
-                            max_candidates=max_candidates, slices=slices, holds=holds)
+                            max_candidates=max_candidates, slices=slices, holds=holds,
+                            progress=progress)
     if searched.winner is None:
         raise PlanError((nothing_fits(searched, holds), *searched.diagnostics))
     rows = rows_of(searched)
@@ -329,10 +332,12 @@ def _why(searched) -> list[str]:
 def search_space(variables, roles, devices: int, workload: Workload, chip, calibration, *,
                  limit: int, placements_for=None, prove=None, compiles: int = MAX_COMPILES,
                  max_candidates: int = MAX_CANDIDATES, slices: int = 1,
-                 holds: int | None = None) -> Searched:
+                 holds: int | None = None, progress: Phases | None = None) -> Searched:
     """Score every candidate, prove the best (`prove(outcome) -> CostReport`, raising
     `PlanError` for a candidate that cannot be compiled), and choose. `holds` is what
-    the devices' chip holds (None: no chip's memory bounds the limit)."""
+    the devices' chip holds (None: no chip's memory bounds the limit). `progress` counts
+    the candidates scored and the compiles."""
+    progress = progress or Phases(enabled=False)
     diagnostics: list = []
     outcomes: list = []
     done = cut = 0
@@ -358,12 +363,14 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
                      "says P821); more devices" + (f" or {larger}" if larger else "")
                      + " keep the slots on the device"))
         cut += left
-        scored = _scored(space, variables, workload, chip, calibration, placements_for)
+        scored = _scored(_scoring(space, progress), variables, workload, chip, calibration,
+                         placements_for)
         for i, o in enumerate(scored):
             o.rank = len(outcomes) + i + 1
         outcomes += scored
         if prove is not None:
-            done += _prove(scored, limit, prove, compiles, diagnostics)
+            done += _prove(scored, limit, _compiling(prove, compiles, progress), compiles,
+                           diagnostics)
         pool = [o for o in outcomes if o.fits(limit) and (o.compiled or prove is None)]
         winner = min(pool, key=lambda o: (o.estimate_s, o.peak, o.candidate.key), default=None)
         if winner is not None:
@@ -382,6 +389,33 @@ def _scored(space, variables, workload, chip, calibration, placements_for) -> li
                                             where)))
     outcomes.sort(key=lambda o: (o.score.estimate_s, o.score.peak, o.candidate.key))
     return outcomes
+
+
+def _scoring(space: list, progress: Phases):
+    """`space`, each candidate counted on the progress line once it has been scored."""
+    progress.phase(f"scoring {len(space):,} candidates", total=len(space))
+    for candidate in space:
+        yield candidate
+        progress.advance()
+
+
+def _compiling(prove, compiles: int, progress: Phases):
+    """`prove`, saying on the progress line which compile of how many it runs: of
+    `compiles`, or of `MAX_COMPILES` once the search goes on because none fits yet."""
+    count = 0
+
+    def compiling(o):
+        nonlocal count
+        count += 1
+        of = compiles if count <= compiles else MAX_COMPILES
+        what = f"compiling {count}/{of}: {o.candidate.family} on {o.candidate.mesh_text}"
+        if count == 1:
+            progress.phase(what, total=of)
+        else:
+            progress.advance(what, total=of)
+        return prove(o)
+
+    return compiling
 
 
 def _prove(outcomes, limit: int, prove, compiles: int, diagnostics: list) -> int:

@@ -7,14 +7,41 @@ import sys
 import pytest
 
 from planc.diagnostics import PlanError
+from planc.progress import Phases
 from planc.suggest.search import MAX_COMPILES, search
 
 STEP = "examples.search_step:build"
 
 
+class Said(Phases):
+    """The words of each step a terminal would be shown, drawn nowhere."""
+
+    def __init__(self):
+        super().__init__(enabled=False)
+        self.words = []
+
+    def phase(self, description, total=None):
+        self.words.append(description)
+
+    def advance(self, description=None, total=None):
+        if description is not None:
+            self.words.append(description)
+
+
+SAID = Said()
+
+
 @pytest.fixture(scope="module")
 def found():
-    return search(step=STEP, topology="cpu:8", compiles=MAX_COMPILES)
+    return search(step=STEP, topology="cpu:8", compiles=MAX_COMPILES, progress=SAID)
+
+
+def test_progress_says_the_candidates_scored_then_each_compile_of_how_many(found):
+    scored = len(found.searched.outcomes)
+    compiled = found.searched.compiles
+    assert SAID.words[0] == f"scoring {scored} candidates"
+    assert [w.split(":")[0] for w in SAID.words[1:]] == [
+        f"compiling {k}/{MAX_COMPILES}" for k in range(1, compiled + 1)]
 
 
 def test_at_most_eight_candidates_are_compiled(found):
