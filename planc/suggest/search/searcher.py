@@ -35,6 +35,7 @@ from planc.suggest.search.report import document, rule_for, rows_of, table_lines
 from planc.suggest.search.score import Score, loads, score
 from planc.suggest.search.space import Candidate, candidates
 from planc.suggest.search.workload import Workload, tokens_of_batch, workload_of
+from planc.suggest.sizes import size_text
 from planc.suggest.suggester import describe_model, model_variables, written
 from planc.suggest.writer import Header
 from planc.targets.cost.chips import chip_for
@@ -192,7 +193,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
                     f"{memory.name} chip holds ({human_bytes(holds)} of HBM a program may "
                     "use): a plan chosen under it would not fit the chip", None,
             help=(f"drop --budget (the search then keeps {MARGIN:.0%} under the chip's "
-                  f"HBM: {human_bytes(margin_limit(holds))}), or give at most "
+                  f"HBM: {size_text(margin_limit(holds))}), or give at most "
                   f"{human_bytes(holds)}",)),))
     limit = budget if budget is not None else margin_limit((memory or row).hbm_usable)
     from planc.targets.cost.calibration import CalibrationError, calibration_for
@@ -244,7 +245,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
         if r.kind == "why_not":
             r.why, decider = why_not(r.outcome, searched.winner, limit)
             r.plan = plan_of(r.outcome).text
-            r.rule = rule_for(decider, plan_of(r.outcome), variables)
+            r.rule, r.line = rule_for(decider, plan_of(r.outcome), variables)
         elif r.kind != "chosen":
             r.plan = plan_of(r.outcome).text
     chosen = plan_of(searched.winner, _why(searched))
@@ -311,7 +312,7 @@ def _why(searched) -> list[str]:
     w = searched.winner
     how = ("compiled for the topology: peak" if w.compiled else "analytic: peak")
     lines = [f"Searched: the fastest of {len(searched.outcomes):,} candidates that fits "
-             f"{human_bytes(searched.limit)} per device ({how} "
+             f"{size_text(searched.limit)} per device ({how} "
              f"{human_bytes(w.peak)}, step {seconds_text(w.estimate_s)}).",
              f"Its largest term: {w.score.largest().name}. The tables at the end say what "
              "else was weighed."]
@@ -355,7 +356,7 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
         if host and space:
             larger = _larger_budget(limit, holds)
             diagnostics.append(note(
-                "P513", f"no candidate fits {human_bytes(limit)} per device with its "
+                "P513", f"no candidate fits {size_text(limit)} per device with its "
                         "optimizer slots in device memory; the search went on with them in "
                         "host memory (`on host`), whose time over the host link planc does "
                         "not price", None,
@@ -493,7 +494,7 @@ def nothing_fits(searched: Searched, holds: int | None = None) -> Diagnostic:
     how = "compiled" if closest.compiled else "analytic"
     part, size = closest.score.largest_part()
     return error(
-        "P510", f"no candidate fits {human_bytes(searched.limit)} per device: the closest, "
+        "P510", f"no candidate fits {size_text(searched.limit)} per device: the closest, "
                 f"{closest.candidate.family} on {closest.candidate.mesh_text}, needs "
                 f"{human_bytes(closest.peak)} ({how} peak), {human_bytes(over)} over; the "
                 f"most is {part} ({human_bytes(size)}"

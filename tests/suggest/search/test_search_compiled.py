@@ -2,6 +2,7 @@
 the winner the fastest compiled one within the limit, the analytic model checked against
 the compiles it ranks."""
 
+import re
 import sys
 
 import pytest
@@ -42,6 +43,23 @@ def test_progress_says_the_candidates_scored_then_each_compile_of_how_many(found
     assert SAID.words[0] == f"scoring {scored} candidates"
     assert [w.split(":")[0] for w in SAID.words[1:]] == [
         f"compiling {k}/{MAX_COMPILES}" for k in range(1, compiled + 1)]
+
+
+def test_rows_scored_only_analytically_are_marked_beside_the_compiled_figures(found):
+    table = found.text.split("# Pareto front", 1)[1].split("# Why not", 1)[0]
+    pareto = [line for line in table.splitlines()[2:] if line.startswith("#   ")]
+    assert any("analytic only" in line for line in pareto)
+    assert all(("analytic only" in line) != bool(re.search(r"\| +\d", line))
+               for line in pareto)
+
+
+def test_an_uncompiled_loser_says_it_may_yet_beat_the_compiled_winner(found):
+    winner = found.searched.winner
+    slower = [r for r in found.rows if r.kind == "why_not" and not r.outcome.compiled
+              and "step time" in r.why]
+    assert winner.compiled and slower
+    for r in slower:
+        assert "analytic only" in r.why and "may yet beat the winner's" in r.why
 
 
 def test_at_most_eight_candidates_are_compiled(found):
