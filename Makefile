@@ -2,24 +2,39 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+CORE   := $(VENV)/.core
 STAMP  := $(VENV)/.installed
 
 export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export KERAS_BACKEND := jax
 export JAX_PLATFORMS := cpu
 
-.PHONY: venv parser demo docs test test-oldest test-newest lint-plans lint-imports fuzz bench clean
+.PHONY: venv core parser demo docs test test-oldest test-newest lint-plans lint-imports fuzz bench clean
 
+# Each step says what it does in a line of its own ("make: ..."), then runs.
 $(PY):
+	@echo "make: creating the virtual environment $(VENV) (with $(PYTHON), pip upgraded)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# The docs extra: tests/docs/test_readme.py builds the documentation site. The `tpu` extra
+# planc and its core dependencies (pyproject.toml's `dependencies`: lark, rich, numpy,
+# google-re2, interegular, jax): all `make demo` runs, ~0.6 GB. pip says what it fetches.
+$(CORE): pyproject.toml | $(PY)
+	@echo "make: installing planc (editable) and its core dependencies into $(VENV)"
+	$(PY) -m pip install -e .
+	touch $@
+
+core: $(CORE)
+
+# Everything the tests drive, on top of the core (~2.6 GB; pip kept quiet: hundreds of
+# lines). The docs extra: tests/docs/test_readme.py builds the documentation site. The `tpu` extra
 # (libtpu) lets the tests compile for real TPU topologies, compile-only. The `flax` and
 # `maxtext` extras: the tests of logical axis names run real Flax models and read MaxText
 # configs (not in `test`: Flax needs a newer jax than the oldest venv's).
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml | $(CORE)
+	@echo "make: installing the extras the tests drive (test, docs, tpu, flax, maxtext; CPU torch) into $(VENV): a few minutes"
 	$(PY) -m pip install --quiet -e '.[test,docs,tpu,flax,maxtext]'
+	@echo "make: installing keras-hub (without its TensorFlow requirements)"
 	$(PY) -m pip install --quiet --no-deps 'keras-hub>=0.22'
 	touch $(STAMP)
 
@@ -27,14 +42,19 @@ $(STAMP): pyproject.toml | $(PY)
 # (both gitignored: the second is lark's code, see planc/syntax/generate_parser.py). The
 # tool rewrites them only when the grammar or lark's version changed, so it runs on every
 # `make venv`; without them planc parses with lark.
-parser: $(STAMP)
+parser: $(CORE)
+	@echo "make: generating the parser modules from grammar/planc.lark (when it changed)"
 	$(PY) -m planc.syntax.generate_parser
 
 venv: $(STAMP) parser
 
-demo: venv
+# The core alone: the demo lints plans and explains one against a model's shapes.
+demo: core parser
+	@echo "make: planc lint: every plan in plans/ checked"
 	$(VENV)/bin/planc lint plans/*.kd
+	@echo "make: planc explain: the Gemma plan on Gemma 2B's shapes, at 8 devices"
 	$(VENV)/bin/planc explain plans/gemma.kd --model plans/models/gemma_2b.json -D tp=2 --devices 8
+	@echo "make: done. planc is in $(VENV)/bin: run '. $(VENV)/bin/activate' for 'planc' on your PATH, or call $(VENV)/bin/planc. Other commands need extras (README, Install); 'make venv' installs them all."
 
 # The documentation site, into site/ (gitignored): `--strict` fails on a broken link or
 # anchor, a page missing from the nav, any warning. It runs offline: mkdocs.yml turns off

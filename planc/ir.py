@@ -459,7 +459,7 @@ class PlanIR(Frozen):
     def anchor(self) -> Span:
         """Where a finding about the plan as a whole points: its `mesh` statement, or its
         file's first line when no mesh was written (`data_parallel`'s default mesh)."""
-        return self.mesh.span or Span(self.file, 1, 1, 1, 2)
+        return self.mesh.span or Span.start_of(self.file)
 
     @property
     def mesh_axis_types(self) -> tuple[str, ...]:

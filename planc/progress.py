@@ -1,5 +1,7 @@
-"""A progress bar on a terminal's stderr, for work over many items (validating a large
-model). Nothing is drawn when stderr is not a terminal, nor for work that ends quickly.
+"""Progress on a terminal's stderr: a bar for work over many items (validating a large
+model), drawn only once it takes a while, and `Phases` for a command's long steps one
+after another (a search scoring its candidates, then compiling the best). Nothing is drawn
+when stderr is not a terminal.
 """
 
 from __future__ import annotations
@@ -61,3 +63,61 @@ def _progress_bar(console):
     return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                     MofNCompleteColumn(), TimeRemainingColumn(), console=console,
                     transient=True)
+
+
+class Phases:
+    """A long command's steps, one after another, as one line on a terminal's stderr: a
+    spinner, what is being done (`phase`, its counts in its words: "compiling 2/8"; the
+    `first` from the start), a bar and the time it has taken. Each phase is drawn as it starts, however short: these
+    are steps a person waits on (a compile), not items. It draws nothing when not
+    `enabled` or when stderr is not a terminal, and the line is gone when it ends.
+
+    >>> with Phases(enabled=False) as progress:
+    ...     progress.phase("compiling 1/1", total=None)
+    ...     progress.advance()
+    """
+
+    def __init__(self, enabled: bool, first: str | None = None):
+        self._bar = self._task = None
+        self._first = first
+        if enabled:
+            from rich.console import Console
+
+            console = Console(stderr=True)
+            if console.is_terminal:
+                self._bar = _phase_bar(console)
+
+    def __enter__(self) -> "Phases":
+        if self._bar is not None:
+            self._bar.start()
+        if self._first is not None:
+            self.phase(self._first)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def phase(self, description: str, total: int | None = None) -> None:
+        """Start the next step (`total` None: one call of unknown length, a pulse)."""
+        if self._bar is None:
+            return
+        if self._task is not None:
+            self._bar.remove_task(self._task)
+        self._task = self._bar.add_task(description, total=total)
+        self._bar.refresh()
+
+    def advance(self, description: str | None = None, total: int | None = None) -> None:
+        """One more item of the step done, and its words and total, if they changed."""
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, advance=1, description=description, total=total)
+
+
+def _phase_bar(console):
+    from rich.progress import (BarColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn)
+
+    # not markup: the words carry file names and a step's `module:attr`, `[` and all
+    return Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False,
+                                                style="progress.description"),
+                    BarColumn(), TimeElapsedColumn(), console=console, transient=True)

@@ -41,3 +41,20 @@ def read_pty(master: int) -> bytes:
             break
         seen += chunk
     return seen
+
+
+def stderr_on_a_terminal(*argv, cwd) -> tuple[int, str]:
+    """`planc ARGV` run with its stderr on a pseudo-terminal (stdout a pipe): its exit
+    code and what the terminal was shown, with rich's redraws and colours left in."""
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "100", "LINES": "50", "TERM": "xterm"}
+    proc = subprocess.Popen([sys.executable, "-m", "planc", *argv], cwd=cwd, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    seen = read_pty(master)
+    os.close(master)
+    return proc.wait(timeout=120), seen.decode().replace("\r\n", "\n")

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import sys
 
-from planc.cli.common import (EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics, exit_code,
-                              load, parse_defines, prepare_jax, write_output)
+from planc.cli.common import (EXIT_PLAN, EXIT_USAGE, UsageError, compiling, emit_diagnostics,
+                              exit_code, load, parse_defines, prepare_jax, write_output)
 from planc.diagnostics import PlanError
 
 # Input problems: exit 2, as an unreadable model is for `planc lint`.
@@ -46,10 +46,11 @@ def run(args) -> int:
     from planc.targets.aot.step_builder import compile_named_step
 
     try:
-        report, built = compile_named_step(
-            plan.ir, args.step, args.topology, donate=not args.no_donate,
-            plan_of=lambda ir: plan, inspect=(lambda built: refuse_too_many(built.parameter_count, args.step))
-            if args.format == "html" else None)
+        with compiling(args):
+            report, built = compile_named_step(
+                plan.ir, args.step, args.topology, donate=not args.no_donate,
+                plan_of=lambda ir: plan, inspect=(lambda built: refuse_too_many(built.parameter_count, args.step))
+                if args.format == "html" else None)
     except PlanError as exc:
         diags = found + list(exc.diagnostics)
         as_json = args.format == "json"  # the JSON document, to stdout or -o

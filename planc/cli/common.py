@@ -17,6 +17,9 @@ EXIT_OK, EXIT_PLAN, EXIT_USAGE = 0, 1, 2
 # As a tool killed by SIGPIPE exits (128 + 13): the output was cut short by its reader.
 EXIT_BROKEN_PIPE = 141
 
+# The files the running command has written, named when it ends (`name_written`).
+_WRITTEN: list[str] = []
+
 
 class UsageError(Exception):
     """A bad command line or an unreadable input: one line on stderr, exit 2."""
@@ -121,6 +124,25 @@ def write_output(text: str, path: str | None, stream=None) -> None:
         atomic_write(path, text)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {os_error_text(exc)}") from None
+    wrote(path)
+
+
+def wrote(path: str) -> None:
+    """Note that the command wrote the file (or directory) `path`: `name_written` names
+    it when the command ends."""
+    _WRITTEN.append(path)
+
+
+def name_written(stream=None) -> None:
+    """`planc: wrote FILE` for each file the command wrote, once, as its last lines, on
+    stderr when that is a terminal: a person sees where the output went, after any
+    diagnostics; a script has the exit code and the path it gave."""
+    stream = sys.stderr if stream is None else stream
+    paths = list(dict.fromkeys(_WRITTEN))
+    _WRITTEN.clear()
+    if paths and hasattr(stream, "isatty") and stream.isatty():
+        for path in paths:
+            say(f"wrote {path}", stream)
 
 
 def exit_code(diags, strict: bool = False) -> int:
@@ -168,6 +190,16 @@ def prepare_jax(topology: str) -> None:
     elif int(have.group(1)) < want:
         os.environ["XLA_FLAGS"] = flags.replace(
             have.group(0), f"--xla_force_host_platform_device_count={want}")
+
+
+def compiling(args):
+    """The context of `planc aot`'s or `planc cost`'s compile of `args.step` for
+    `args.topology`: a progress line saying so on a terminal's stderr."""
+    from planc.progress import Phases
+
+    step = args.step[0] if isinstance(args.step, list) else args.step
+    return Phases(enabled=sys.stderr.isatty(),
+                  first=visible(f"compiling {step} for {args.topology}"))
 
 
 def say(message: str, stream=None) -> None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import sys
 
-from planc.cli.common import (EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics, exit_code,
-                              load, parse_defines, prepare_jax, write_output)
+from planc.cli.common import (EXIT_PLAN, EXIT_USAGE, UsageError, compiling, emit_diagnostics,
+                              exit_code, load, parse_defines, prepare_jax, write_output)
 from planc.diagnostics import PlanError
 
 _USAGE_CODES = frozenset({"P801", "P802", "P811", "P812", "P815", "P819"})
@@ -54,9 +54,10 @@ def run(args) -> int:
     from planc.targets.cost.estimate import cost_of
 
     try:
-        compiled, built = compile_named_step(plan.ir, steps[0], args.topology,
-                                             donate=not args.no_donate,
-                                             plan_of=lambda ir: plan)
+        with compiling(args):
+            compiled, built = compile_named_step(plan.ir, steps[0], args.topology,
+                                                 donate=not args.no_donate,
+                                                 plan_of=lambda ir: plan)
         report = cost_of(plan.ir, compiled, calibration=args.calibration, chip=args.chip)
     except PlanError as exc:
         diags = found + list(exc.diagnostics)

@@ -13,7 +13,7 @@ import sys
 
 from planc._version import __version__
 from planc.cli.common import (
-    EXIT_BROKEN_PIPE, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics, say,
+    EXIT_BROKEN_PIPE, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics, name_written, say,
 )
 from planc.cli.quick_formatting import QuickFormatting
 from planc.diagnostics import PlanError
@@ -534,6 +534,8 @@ def _main(argv, previous) -> int:
         say(f"internal error: {type(exc).__name__}: {exc} "
             "(please report this with the input that caused it)")
         return EXIT_USAGE
+    finally:
+        name_written()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from planc.cli.common import EXIT_OK, UsageError, load_variables
+from planc.cli.common import EXIT_OK, UsageError, load_variables, wrote
 
 
 def run(args) -> int:
@@ -15,4 +15,6 @@ def run(args) -> int:
         write_manifest(variables, args.output or sys.stdout, source=args.source)
     except SourceError as exc:  # the output cannot be written
         raise UsageError(str(exc)) from None
+    if args.output:
+        wrote(args.output)
     return EXIT_OK

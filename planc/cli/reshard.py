@@ -32,7 +32,7 @@ import re
 import sys
 
 from planc.cli.common import (EXIT_OK, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics,
-                              load, parse_defines, parse_devices)
+                              load, parse_defines, parse_devices, wrote)
 from planc.diagnostics import PlanError, error
 
 _DEVICE_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
@@ -135,6 +135,8 @@ def _reshard(args, plan, n, dst, diags, plan_sources, stop) -> int:
             return EXIT_PLAN
         diags += _note(ir, checkpoint)
         failure = _write(ir, checkpoint, bound, shardings, dst, n, stop)
+        if failure is None:
+            wrote(args.output)
         # One report at the end, so `--format json` is one document.
         report(diags + ([failure] if failure is not None else []))
         return EXIT_OK if failure is None else EXIT_PLAN

@@ -90,11 +90,14 @@ def _search(args) -> int:
     if args.topology is not None:
         prepare_jax(args.topology)
     variables = load_variables(args.model) if args.model is not None else None
+    from planc.progress import Phases
+
     try:
-        found = search(variables, devices, topology=args.topology, step=args.step,
-                       budget=budget, calibration=args.calibration, chip=args.chip,
-                       name=_plan_name(args.output), source=args.model or args.step,
-                       file=args.output or "<suggested>", **options)
+        with Phases(enabled=sys.stderr.isatty()) as progress:
+            found = search(variables, devices, topology=args.topology, step=args.step,
+                           budget=budget, calibration=args.calibration, chip=args.chip,
+                           name=_plan_name(args.output), source=args.model or args.step,
+                           file=args.output or "<suggested>", progress=progress, **options)
     except PlanError as exc:
         emit_diagnostics(list(exc.diagnostics), exc.sources, args, stream=sys.stderr,
                          to_file=False)

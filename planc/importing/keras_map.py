@@ -14,7 +14,6 @@ Keras and keras-hub are imported only when such a source is read.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
 import re
@@ -26,7 +25,8 @@ from planc.importing.patterns import pattern_problems
 from planc.importing.problems import SourceProblem
 from planc.matching.scan import has_top_level_bar
 from planc.sources.module_attr import split_module_attr
-from planc.sources.objects import cwd_on_path
+from planc.sources.model import SourceError
+from planc.sources.objects import import_attr
 from planc.variables import Variable
 
 _OUTPUT = "/output"
@@ -56,27 +56,13 @@ def installed_version() -> str:
 
 def resolve(spec: str):
     """Import `module:attr` and return the attribute; `SourceProblem` if that fails."""
-    parts = split_module_attr(spec)
-    if parts is None:
+    if split_module_attr(spec) is None:
         raise SourceProblem(f"{spec}: no such file, and not of the form module:attr")
-    module_name, attr = parts
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    with cwd_on_path():
-        try:
-            obj = importlib.import_module(module_name)
-        except (Exception, SystemExit) as exc:
-            raise SourceProblem(f"{spec}: importing `{module_name}` raised "
-                                f"{type(exc).__name__}: {_line(exc)}") from None
-        for part in attr.split("."):
-            try:
-                obj = getattr(obj, part)
-            except AttributeError:
-                raise SourceProblem(f"{spec}: `{module_name}` has no attribute `{attr}`") \
-                    from None
-            except Exception as exc:
-                raise SourceProblem(f"{spec}: reading `{attr}` raised {type(exc).__name__}: "
-                                    f"{_line(exc)}") from None
-    return obj
+    try:
+        return import_attr(spec)
+    except SourceError as exc:
+        raise SourceProblem(str(exc)) from None
 
 
 def source_of(source, obj) -> tuple[str, str] | None:

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from planc.lazy import import_module
 from planc.sources.module_attr import split_module_attr
 from planc.variables import Variable
 from planc.sources.model import DTYPE_NAMES, Model, SourceError, finish, make_variable, one_line
@@ -434,7 +435,7 @@ def import_attr(spec: str) -> Any:
 def _import(module_name: str, spec: str):
     importlib.invalidate_caches()
     try:
-        return importlib.import_module(module_name)
+        return import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
             raise SourceError(f"{spec}: cannot import module '{module_name}': no module "

@@ -63,6 +63,16 @@ def test_the_example_runs_as_written(lang, body, workdir):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
 
 
+def test_the_tour_writes_only_under_its_ignored_folder():
+    # a tour run from a checkout leaves nothing beside the repository's own files
+    readme = [body for lang, _, body, where in _blocks()
+              if lang == "sh" and where.startswith("README.md:")]
+    written = [path for body in readme
+               for path in re.findall(r"(?<![-\w])(?:-o|>)\s+([^\s<&|;]+)", body)]
+    assert written and all(path.startswith("tour/") for path in written), written
+    assert "tour/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
 def test_there_are_examples_to_run():
     assert len(_runnable()) >= 5
 

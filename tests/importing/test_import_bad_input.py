@@ -145,7 +145,7 @@ def test_source_that_is_not_json_is_p521_at_the_fault(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, says", [
     (["no/such/file.json"], "no such file, and not of the form module:attr"),
-    (["no_such_module_xyz:layout_map"], "importing `no_such_module_xyz`"),
+    (["no_such_module_xyz:layout_map"], "cannot import module 'no_such_module_xyz'"),
     (["os:sep"], "not a keras.distribution.LayoutMap"),
     (["json:dumps"], "a callable that needs arguments"),
 ])

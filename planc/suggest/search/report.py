@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from planc.resolve import human_bytes
 from planc.suggest.layouts import FSDP, MODEL
+from planc.suggest.sizes import size_text
 from planc.suggest.writer import layout_text
 from planc.suggest.zero import entry_axes
 from planc.targets.cost.report import seconds_text
@@ -23,16 +24,18 @@ __all__ = ["Row", "rows_of", "why_not", "rule_for", "table_lines", "document"]
 
 class Row:
     """One shown candidate: its `outcome`, its `kind` ("chosen", "pareto", "why_not"),
-    its `plan` text and, for a loser, `why`."""
+    its `plan` text and, for a loser, `why` and the `rule` behind it, with the `line` of
+    that rule in the loser's plan (shown only where the plan is: the JSON)."""
 
-    __slots__ = ("outcome", "kind", "plan", "why", "rule")
+    __slots__ = ("outcome", "kind", "plan", "why", "rule", "line")
 
-    def __init__(self, outcome, kind, plan=None, why="", rule=None):
+    def __init__(self, outcome, kind, plan=None, why="", rule=None, line=None):
         self.outcome = outcome
         self.kind = kind
         self.plan = plan
         self.why = why
         self.rule = rule
+        self.line = line
 
 
 def pareto(outcomes) -> list:
@@ -116,6 +119,11 @@ def why_not(o, winner, limit: int) -> tuple[str, str]:
     mine_s, theirs_s = ((o.compiled_s, winner.compiled_s) if both
                         else (o.score.estimate_s, winner.score.estimate_s))
     basis = "compiled" if both else "analytic"
+    if winner.compiled and not o.compiled:
+        # beside the winner's compiled time, an uncompiled row's own figure misleads
+        basis = (f"analytic only, against the winner's {seconds_text(theirs_s)} analytic; "
+                 f"not compiled: it may yet beat the winner's "
+                 f"{seconds_text(winner.compiled_s)} compiled")
     slower = mine_s / theirs_s - 1 if theirs_s else 0.0
     if slower < 5e-4:
         if both or not winner.compiled:
@@ -136,14 +144,14 @@ def table_lines(rows, searched) -> list[str]:
     w = searched.workload
     lines = ["", f"# Search: {len(searched.outcomes):,} candidates scored "
              f"({w.tokens:,} tokens per step, state {w.state}), {searched.compiles} compiled; "
-             f"limit {human_bytes(searched.limit)} per device.",
+             f"limit {size_text(searched.limit)} per device.",
              "# Pareto front of the analytic figures; compiled figures where compiled:",
              f"#   {'peak':>10} {'step':>9} | {'compiled':>10} {'step':>9}  candidate"]
     for r in rows:
         if r.kind in ("chosen", "pareto"):
             o = r.outcome
             done = (f"{human_bytes(o.compiled_peak):>10} {seconds_text(o.compiled_s):>9}"
-                    if o.compiled else f"{'-':>10} {'-':>9}")
+                    if o.compiled else f"{'analytic only':>20}")
             chosen = "  <- chosen" if r.kind == "chosen" else ""
             lines.append(f"#   {human_bytes(o.score.peak):>10} "
                          f"{seconds_text(o.score.estimate_s):>9} | {done}  "
@@ -184,7 +192,7 @@ def document(result) -> dict:
             out["failure"] = {"code": o.failure.code, "message": o.failure.message}
         if r.kind == "why_not":
             out["why"] = r.why
-            out["rule"] = r.rule
+            out["rule"] = (f"{r.rule} (line {r.line})" if r.rule and r.line else r.rule)
         return out
 
     rows = [row(r) for r in result.rows]
@@ -204,12 +212,12 @@ def document(result) -> dict:
     }
 
 
-def rule_for(decider: str, suggestion, variables) -> str | None:
+def rule_for(decider: str, suggestion, variables) -> tuple[str | None, int | None]:
     """The rule of `suggestion` behind `decider` (a term or part name of a why-not row):
     of the rules whose layouts use the term's axis (any, for memory), the one whose
-    variables carry the most bytes; with its line in the plan."""
+    variables carry the most bytes; and its line in the plan (None: none such)."""
     if not decider or decider in ("matmul compute", "HBM traffic", "activations", "logits"):
-        return None
+        return None, None
     want = FSDP if "over fsdp" in decider or decider == "gathered" else (
         MODEL if "over model" in decider else None)
     best, size = None, -1
@@ -220,8 +228,8 @@ def rule_for(decider: str, suggestion, variables) -> str | None:
         if b > size:
             best, size = rule, b
     if best is None:
-        return None
+        return None, None
     line = next((n for n, text in enumerate(suggestion.text.splitlines(), 1)
                  if text.strip().startswith(f'"{best.pattern}"')), None)
     alts = " | ".join(layout_text(a) for a in best.alternatives)
-    return f'"{best.pattern}" -> {alts}' + (f" (line {line})" if line else "")
+    return f'"{best.pattern}" -> {alts}', line

@@ -2,19 +2,64 @@
 the winner the fastest compiled one within the limit, the analytic model checked against
 the compiles it ranks."""
 
+import re
 import sys
 
 import pytest
 
 from planc.diagnostics import PlanError
+from planc.progress import Phases
 from planc.suggest.search import MAX_COMPILES, search
 
 STEP = "examples.search_step:build"
 
 
+class Said(Phases):
+    """The words of each step a terminal would be shown, drawn nowhere."""
+
+    def __init__(self):
+        super().__init__(enabled=False)
+        self.words = []
+
+    def phase(self, description, total=None):
+        self.words.append(description)
+
+    def advance(self, description=None, total=None):
+        if description is not None:
+            self.words.append(description)
+
+
+SAID = Said()
+
+
 @pytest.fixture(scope="module")
 def found():
-    return search(step=STEP, topology="cpu:8", compiles=MAX_COMPILES)
+    return search(step=STEP, topology="cpu:8", compiles=MAX_COMPILES, progress=SAID)
+
+
+def test_progress_says_the_candidates_scored_then_each_compile_of_how_many(found):
+    scored = len(found.searched.outcomes)
+    compiled = found.searched.compiles
+    assert SAID.words[0] == f"scoring {scored} candidates"
+    assert [w.split(":")[0] for w in SAID.words[1:]] == [
+        f"compiling {k}/{MAX_COMPILES}" for k in range(1, compiled + 1)]
+
+
+def test_rows_scored_only_analytically_are_marked_beside_the_compiled_figures(found):
+    table = found.text.split("# Pareto front", 1)[1].split("# Why not", 1)[0]
+    pareto = [line for line in table.splitlines()[2:] if line.startswith("#   ")]
+    assert any("analytic only" in line for line in pareto)
+    assert all(("analytic only" in line) != bool(re.search(r"\| +\d", line))
+               for line in pareto)
+
+
+def test_an_uncompiled_loser_says_it_may_yet_beat_the_compiled_winner(found):
+    winner = found.searched.winner
+    slower = [r for r in found.rows if r.kind == "why_not" and not r.outcome.compiled
+              and "step time" in r.why]
+    assert winner.compiled and slower
+    for r in slower:
+        assert "analytic only" in r.why and "may yet beat the winner's" in r.why
 
 
 def test_at_most_eight_candidates_are_compiled(found):
