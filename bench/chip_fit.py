@@ -72,7 +72,7 @@ def main(argv):
     cost_doc = json.loads((source / "chip_cost.json").read_text())
     measured = measured_times(source)
     chip = chip_named("v5e")
-    samples, exact = {}, {}
+    samples, exact, flops = {}, {}, {}
     for name in sorted(measured):
         hlo = source / "hlo" / f"{name}.hlo.gz"
         if not hlo.exists():
@@ -80,8 +80,9 @@ def main(argv):
         counts = count(gzip.decompress(hlo.read_bytes()).decode())
         samples[name] = Sample(name, profile(counts.ops, chip), (), measured[name])
         exact[name] = counts.exact
+        flops[name] = counts.flops["matmul"]
     results = Results("chip_cost", "planc cost on one TPU v5e chip", "full")
-    results.note("measured: " + "; ".join(cost_doc.get("notes", [])[-1:])
+    results.note("; ".join(cost_doc.get("notes", [])[:1])
                  + f" ({cost_doc.get('date', '')}); the programs compiled for compile-only "
                    "v5e:1x1 through libtpu at the same JAX (bench/chip_programs.py)")
     fitted_on = [samples[n] for n in chip_steps.FIT]
@@ -111,6 +112,14 @@ def main(argv):
                     "" if fitted else status(abs(error) <= 0.15 and held),
                     predicted_s=predicted, measured_s=s.measured_s, lower_s=lower,
                     upper_s=upper, exact=exact[name], validate=not fitted)
+    for name in order:
+        if name in chip_steps.NAMES:
+            hlo = flops[name]
+            expected = chip_steps.analytic_flops(name)
+            results.row(f"`{name}`: matmul FLOPs, HLO vs shapes",
+                        f"{hlo / 1e12:.4f} vs {expected / 1e12:.4f} TFLOP "
+                        f"({hlo / expected - 1:+.3%})", "within 2%",
+                        status(abs(hlo / expected - 1) <= 0.02), hlo=hlo, expected=expected)
     close = sum(e <= 0.07 for e in errors)
     results.row("checked steps within +-7%", f"{close} of {len(errors)}", "at least half",
                 status(2 * close >= len(errors)))
