@@ -149,6 +149,8 @@ def _batch_misfit(ir: PlanIR, model, loss_fn, batch, trainable, non_trainable):
     model's output; None when both trace, so the failure is the step's own (P805)."""
     import jax
 
+    from planc.sources.model import one_line
+
     x, y, sample_weight = batch
     try:
         y_pred = jax.eval_shape(lambda tv, nv, x: model.stateless_call(tv, nv, x)[0],
@@ -158,7 +160,7 @@ def _batch_misfit(ir: PlanIR, model, loss_fn, batch, trainable, non_trainable):
             return None
         expected = _input_shapes(model)
         return error("P826", f"the batch's x ({_shapes(x)}) does not fit the model's inputs: "
-                             f"{_first_line(exc)}", None, file=ir.file,
+                             f"{one_line(exc)}", None, file=ir.file,
                      help=(f"the model takes {expected}, " if expected else "") +
                           "its first dimension the global batch: give x those shapes")
     if y is None:
@@ -169,7 +171,7 @@ def _batch_misfit(ir: PlanIR, model, loss_fn, batch, trainable, non_trainable):
         if _leaked(exc):
             return None
         return error("P826", f"the batch's y ({_shapes(y)}) does not fit the model's output "
-                             f"({_shapes(y_pred)}) under the loss: {_first_line(exc)}", None,
+                             f"({_shapes(y_pred)}) under the loss: {one_line(exc)}", None,
                      file=ir.file,
                      help="pass y with the shape of the model's output (or what the loss "
                           "takes for it: class ids for a sparse categorical loss), the same "
@@ -197,11 +199,6 @@ def _shapes(tree) -> str:
     import jax
 
     return ", ".join(f"{leaf.dtype}{list(leaf.shape)}" for leaf in jax.tree_util.tree_leaves(tree))
-
-
-def _first_line(exc: Exception) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return lines[0].strip() if lines else type(exc).__name__
 
 
 def _optimizer_argument(ir: PlanIR, mesh, optimizer, t_vars, t_paths, trainable):
