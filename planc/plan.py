@@ -341,7 +341,8 @@ class Plan:
                    donate=donate, optimizer=optimizer, loss=loss)
 
     def cost(self, step, params=None, opt_state=None, batch=None, *, topology=None,
-             calibration: str | None = None, chip: str | None = None, donate: bool = True):
+             calibration: str | None = None, chip: str | None = None, donate: bool = True,
+             optimizer=None, loss=None):
         """The training step's predicted time on `topology`, from the same compile as
         `plan.aot`: a `planc.targets.cost.report.CostReport` (`time` bounds and estimate,
         FLOPs and HBM bytes with loops' trip counts multiplied in, collectives per mesh
@@ -349,6 +350,8 @@ class Plan:
         `budget(step)`). `calibration` is a `planc.calibration/1` file fitted on the chip
         (default: the one planc ships for the chip, if any; `"none"`: the chip's peak
         rates); `chip` prices a `cpu:N` compile as that chip (default `v5e`).
+        `plan.cost(model, batch=(x, y), optimizer=..., loss=..., topology=...)` costs a
+        Keras model's own stateless training step, compiled as `plan.aot` compiles it.
 
         >>> import jax, jax.numpy as jnp, planc
         >>> plan = planc.loads('mesh(data = 8)  data_parallel')
@@ -365,7 +368,7 @@ class Plan:
         from planc.targets.cost.estimate import cost_of
 
         compiled = aot(self._ir, step, params, opt_state, batch, topology=topology,
-                       donate=donate)
+                       donate=donate, optimizer=optimizer, loss=loss)
         return cost_of(self._ir, compiled, calibration=calibration, chip=chip)
 
     # -- Keras (planc.targets.keras.distribution) ---------------------------------------------

@@ -63,7 +63,7 @@ def run(args) -> int:
     if args.format == "html":
         from planc.targets.aot.step_builder import parameter_variables
 
-        parameters = parameter_variables(plan.ir, built.trees[0])
+        parameters = parameter_variables(plan.ir, built.params)
         write_output(rendering.page(plan, report, diags, parameters), args.output)
     elif args.format == "json":
         import json

@@ -72,7 +72,7 @@ def run(args) -> int:
         from planc.targets.aot.step_builder import parameter_variables
 
         write_output(rendering.page(plan, report, diags,
-                                    parameter_variables(plan.ir, built.trees[0])), args.output)
+                                    parameter_variables(plan.ir, built.params)), args.output)
         if diags:
             emit_diagnostics(diags, {**sources, **report.sources}, args, stream=sys.stderr,
                              to_file=False)

@@ -484,16 +484,16 @@ def _call_abstractly(fn: Callable[[], Any], spec: str, weights_names: bool) -> M
             built = fn()
         captured["model"] = model_of_object(built, spec, weights_names=weights_names)
 
-    uids = _keras_uids()
+    uids = keras_uids()
     try:
         jax.eval_shape(traced)
     except SourceError:
         raise
     except (Exception, SystemExit) as e:
-        if uids is None or _keras_uids() == uids:
+        if uids is None or keras_uids() == uids:
             raise SourceError(f"{spec}: calling it under jax.eval_shape (so that nothing "
                               f"is allocated) raised {one_line(e)}") from None
-        _restore_keras_uids(uids)
+        restore_keras_uids(uids)
         return _call_plainly(fn, spec, weights_names)
     return captured["model"]
 
@@ -506,7 +506,9 @@ def _call_plainly(fn: Callable[[], Any], spec: str, weights_names: bool) -> Mode
     return model_of_object(result, spec, weights_names=weights_names)
 
 
-def _keras_uids() -> dict | None:
+def keras_uids() -> dict | None:
+    """A snapshot of Keras's automatic layer-name counters (None: unreadable), for
+    `restore_keras_uids` after an abstract attempt at building that failed."""
     # Keras names layers `dense`, `dense_1`, ... from a global counter. A failed
     # abstract attempt must not shift the names the plain call then gets. The counter
     # lives in keras.src (no public reader); without it, just don't fall back.
@@ -520,7 +522,8 @@ def _keras_uids() -> dict | None:
     return dict(uids) if uids is not None else {}
 
 
-def _restore_keras_uids(snapshot: dict) -> None:
+def restore_keras_uids(snapshot: dict) -> None:
+    """Keras's layer-name counters set back to `snapshot` (`keras_uids`)."""
     try:
         from keras.src.backend.common import global_state
     except Exception:

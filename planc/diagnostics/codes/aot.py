@@ -42,7 +42,7 @@ ENTRIES = {
     'P806': dict(
         severity='error',
         title='the step, its arguments or its outputs break the step convention',
-        what='`planc aot`: the step, its arguments or its outputs break the convention: `MODULE:ATTR` returns `(step, params, opt_state, batch)`, leaves are arrays or `jax.ShapeDtypeStruct`s, `step(params, opt_state, batch)` returns `(params, opt_state, ...)` with the structure, shapes and dtypes of its inputs',
+        what='`planc aot` / `planc cost`: the step, its arguments or its outputs break the convention: `MODULE:ATTR` returns `(step, params, opt_state, batch)` (or, for a Keras model, `(model, batch)` or `(model, batch, optimizer, loss)`), leaves are arrays or `jax.ShapeDtypeStruct`s, `step(params, opt_state, batch)` returns `(params, opt_state, ...)` with the structure, shapes and dtypes of its inputs',
         why="The outputs take their inputs' shardings so the donated buffers alias as in training; a step that returns something else is not a training step planc can lay out.",
         example='a step that returns `(loss, params, opt_state)`',
         fix='Return the new parameters and optimizer state first: `return params, opt_state, loss`.'),
@@ -70,7 +70,7 @@ ENTRIES = {
     'P810': dict(
         severity='error',
         title='a Keras model that cannot be compiled as a training step',
-        what='`plan.aot(model, ...)`: a Keras model that cannot be compiled as a training step (not the JAX backend, no optimizer, no loss, a batch that is not `x`, `(x, y)` or `(x, y, sample_weight)`)',
+        what='`plan.aot(model, ...)` / `plan.cost(model, ...)` / a `--step` builder\'s Keras model: a Keras model that cannot be compiled as a training step (not the JAX backend, not built, no optimizer, no loss, a batch that is not `x`, `(x, y)` or `(x, y, sample_weight)`)',
         why="planc compiles Keras's own stateless step (`stateless_call`, the optimizer's `stateless_apply`), which needs each of these.",
         example='`plan.aot(model, batch=x, topology="v5e:2x4")` with no `optimizer=`',
         fix='Pass `optimizer=` and `loss=` (or compile the model with both), on `KERAS_BACKEND=jax`.'),
@@ -158,4 +158,18 @@ ENTRIES = {
         why='A plan can keep to such a budget and still not fit the chip: the budget no longer says what it is there to say.',
         example='`budget(per_device = 40 GiB)` with `--topology v5e:2x4` (a v5e holds 15.7 GiB)',
         fix='Lower the budget to what the chip holds, or lint against the topology the budget was meant for.'),
+    'P826': dict(
+        severity='error',
+        title="a batch that does not fit the Keras model",
+        what="`plan.aot(model, ...)` / `plan.cost(model, ...)` / a `--step` builder's Keras model: the batch's `x` does not fit the model's inputs (Keras's own message, and the input shapes the model declares), or its `y` does not fit the model's output under the loss",
+        why="The training step is the model's own: a batch it cannot take is a step that cannot be compiled, and one JAX error about a traced function does not say which part of the batch is wrong.",
+        example='`batch=(x, y)` with `x` of shape `(64, 15)` for a model built on `keras.Input((16,))`',
+        fix="Pass `x` of the shapes the model takes and `y` of the model's output shape (class ids for a sparse loss), both with the global batch as their first dimension."),
+    'P827': dict(
+        severity='error',
+        title="a Keras model's step where planc runs only a JAX step",
+        what="`planc cost --calibrate` / `planc suggest --search --step`: the `--step` builder returns a Keras model; these run or rebuild a JAX step `(step, params, opt_state, batch)` and take no Keras model",
+        why="Calibrating times the step on the chip with real arguments, and the search lays out the parameters a JAX step names; a Keras model's step has its own arguments (its variables and its optimizer's), which neither feeds yet.",
+        example='`planc cost plan.kd --calibrate v5e.json --step models:keras_mlp`',
+        fix="Cost and compile the Keras model with `planc cost` / `planc aot --step` (or `plan.cost(model, ...)`); calibrate and search with a JAX step of the same shapes."),
 }

@@ -45,7 +45,8 @@ def step_facts(spec: str, file: str):
     import jax
 
     from planc.sources.objects import import_attr
-    from planc.targets.aot.step_builder import build_step, parameter_variables, takes_keyword
+    from planc.targets.aot.step_builder import (build_step, parameter_variables, refuse_keras,
+                                                takes_keyword)
 
     ir = check("plan step\nmesh(data = auto)\ndata_parallel\n", file)
     try:
@@ -53,6 +54,7 @@ def step_facts(spec: str, file: str):
     except (Exception, SystemExit):  # build_step says why, as aot does
         builder = None
     built = build_step(ir, spec)  # no plan: the step as it runs unpipelined
+    refuse_keras(ir, built, spec, "`planc suggest --search`")
     return (parameter_variables(ir, built.trees[0]), jax.tree_util.tree_leaves(built.trees[2]),
             builder is not None and takes_keyword(builder, "remat"),
             builder is not None and takes_keyword(builder, "plan"))

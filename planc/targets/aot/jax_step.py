@@ -41,7 +41,7 @@ def aot(ir: PlanIR, step, params=None, opt_state=None, batch=None, *, topology=N
             raise TypeError("plan.aot(model, ...) takes the batch as batch=; the model holds "
                             "its parameters and `optimizer=` its state")
         return keras_aot(ir, step, batch=batch, optimizer=optimizer, loss=loss,
-                         topology=topology, donate=donate)
+                         topology=topology, donate=donate, where=where)
     if optimizer is not None or loss is not None:
         raise TypeError("optimizer= and loss= are for a Keras model; a JAX step brings its "
                         "own optimizer state")

@@ -19,7 +19,9 @@ variables, x, y, sample_weight)` and returns the first three new, then the loss.
   its config under `jax.eval_shape`, so its slots exist only as shapes (the given
   optimizer is left as it was). The model's variables are read for shape and dtype.
 - `optimizer` and `loss` default to the model's own (`model.compile(...)`); a model not
-  on the JAX backend, without a built model, an optimizer or a loss is P810.
+  on the JAX backend, without a built model, an optimizer or a loss is P810. A batch
+  whose `x` the model refuses, or whose `y` the loss cannot compare with the model's
+  output, is P826 (looked for only once the step has failed to trace).
 - A plan with `state` rules or layouts `on host` is refused first (P311 at each such
   rule), as the Keras target refuses it: Keras lays out optimizer variables itself and
   has no memory kinds, so the step compiled would not be the one Keras trains.
@@ -50,8 +52,9 @@ def _refuse(ir: PlanIR, message: str, help: str):
 
 
 def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=None,
-              donate: bool = True):
-    """Compile `model`'s training step on `batch` for `topology`; an `AotReport`."""
+              donate: bool = True, where=None):
+    """Compile `model`'s training step on `batch` for `topology`; an `AotReport`. `where`
+    is the plan's `placement` on `topology` when the caller has it already."""
     import jax
     import keras
 
@@ -68,6 +71,8 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
         _refuse(ir, f"Keras runs on the {keras.backend.backend()} backend; planc compiles "
                 "Keras's JAX training step", "set KERAS_BACKEND=jax before Keras is imported")
     optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+    if isinstance(optimizer, (str, dict)):  # as `model.compile(optimizer="adam")` takes it
+        optimizer = _named_optimizer(ir, optimizer)
     loss = loss if loss is not None else getattr(model, "loss", None)
     if optimizer is None:
         _refuse(ir, "the model has no optimizer to compile a training step with",
@@ -81,7 +86,8 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
                 "build it first (call it once on a batch, or model.build(input_shape))")
     loss_fn = _loss(ir, loss)
     x, y, sample_weight = _unpack(ir, batch)
-    where = placement(ir, topology)
+    if where is None:
+        where = placement(ir, topology)
     bound, mesh = where.ir, where.mesh
 
     t_vars, n_vars = list(model.trainable_variables), list(model.non_trainable_variables)
@@ -120,9 +126,79 @@ def keras_aot(ir: PlanIR, model, *, batch, optimizer=None, loss=None, topology=N
         tv, ov = opt.stateless_apply(ov, grads, tv)
         return (dict(zip(t_paths, tv)), dict(zip(n_paths, nv)), dict(zip(o_paths, ov)), value)
 
-    return compile_arguments(where, step, [trainable, non_trainable, optimizer_arg] + batch_args,
-                             mirrored=3, donate=donate, names=_NAMES, found=found,
-                             contributors=contributors(trainable, [optimizer_arg]))
+    try:
+        return compile_arguments(where, step,
+                                 [trainable, non_trainable, optimizer_arg] + batch_args,
+                                 mirrored=3, donate=donate, names=_NAMES, found=found,
+                                 contributors=contributors(trainable, [optimizer_arg]))
+    except PlanError as exc:
+        if not any(d.code == "P805" for d in exc.diagnostics):
+            raise
+        # Only a step that failed to trace pays for this second look, which tells a
+        # batch that does not fit the model from any other failure.
+        misfit = _batch_misfit(ir, model, loss_fn, [a.tree for a in batch_args],
+                               [variables[p] for p in t_paths], [variables[p] for p in n_paths])
+        if misfit is None:
+            raise
+        raise PlanError((misfit,), ir.source_dict) from None
+
+
+def _batch_misfit(ir: PlanIR, model, loss_fn, batch, trainable, non_trainable):
+    """P826 when the batch `(x, y, sample_weight)` (abstract) is what made the step fail:
+    `x` that the model's forward pass refuses, or `y` the loss cannot compare with the
+    model's output; None when both trace, so the failure is the step's own (P805)."""
+    import jax
+
+    from planc.sources.model import one_line
+
+    x, y, sample_weight = batch
+    try:
+        y_pred = jax.eval_shape(lambda tv, nv, x: model.stateless_call(tv, nv, x)[0],
+                                trainable, non_trainable, x)
+    except Exception as exc:
+        if _leaked(exc):
+            return None
+        expected = _input_shapes(model)
+        return error("P826", f"the batch's x ({_shapes(x)}) does not fit the model's inputs: "
+                             f"{one_line(exc)}", None, file=ir.file,
+                     help=(f"the model takes {expected}, " if expected else "") +
+                          "its first dimension the global batch: give x those shapes")
+    if y is None:
+        return None
+    try:
+        jax.eval_shape(lambda y, p, w: loss_fn(y, p, w), y, y_pred, sample_weight)
+    except Exception as exc:
+        if _leaked(exc):
+            return None
+        return error("P826", f"the batch's y ({_shapes(y)}) does not fit the model's output "
+                             f"({_shapes(y_pred)}) under the loss: {one_line(exc)}", None,
+                     file=ir.file,
+                     help="pass y with the shape of the model's output (or what the loss "
+                          "takes for it: class ids for a sparse categorical loss), the same "
+                          "global batch as x")
+    return None
+
+
+def _leaked(exc: Exception) -> bool:
+    # A value the builder made under a trace, read by the model: not the batch's fault,
+    # and `step_builder` builds such a model again plainly on the P805 it makes.
+    return "Tracer" in type(exc).__name__
+
+
+def _input_shapes(model) -> str | None:
+    """The shapes the model declares for its inputs (`None` for a free dimension), as
+    text; None for a model that declares none (a subclassed model)."""
+    try:
+        inputs = list(model.inputs)
+    except (AttributeError, ValueError):
+        return None
+    return ", ".join(str(tuple(t.shape)) for t in inputs) or None
+
+
+def _shapes(tree) -> str:
+    import jax
+
+    return ", ".join(f"{leaf.dtype}{list(leaf.shape)}" for leaf in jax.tree_util.tree_leaves(tree))
 
 
 def _optimizer_argument(ir: PlanIR, mesh, optimizer, t_vars, t_paths, trainable):
@@ -183,6 +259,16 @@ def _loss(ir: PlanIR, loss):
         value = found(y, y_pred)
         return value if w is None else value * w
     return weighted
+
+
+def _named_optimizer(ir: PlanIR, name):
+    import keras
+
+    try:
+        return keras.optimizers.get(name)
+    except (ValueError, TypeError) as exc:
+        _refuse(ir, f"Keras does not know the optimizer {name!r}: {exc}",
+                'name a Keras optimizer ("adam") or pass one (keras.optimizers.Adam(1e-3))')
 
 
 def _unpack(ir: PlanIR, batch):

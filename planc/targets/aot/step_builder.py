@@ -2,14 +2,17 @@
 then compiled with the plan's mesh placed on the topology once.
 
 `MODULE:ATTR` names a zero-argument callable returning `(step, params, opt_state,
-batch)`. It is called under `jax.eval_shape`, so the arrays it builds are never
-allocated (called plainly when that fails, or when the step reads values it made);
-importing the module runs its code. A builder that cannot be imported or called is
-P811; one that breaks the convention is P806. `options` are passed to the builder as
-keywords (`suggest --search` passes `remat=` to a builder that takes it), and a builder
-that takes `plan` is given the plan it is compiled under (`plan_of(ir)`: the callers
-above `planc.plan` pass `planc.Plan`), so its step can run `plan.pipeline` when the plan
-has stages.
+batch)`, or, for a Keras 3 model's own training step (as `plan.aot(model, ...)` compiles
+it, `keras_step`), `(model, batch)` with the model compiled with its optimizer and loss,
+or `(model, batch, optimizer, loss)`. It is called under `jax.eval_shape`, so the arrays
+it builds are never allocated (called plainly when that fails, or when the step reads
+values it made); a Keras model's optimizer is built inside that trace too, so its slots
+are shapes only. Importing the module runs its code. A builder that cannot be imported
+or called is P811; one that breaks the convention is P806. `options` are passed to the
+builder as keywords (`suggest --search` passes `remat=` to a builder that takes it), and
+a builder that takes `plan` is given the plan it is compiled under (`plan_of(ir)`: the
+callers above `planc.plan` pass `planc.Plan`), so its step can run `plan.pipeline` when
+the plan has stages.
 """
 
 from __future__ import annotations
@@ -23,28 +26,51 @@ from planc.targets.aot.compile_sequence import placement, raise_for
 from planc.targets.aot.jax_step import aot
 from planc.variables import Variable
 
-__all__ = ["BuiltStep", "build_step", "compile_named_step", "parameter_variables"]
+__all__ = ["BuiltStep", "build_step", "compile_named_step", "parameter_variables",
+           "refuse_keras"]
 
 _CONVENTION = ("MODULE:ATTR is a function of no arguments that returns (step, params, "
                "opt_state, batch), step(params, opt_state, batch) returning (params, "
-               "opt_state, ...)")
+               "opt_state, ...); or, for a Keras model, (model, batch) with the model "
+               "compiled with its optimizer and loss, or (model, batch, optimizer, loss)")
 
 
 class BuiltStep:
     """What a builder returned: the step, `(params, opt_state, batch)`, and whether they
-    were built abstractly (under `jax.eval_shape`)."""
+    were built abstractly (under `jax.eval_shape`). For a Keras model, `step` is the
+    model, `trees` is `(None, None, batch)` and `keras` is `(optimizer, loss)` (None
+    for either: the model's own)."""
 
-    __slots__ = ("step", "trees", "abstractly")
+    __slots__ = ("step", "trees", "abstractly", "keras")
 
-    def __init__(self, step, trees, abstractly):
+    def __init__(self, step, trees, abstractly, keras=None):
         self.step = step
         self.trees = trees
         self.abstractly = abstractly
+        self.keras = keras
+
+    @property
+    def params(self):
+        """The parameters: the JAX step's tree, or the Keras model's variables as
+        `{path: jax.ShapeDtypeStruct}`, named as `plan.aot` lays them out."""
+        if self.keras is None:
+            return self.trees[0]
+        model = self.step
+        return {v.path: jax.ShapeDtypeStruct(tuple(v.shape), v.dtype)
+                for v in list(model.trainable_variables) + list(model.non_trainable_variables)}
 
     @property
     def parameter_count(self) -> int:
         """How many leaves the parameters have (what a page would list)."""
-        return len(jax.tree_util.tree_leaves(self.trees[0]))
+        return len(jax.tree_util.tree_leaves(self.params))
+
+    def compile(self, ir: PlanIR, topology, *, donate: bool, where):
+        """The `AotReport` of this step compiled on the placement `where`."""
+        if self.keras is not None:
+            optimizer, loss = self.keras
+            return aot(ir, self.step, batch=self.trees[2], optimizer=optimizer, loss=loss,
+                       topology=topology, donate=donate, where=where)
+        return aot(ir, self.step, *self.trees, topology=topology, donate=donate, where=where)
 
 
 def compile_named_step(ir: PlanIR, spec: str, topology: str, *, donate: bool = True,
@@ -59,16 +85,25 @@ def compile_named_step(ir: PlanIR, spec: str, topology: str, *, donate: bool = T
     if inspect is not None:
         inspect(built)
     try:
-        report = aot(ir, built.step, *built.trees, topology=topology, donate=donate,
-                     where=where)
+        report = built.compile(ir, topology, donate=donate, where=where)
     except PlanError as exc:
         if not (built.abstractly and _leaked(exc)):
             raise
         # The step reads values its builder made: build them for real and compile again.
         built = build_step(ir, spec, plainly=True, options=options, plan_of=plan_of)
-        report = aot(ir, built.step, *built.trees, topology=topology, donate=donate,
-                     where=where)
+        report = built.compile(ir, topology, donate=donate, where=where)
     return report, built
+
+
+def refuse_keras(ir: PlanIR, built: BuiltStep, spec: str, command: str) -> None:
+    """P827 when `built` is a Keras model's step and `command` runs only a JAX one."""
+    if built.keras is not None:
+        raise_for(ir, error(
+            "P827", f"{command} runs a JAX step, and `--step {spec}` builds a Keras model",
+            None, file=ir.file,
+            help=(f"`planc cost --step {spec}` and `planc aot --step {spec}` take the Keras "
+                  "model; give this command a JAX step of the same shapes: a builder "
+                  "returning (step, params, opt_state, batch)")))
 
 
 def parameter_variables(ir: PlanIR, params) -> tuple[Variable, ...]:
@@ -111,6 +146,8 @@ def takes_keyword(builder, name: str) -> bool:
 
 
 def _built(ir: PlanIR, spec: str, builder, plainly: bool, options: dict) -> BuiltStep:
+    from planc.sources.objects import keras_uids, restore_keras_uids
+
     if not callable(builder):
         _convention(ir, f"`{spec}` is a {type(builder).__name__}, not a function")
     if not plainly:
@@ -119,38 +156,71 @@ def _built(ir: PlanIR, spec: str, builder, plainly: bool, options: dict) -> Buil
         def traced():
             captured["result"] = _split(ir, spec, builder(**options), abstract=True)
 
+        uids = keras_uids()
         try:
             jax.eval_shape(traced)
-            return BuiltStep(*captured["result"], True)
+            return captured["result"]
         except PlanError:
             raise
         except (Exception, SystemExit):
-            pass  # some builders need concrete values: built plainly below
+            # Some builders need concrete values: built plainly below, with Keras's
+            # layer names counted as a fresh run counts them, as the plan's rules expect.
+            if uids is not None:
+                restore_keras_uids(uids)
     try:
         result = builder(**options)
     except (Exception, SystemExit) as exc:
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise_for(ir, _unbuildable(ir, f"--step {spec}: calling it raised "
                                        f"{type(exc).__name__}: {first}"))
-    return BuiltStep(*_split(ir, spec, result, abstract=False), False)
+    return _split(ir, spec, result, abstract=False)
 
 
-def _split(ir: PlanIR, spec: str, result, abstract: bool):
+def _split(ir: PlanIR, spec: str, result, abstract: bool) -> BuiltStep:
+    from planc.targets.aot.keras_step import is_keras_model
+
+    if is_keras_model(result):
+        _convention(ir, f"`{spec}()` returns a Keras model without its batch, not "
+                        "`(model, batch)`")
+    if isinstance(result, (tuple, list)) and result and is_keras_model(result[0]):
+        return _keras_split(ir, spec, result, abstract)
     if not isinstance(result, (tuple, list)) or len(result) != 4:
         what = (f"a {type(result).__name__} of {len(result)}"
                 if isinstance(result, (tuple, list)) else f"a {type(result).__name__}")
-        _convention(ir, f"`{spec}()` returns {what}, not `(step, params, opt_state, batch)`")
+        _convention(ir, f"`{spec}()` returns {what}, not `(step, params, opt_state, batch)` "
+                        "or `(model, batch)`")
     step, *trees = result
     if not callable(step):
         _convention(ir, f"the first of what `{spec}()` returns is a "
                         f"{type(step).__name__}, not the step function")
     if abstract:
-        def shape_of(x):
-            if hasattr(x, "shape") and hasattr(x, "dtype"):
-                return jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
-            return x
-        trees = [jax.tree_util.tree_map(shape_of, t) for t in trees]
-    return step, tuple(trees)
+        trees = [jax.tree_util.tree_map(_shape_of, t) for t in trees]
+    return BuiltStep(step, tuple(trees), abstract)
+
+
+def _keras_split(ir: PlanIR, spec: str, result, abstract: bool) -> BuiltStep:
+    """`(model, batch)` or `(model, batch, optimizer, loss)`. Built abstractly, the
+    optimizer is built here, inside the builder's trace: its slots are then shapes, and
+    nothing reads the values the trace gave its learning rate (`keras_step` would
+    otherwise rebuild it from its config, which reads them)."""
+    if len(result) not in (2, 4):
+        _convention(ir, f"`{spec}()` returns a Keras model and {len(result) - 1} more, not "
+                        "`(model, batch)` or `(model, batch, optimizer, loss)`")
+    model, batch, *rest = result
+    optimizer, loss = rest if rest else (None, None)
+    if abstract:
+        built = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+        if (callable(getattr(built, "build", None)) and not getattr(built, "built", True)
+                and model.built and model.trainable_variables):
+            built.build(model.trainable_variables)
+        batch = jax.tree_util.tree_map(_shape_of, batch)
+    return BuiltStep(model, (None, None, batch), abstract, keras=(optimizer, loss))
+
+
+def _shape_of(x):
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
+    return x
 
 
 def _leaked(exc: PlanError) -> bool:

@@ -119,14 +119,16 @@ def measure_steps(ir, specs, topology, chip: str, *, repeats: int = 10, warmup: 
                   donate: bool = True, plan_of=None) -> list[MeasuredStep]:
     """Each step of `specs` compiled for `topology` (attached devices), priced as `chip`
     at its peaks and timed there (steps 1-3 of the module docstring)."""
-    from planc.targets.aot.step_builder import build_step, compile_named_step
+    from planc.targets.aot.step_builder import build_step, compile_named_step, refuse_keras
     from planc.targets.cost.estimate import cost_of
     from planc.targets.cost.measure import time_step
     from planc.targets.cost.report import seconds_text
 
     out = []
     for spec in specs:
-        report, built = compile_named_step(ir, spec, topology, donate=donate, plan_of=plan_of)
+        report, built = compile_named_step(
+            ir, spec, topology, donate=donate, plan_of=plan_of,
+            inspect=lambda built: refuse_keras(ir, built, spec, "`planc cost --calibrate`"))
         cost = cost_of(ir, report, calibration="none", chip=chip)  # at the peaks
         if built.abstractly:  # the values to run it on, built for real this time
             built = build_step(ir, spec, plainly=True, plan_of=plan_of)
