@@ -217,4 +217,18 @@ ENTRIES = {
         why='Megatron-LM #1304: 30 layers at PP=4 and the stages built 28. A layer on no stage is a model that silently lost it.',
         example='`Et*7|t*7|t*7|t*7L` with `--layers 30`',
         fix='Count the `t`s to the model\'s layers; give `--mesh pipe=P` with P a divisor of the stages.'),
+    'P536': dict(
+        severity='error',
+        title='layer count past what a pipeline holds',
+        what='`planc compile --target megatron` without `--model`: the plan\'s `param layers` (or `param mtp_layers`) is more than 100,000, pointed at its value',
+        why='Without a model, planc counts the layers from the param, one variable each: a count of a trillion would exhaust memory before anything is said.',
+        example='`param layers = 999999999999`',
+        fix='Give the model\'s real layer count, or the model with `--model`.'),
+    'P537': dict(
+        severity='error',
+        title='Megatron layout with the embedding or the loss out of place',
+        what='`planc import --from megatron`: a `pipeline_model_parallel_layout` whose `E` is not the first symbol of the first stage, or whose `L` is not the last of the last stage, or that has either twice',
+        why='Megatron runs the embedding first and the loss last; a plan read from such a string would place them where no pipeline runs them.',
+        example='`Lt*4|t*4E` (the loss first, the embedding last)',
+        fix='Write `E` at the start of the first stage and `L` at the end of the last, once each.'),
 }
