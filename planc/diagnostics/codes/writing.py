@@ -231,4 +231,25 @@ ENTRIES = {
         why='Megatron runs the embedding first and the loss last; a plan read from such a string would place them where no pipeline runs them.',
         example='`Lt*4|t*4E` (the loss first, the embedding last)',
         fix='Write `E` at the start of the first stage and `L` at the end of the last, once each.'),
+    'P538': dict(
+        severity='error',
+        title='MaxText config too large to be a config',
+        what='`planc import` of a MaxText YAML config larger than 512 KiB',
+        why='A config is a few kilobytes; YAML is read at a few hundred kilobytes a second and held many times over in memory, so a file of megabytes would take minutes and gigabytes before any finding.',
+        example='a 4 MiB YAML file',
+        fix='Import the config itself, not a file it was pasted into.'),
+    'P539': dict(
+        severity='error',
+        title='a key written twice in a MaxText config',
+        what='`planc import`: a MaxText YAML config with one key twice in a mapping, pointed at the second',
+        why='YAML readers keep the last value silently (`ici_tensor_parallelism: 4` where 2 was written first); OmegaConf, which MaxText reads its configs with, refuses the file.',
+        example='`ici_tensor_parallelism: 2` and, lower down, `ici_tensor_parallelism: 4`',
+        fix='Delete the one you did not mean.'),
+    'P540': dict(
+        severity='error',
+        title='MaxText config that splits the batch over no axis',
+        what='`planc import`: a MaxText config whose `logical_axis_rules` have no `activation_batch` rule, or one naming no mesh axis',
+        why='MaxText splits the batch of activations by `activation_batch`; guessing an axis (the first of the mesh was once taken) would put the batch on the pipeline or a tensor axis without a word.',
+        example='`logical_axis_rules: [[embed, fsdp], [mlp, tensor]]`',
+        fix='Add `[activation_batch, [data, fsdp]]` with the axes the batch is over.'),
 }
