@@ -228,3 +228,39 @@ def test_a_config_without_an_activation_batch_rule_is_p540_never_the_first_axis(
     assert main(["import", str(config)]) == 1
     err = capsys.readouterr().err
     assert "error[P540]" in err and f"{config}:2:21" in err
+
+
+def test_a_key_written_twice_is_p539_at_the_second(tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_text("mesh_axes: [tensor]\nici_tensor_parallelism: 2\n"
+                      "logical_axis_rules: [[activation_batch, tensor]]\n"
+                      "ici_tensor_parallelism: 4\n")
+    assert main(["import", str(config), "-o", str(tmp_path / "out.kd")]) == 1
+    err = capsys.readouterr().err
+    assert "error[P539]" in err and f"{config}:4:1" in err
+    assert not (tmp_path / "out.kd").exists()
+
+
+def test_a_key_written_twice_in_a_nested_mapping_is_p539(tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_text("mesh_axes: [data]\nlogical_axis_rules: [[activation_batch, data]]\n"
+                      "extra: {a: 1, b: 2, a: 3}\n")
+    assert main(["import", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P539]" in err and f"{config}:3:21" in err
+
+
+def test_a_config_larger_than_any_maxtext_config_is_p538_unread(tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_text("mesh_axes: [data]\n" + "# padding\n" * 60_000)
+    assert main(["import", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P538]" in err and f"{config}:1:1" in err and "512 KiB" in err
+
+
+def test_a_yaml_config_that_is_not_utf8_is_named_as_yaml(tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_bytes(b"mesh_axes: [data]\n\xff\n")
+    assert main(["import", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "not UTF-8" in err and "expected YAML" in err and "JSON" not in err
