@@ -137,7 +137,14 @@ def _pipeline(root: Node, sizes: dict, slices: dict):
             f"{layers} decoder layers, which MaxText refuses", where.span,
             help="make the product the layer count"),), {})
     if micro == -1:  # MaxText's default: as many microbatches as stages
-        micro = count if count is not None else stage
+        if count is None:
+            raise PlanError((error(
+                "P522", "`num_pipeline_microbatches: -1` (base.yml's default) is as many as "
+                "the stages, and `ici_pipeline_parallelism` is -1",
+                (root.get("num_pipeline_microbatches") or root.get("ici_pipeline_parallelism")
+                 or root).span,
+                help="write `num_pipeline_microbatches: N`, or the stage count"),), {})
+        micro = count
     params = (("layers", per * count * repeats),) if count is not None else ()
     # MaxText's circular pipeline runs every microbatch through each repeat before the
     # next: all V x m in flight, as torch's LoopedBFS, not the interleaved 1F1B.

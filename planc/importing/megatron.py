@@ -20,7 +20,8 @@ while it still says what the stages are.
 
 A string whose `t`s are not `--layers` is P535, naming the layers on no stage; one that
 does not read is P534, at its column; one whose `E` is not first in the first stage or
-whose `L` is not last in the last (or that has either twice) is P537.
+whose `L` is not last in the last (or that has either twice), or with an `m` before a `t`, is
+P537.
 """
 
 from __future__ import annotations
@@ -117,10 +118,17 @@ def draft(text: str, layers: int | None, mesh, command: str, sources: dict) -> D
 
 def _ends_in_place(text: str, stages: list[list[str]], where) -> None:
     """P537 where the embedding is not the first symbol of the first stage or the loss
-    not the last of the last stage, or either is written twice: the plan would put them
-    where no Megatron pipeline runs them (the `first` and `last` rules would say
-    otherwise than the string)."""
+    not the last of the last stage, or either is written twice, or an MTP layer comes
+    before a transformer layer: the plan would put them where no Megatron pipeline runs
+    them (and compile back to another string: the `first` and `last` rules, and MTP
+    layers after a stage's transformer layers)."""
     symbols = [s for stage in stages for s in stage]
+    if "m" in symbols and "t" in symbols[symbols.index("m"):]:
+        raise PlanError((error("P537", "the layout does not run as Megatron runs it: an `m` "
+                               "(a multi-token-prediction layer) before a transformer layer",
+                               where(text.index("m")), label="here",
+                               help="MTP layers follow every transformer layer: write each "
+                                    "`m` after the last `t`, as `Et*4|t*4|mL`"),), {})
     for symbol, name, at, place in (("E", "the embedding", (0, 0), "the start of the first"),
                                     ("L", "the loss", (-1, -1), "the end of the last")):
         count = symbols.count(symbol)

@@ -35,7 +35,7 @@ def parse(text: str, file: str) -> Node:
     try:
         node = loader.get_single_node()
         if node is None:
-            raise YamlSyntax("the document is empty", Span(file, 1, 1, 1, 2))
+            raise YamlSyntax("the document is empty", Span.start_of(file))
         return _node(loader, node, file, 0, set())
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -43,7 +43,7 @@ def parse(text: str, file: str) -> Node:
         raise YamlSyntax(" ".join(str(p) for p in (exc.context, exc.problem) if p),
                          Span(file, line, col, line, col + 1)) from None
     except yaml.YAMLError as exc:
-        raise YamlSyntax(str(exc).splitlines()[0], Span(file, 1, 1, 1, 2)) from None
+        raise YamlSyntax(str(exc).splitlines()[0], Span.start_of(file)) from None
     finally:
         loader.dispose()
 

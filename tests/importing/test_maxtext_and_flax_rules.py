@@ -264,3 +264,13 @@ def test_a_yaml_config_that_is_not_utf8_is_named_as_yaml(tmp_path, capsys):
     assert main(["import", str(config)]) == 2
     err = capsys.readouterr().err
     assert "not UTF-8" in err and "expected YAML" in err and "JSON" not in err
+
+
+def test_microbatches_as_many_as_stages_of_an_auto_stage_axis_are_p522(tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_text("mesh_axes: [stage, fsdp]\nici_pipeline_parallelism: -1\n"
+                      "num_pipeline_repeats: 2\nlogical_axis_rules: [[activation_batch, fsdp]]\n")
+    assert main(["import", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P522]" in err and "`num_pipeline_microbatches: -1`" in err
+    assert f"{config}:2:" in err

@@ -227,10 +227,10 @@ ENTRIES = {
     'P537': dict(
         severity='error',
         title='Megatron layout with the embedding or the loss out of place',
-        what='`planc import --from megatron`: a `pipeline_model_parallel_layout` whose `E` is not the first symbol of the first stage, or whose `L` is not the last of the last stage, or that has either twice',
+        what='`planc import --from megatron`: a `pipeline_model_parallel_layout` whose `E` is not the first symbol of the first stage, or whose `L` is not the last of the last stage, or that has either twice, or an `m` (an MTP layer) before a `t`',
         why='Megatron runs the embedding first and the loss last; a plan read from such a string would place them where no pipeline runs them.',
         example='`Lt*4|t*4E` (the loss first, the embedding last)',
-        fix='Write `E` at the start of the first stage and `L` at the end of the last, once each.'),
+        fix='Write `E` at the start of the first stage and `L` at the end of the last, once each, and every `m` after the last `t`.'),
     'P538': dict(
         severity='error',
         title='MaxText config too large to be a config',
