@@ -96,12 +96,12 @@ _BASE_DECODER_LAYERS = 16  # `base_num_decoder_layers`
 
 def _pipeline(root: Node, sizes: dict, slices: dict):
     """`(params, stages head)` of MaxText's pipeline settings, or `((), None)` without a
-    pipeline (`stage` of size 1, or absent). Read as MaxText's `pyconfig` reads them: an
+    pipeline (`stage` of one device over one slice, or absent). Read as MaxText's `pyconfig` reads them: an
     absent setting is `base.yml`'s (`num_pipeline_repeats: -1`, derived from the layers;
     `num_layers_per_pipeline_stage: 1`; `num_pipeline_microbatches: -1`, the stages), and
     the stages are `ici_pipeline_parallelism` x `dcn_pipeline_parallelism`."""
     stage = sizes.get("stage")
-    if stage == 1 or "stage" not in sizes:
+    if "stage" not in sizes or (stage == 1 and slices.get("stage", 1) == 1):
         return (), None
     problems: list = []
     micro = _setting(root, "num_pipeline_microbatches", problems, allow_auto=True, absent=-1,

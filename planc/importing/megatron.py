@@ -56,14 +56,16 @@ def draft(text: str, layers: int | None, mesh, command: str, sources: dict) -> D
     axis = "pipe" if "pipe" in names else names[0] if len(names) == 1 else None
     if axis is None:
         raise SourceProblem("--mesh: name the pipeline axis `pipe`, e.g. --mesh pipe=4,dp=2")
-    batch = next((n for n in DATA_AXES if n in names), None)
+    batch = next((n for n in DATA_AXES if n in names and n != axis), None)
+    added = None
     if batch is None:
         # Megatron's data parallelism is the devices the other groups leave: `dp = auto`,
         # or one where another axis already takes what is left.
-        batch, added = "dp", True
-        mesh = tuple(mesh) + (("dp", 1 if any(s is None for _, s in mesh) else None),)
-    else:
-        added = False
+        taken = next((n for n, s in mesh if s is None), None)
+        batch = "dp"
+        mesh = tuple(mesh) + (("dp", 1 if taken else None),)
+        added = (f"`dp = 1`: `{taken}` takes the devices the other axes leave" if taken
+                 else "the devices the other axes leave")
     size = dict(mesh)[axis]
     if size is None or size < 1 or count % size:
         raise PlanError((error("P535", f"the layout has {count} stages, which `{axis}` "
@@ -106,8 +108,7 @@ def draft(text: str, layers: int | None, mesh, command: str, sources: dict) -> D
               "every variable is whole within its stage (`default -> replicated`): add "
               "layouts to split it over the other axes")
     if added:
-        header += ("the batch is over `dp`, Megatron's data parallelism: the devices the "
-                   "other axes leave",)
+        header += (f"the batch is over `dp`, Megatron's data parallelism: {added}",)
     params = (("layers", layers),) + ((("mtp_layers", mtp),) if mtp else ()) \
         + (("microbatches", size), ("megatron_layout", text))
     return Draft("megatron_pipeline", header, tuple(mesh), batch, "full", "error", (),

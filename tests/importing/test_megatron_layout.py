@@ -163,3 +163,8 @@ def test_the_batch_is_on_megatrons_data_axis_not_the_pipeline(tmp_path, capsys):
 def test_the_batch_is_on_the_data_axis_the_mesh_names(tmp_path, capsys):
     ir = planc.load_plan(imported(tmp_path, capsys, "Et*4|t*4L", "--mesh", "tp=2,pipe=2,data=4")).ir
     assert ir.batch_axes == ("data",) and ir.mesh.names == ("tp", "pipe", "data")
+
+
+def test_a_lone_axis_named_data_is_the_pipeline_and_the_batch_gets_its_own(tmp_path, capsys):
+    ir = planc.load_plan(imported(tmp_path, capsys, "Et*4|t*4L", "--mesh", "data=2")).ir
+    assert ir.stages.axis == "data" and ir.batch_axes == ("dp",)

@@ -238,14 +238,13 @@ def _count(ir, name: str, required: bool) -> int:
 def _param_span(ir, name: str):
     """Where the plan's files write `param NAME = VALUE`'s value; None for a value given
     only on the command line (`-D`)."""
-    from planc.diagnostics import PlanError as _Unread
     from planc.syntax import ast
     from planc.syntax.parser import parse as parse_plan
 
     for file, text in ir.sources:
         try:
             module = parse_plan(text, file)
-        except _Unread:
+        except PlanError:
             continue
         for stmt in module.statements:
             if isinstance(stmt, ast.ParamStmt) and stmt.name.text == name:
