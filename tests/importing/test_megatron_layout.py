@@ -120,6 +120,15 @@ def test_a_layer_the_stages_leave_out_is_p360_on_compile(tmp_path, capsys):
     assert "error[P360]" in err and "layer 8 is in no stage" in err and not out.exists()
 
 
+def test_a_layer_the_stages_leave_out_is_p360_in_lint_without_a_model(tmp_path, capsys):
+    plan = imported(tmp_path, capsys, "E|t*4|t*4|L")
+    assert main(["lint", str(plan)]) == 0
+    capsys.readouterr()
+    plan.write_text(plan.read_text().replace("param layers = 8", "param layers = 9"))
+    assert main(["lint", str(plan)]) == 1
+    assert "error[P360]" in capsys.readouterr().out
+
+
 def test_the_embedding_on_last_and_the_output_on_first_is_refused_on_compile(tmp_path, capsys):
     plan = imported(tmp_path, capsys, "Et*4|t*4L")
     text = plan.read_text().replace("-> first", "-> FIRST").replace("-> last", "-> first")

@@ -194,6 +194,27 @@ def megatron_text(ir, variables=None) -> str:
     return text + "\n"
 
 
+def megatron_problems(ir) -> list:
+    """What `planc compile --target megatron` would refuse in a plan imported from
+    Megatron (one with `param megatron_layout` and `param layers`), found without a model
+    as it finds them: a layer no stage places (P360, and the other stage checks), a count
+    past any pipeline (P536), the embedding or the output layer on the wrong end or a
+    `megatron_layout` the stages no longer say (P311). For `planc lint`; other plans
+    have none."""
+    params = ir.param_dict
+    if ir.stages is None or not isinstance(params.get("megatron_layout"), str) \
+            or "layers" not in params:
+        return []
+    try:
+        megatron_text(ir)
+    except PlanError as exc:
+        # Megatron's names stand in for the model: what they find of the layouts (a rank,
+        # a divisibility) is not the plan's, only what they find of the stages.
+        return [d for d in exc.diagnostics if d.code.startswith("P36")
+                or d.code in ("P311", "P536")]
+    return []
+
+
 def _megatron_variables(ir) -> list:
     """Megatron's parameters for a plan without a model: the embedding, `param layers`
     decoder layers, `param mtp_layers` MTP layers and the output layer. Every layer is
