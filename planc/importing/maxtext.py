@@ -67,7 +67,8 @@ def draft(root: Node, path: str, mesh, command: str) -> Draft:
                             if isinstance(k, str) and k.startswith("dcn_")):
         header += ("a `dcn_*_parallelism: -1` is read as one slice: the config does not say "
                    "how many the job runs on (write `slices(AXIS = N)` for more)",)
-    params, stages = _pipeline(root, dict(axes), dict(slices))
+    params, stages, derived = _pipeline(root, dict(axes), dict(slices))
+    header += derived
     return Draft(plan_name(os.path.splitext(os.path.basename(path))[0]), header, axes,
                  batch[0] if len(batch) == 1 else "(" + ", ".join(batch) + ")", "full",
                  "error", (), logical=tuple(logical), slices=slices, params=params,
@@ -95,14 +96,15 @@ _BASE_DECODER_LAYERS = 16  # `base_num_decoder_layers`
 
 
 def _pipeline(root: Node, sizes: dict, slices: dict):
-    """`(params, stages head)` of MaxText's pipeline settings, or `((), None)` without a
+    """`(params, stages head, header lines)` of MaxText's pipeline settings (the lines
+    say what was derived), or `((), None, ())` without a
     pipeline (`stage` of one device over one slice, or absent). Read as MaxText's `pyconfig` reads them: an
     absent setting is `base.yml`'s (`num_pipeline_repeats: -1`, derived from the layers;
     `num_layers_per_pipeline_stage: 1`; `num_pipeline_microbatches: -1`, the stages), and
     the stages are `ici_pipeline_parallelism` x `dcn_pipeline_parallelism`."""
     stage = sizes.get("stage")
     if "stage" not in sizes or (stage == 1 and slices.get("stage", 1) == 1):
-        return (), None
+        return (), None, ()
     problems: list = []
     micro = _setting(root, "num_pipeline_microbatches", problems, allow_auto=True, absent=-1,
                      auto="as many as the stages")
@@ -113,6 +115,7 @@ def _pipeline(root: Node, sizes: dict, slices: dict):
         raise PlanError(tuple(problems), {})
     count = None if stage is None else stage * slices.get("stage", 1)
     layers, written = _decoder_layers(root)
+    derived: tuple[str, ...] = ()
     where = root.get("num_pipeline_repeats") or root.get("ici_pipeline_parallelism") or root
     if repeats == -1:
         if count is None or layers is None:
@@ -124,6 +127,11 @@ def _pipeline(root: Node, sizes: dict, slices: dict):
                 help="write `num_pipeline_repeats: N`, or the stage count and "
                      "`base_num_decoder_layers`"),), {})
         repeats, remainder = divmod(layers, count * per)
+        derived = ("`num_pipeline_repeats: -1`"
+                   + (" (base.yml's)" if root.get("num_pipeline_repeats") is None else "")
+                   + f" is {repeats}: {layers} decoder layers"
+                   + ("" if written else " (base.yml's)")
+                   + f" over {count} stages of {per} layer{'s' if per > 1 else ''}",)
         if remainder or not repeats:
             raise PlanError((error(
                 "P522", f"{layers} decoder layers do not split into {count} stages of "
@@ -149,7 +157,7 @@ def _pipeline(root: Node, sizes: dict, slices: dict):
     # MaxText's circular pipeline runs every microbatch through each repeat before the
     # next: all V x m in flight, as torch's LoopedBFS, not the interleaved 1F1B.
     schedule = f"looped_bfs({repeats})" if repeats > 1 else "gpipe"
-    return params, f"stages(stage, microbatches = {micro}, schedule = {schedule})"
+    return params, f"stages(stage, microbatches = {micro}, schedule = {schedule})", derived
 
 
 def _decoder_layers(root: Node):

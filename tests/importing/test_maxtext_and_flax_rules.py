@@ -274,3 +274,10 @@ def test_microbatches_as_many_as_stages_of_an_auto_stage_axis_are_p522(tmp_path,
     err = capsys.readouterr().err
     assert "error[P522]" in err and "`num_pipeline_microbatches: -1`" in err
     assert f"{config}:2:" in err
+
+
+def test_the_plan_says_how_the_repeats_were_derived(tmp_path, capsys):
+    config = tmp_path / "pipeline.yml"
+    config.write_text(PIPELINE)
+    assert ("# `num_pipeline_repeats: -1` (base.yml's) is 4: 16 decoder layers (base.yml's) "
+            "over 4 stages of 1 layer") in imported(tmp_path, capsys, config).read_text()
