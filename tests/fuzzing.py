@@ -5,7 +5,7 @@ front end and the CLI, says first how long that will take, prints its progress, 
 how many ran and every failure, and exits 1 on a failure. The test suite
 (`tests/robustness/test_fuzz.py`) runs a few thousand of the same cases.
 
-Inputs come from four places:
+Inputs come from five places:
 
 * `plans()`: grammar-aware plans. Every statement of `grammar/planc.lark` with random
   names, sizes, patterns, layouts and expressions; with `near=True` (the default) about
@@ -17,6 +17,8 @@ Inputs come from four places:
   nested brackets, expressions thousands of operations deep, a plan of 50,000 rules.
 * `tests/fuzzing_io.py`: what planc reads besides plans, checkpoint headers with extreme
   numbers or data outside the file, and the language server's framing.
+* `tests/fuzzing_imports.py`: the import grammars, Megatron layout strings and MaxText
+  YAML configs.
 
 The inputs are made in `tests/fuzzing_inputs.py` (the first three above); how one is run
 and what counts as misbehaving is `tests/fuzzing_checks.py` (`check_case`, `check_cli`,
@@ -50,7 +52,8 @@ def run(cases: int, seed: int = 0, *, jobs: int = 1, extras: bool = True,
 
     The cases split as: 45% grammar-aware plans (hypothesis), 35% byte-level mutations
     of the example plans, 10% through the CLI in-process, 10% checkpoint headers and
-    language-server input (`fuzzing_io`); with `extras`, then every
+    language-server input (`fuzzing_io`) and the import grammars (`fuzzing_imports`);
+    with `extras`, then every
     hostile input and a few CLI runs in real subprocesses. `jobs` processes share the
     cases, each with its own seed; a failure seen in several is reported once.
     """
@@ -133,6 +136,7 @@ def _run_part(cases: int, seed: int, extras: bool, progress: bool) -> tuple[int,
             cli()
 
         if n_io:
+            import fuzzing_imports
             import fuzzing_io
             from hypothesis import strategies as st
 
@@ -140,12 +144,20 @@ def _run_part(cases: int, seed: int, extras: bool, progress: bool) -> tuple[int,
             @settings(max_examples=n_io, **quick)
             @given(st.data())
             def io_cases(data):
-                if data.draw(st.booleans()):
+                kind = data.draw(st.sampled_from(["checkpoint", "stream", "megatron",
+                                                  "maxtext"]))
+                if kind == "checkpoint":
                     path = data.draw(fuzzing_io.checkpoints(tmp))
                     record(path, fuzzing_io.check_checkpoint(path))
-                else:
+                elif kind == "stream":
                     stream = data.draw(fuzzing_io.streams())
                     record(stream, fuzzing_io.check_stream(stream))
+                elif kind == "megatron":
+                    text, layers = data.draw(fuzzing_imports.megatron_layouts())
+                    record((text, layers), fuzzing_imports.check_megatron(text, layers, tmp))
+                else:
+                    config = data.draw(fuzzing_imports.maxtext_configs())
+                    record(config, fuzzing_imports.check_maxtext(config, tmp))
 
             io_cases()
 

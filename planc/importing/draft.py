@@ -212,14 +212,50 @@ def write(draft: Draft, file: str = PLAN_NAME) -> Written:
     raw, problems = text_of(draft)
     if problems:
         raise PlanError(tuple(problems), {})
-    text = format_text(raw, file)
-    ir = check(text, file)
+    text = raw  # what the findings of a plan that does not format point into
+    try:
+        text = format_text(raw, file)
+        ir = check(text, file)
+    except PlanError as exc:
+        # The plan is not written: its findings point where the source said it.
+        moved = _in_source(exc.diagnostics, draft, file, text)
+        raise PlanError(moved, {} if moved != exc.diagnostics else exc.sources) from None
     sources = dict(ir.source_dict)
     for ours, theirs in ((draft.rules, ir.rules), (draft.outputs, ir.outputs)):
         if [r.pattern for r in theirs] != [r.pattern for r in ours]:
             bad = [r for r, got in zip(ours, theirs) if got.pattern != r.pattern]
             raise PlanError(tuple(_unwritable(r) for r in (bad or ours[:1])), sources)
     return Written(text, ir, sources)
+
+
+def _in_source(diagnostics, draft: Draft, file: str, text: str) -> tuple[Diagnostic, ...]:
+    """`diagnostics` with each place in the plan text `file` moved to where the source
+    wrote what is there (a rule's or an `axes` entry's origin), or to the source's start;
+    unchanged where the draft knows no source."""
+    lines = text.splitlines()
+    by_line: dict[int, Span] = {}
+    at = 0
+    for item in (*draft.logical, *draft.stage_rules, *draft.rules, *draft.outputs):
+        start = f"{item.name} " if isinstance(item, DraftAxis) else f"{quoted(item.pattern)} "
+        while at < len(lines) and not lines[at].strip().startswith(start):
+            at += 1
+        if at == len(lines):
+            break
+        if item.origin is not None:
+            by_line[at + 1] = item.origin
+        at += 1
+    known = next(iter(by_line.values()), None)
+    if known is None:
+        return tuple(diagnostics)
+
+    def moved(span):
+        if span is None or span.file != file:
+            return span
+        return by_line.get(span.line) or Span.start_of(known.file)
+
+    return tuple(d._replace(span=moved(d.span), secondary=tuple(
+        label._replace(span=moved(label.span)) for label in d.secondary))
+        for d in diagnostics)
 
 
 def _unwritable(rule: DraftRule) -> Diagnostic:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from planc.diagnostics import Diagnostic, PlanError, error
+from planc.diagnostics import Diagnostic, PlanError, Span, error
 from planc.fileio import os_error_text
 from planc.importing import hf_config, keras_map, logical_rules, maxtext, rule_list, yamlpos
 from planc.importing.draft import PLAN_NAME, Draft, plan_name, write
@@ -33,6 +33,9 @@ from planc.importing.verify import compare, model_variables
 from planc.targets.torch import hf_styles
 
 MAX_SOURCE_BYTES = 16 * 1024 * 1024  # a config or rule list is kilobytes
+# YAML is read at a few hundred kilobytes a second and held many times over (a 4 MiB
+# file took 85 s and 2 GB with the pure-Python reader): a cap met in seconds.
+MAX_YAML_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -125,19 +128,24 @@ def _command(source, mesh, head, keras_version, devices) -> str:
     return " ".join(parts)
 
 
-def _read(path: str) -> str:
+def _read(path: str, kind: str = "JSON", limit: int = MAX_SOURCE_BYTES) -> str:
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_SOURCE_BYTES + 1)
+            data = f.read(limit + 1)
     except OSError as exc:
         raise SourceProblem(f"cannot read {path}: {os_error_text(exc)}") from None
-    if len(data) > MAX_SOURCE_BYTES:
-        raise SourceProblem(f"{path}: larger than {MAX_SOURCE_BYTES // 2**20} MiB; not a "
+    if len(data) > limit:
+        if kind == "YAML":
+            raise PlanError((error("P538", f"{os.path.basename(path)} is larger than "
+                                   f"{limit // 1024} KiB, which no MaxText config is",
+                                   Span.start_of(path), help="import the config itself"),),
+                            {})
+        raise SourceProblem(f"{path}: larger than {limit // 2**20} MiB; not a "
                             "config or a rule list")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SourceProblem(f"{path}: not UTF-8 text (byte {exc.start}); expected JSON") \
+        raise SourceProblem(f"{path}: not UTF-8 text (byte {exc.start}); expected {kind}") \
             from None
 
 
@@ -188,10 +196,16 @@ def _from_file(path, axes, head, keras_version, command, sources, source_kind=No
 
 
 def _yaml(path: str, sources: dict):
-    text = _read(path)
+    text = _read(path, "YAML", MAX_YAML_BYTES)
     sources[path] = text
     try:
         return yamlpos.parse(text, path)
+    except yamlpos.DuplicateKey as exc:
+        raise PlanError((error("P539", f"{os.path.basename(path)}: {exc.message}", exc.span,
+                               label="written again",
+                               help="delete the one you did not mean: OmegaConf, which "
+                                    "MaxText reads configs with, refuses the file"),),
+                        sources) from None
     except yamlpos.YamlSyntax as exc:
         raise PlanError((error("P533", f"{os.path.basename(path)} is not YAML planc reads: "
                                f"{exc.message}", exc.span),), sources) from None

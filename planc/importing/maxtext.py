@@ -7,8 +7,12 @@ What is read:
   `--mesh` replaces the whole mesh.
 - `logical_axis_rules` becomes the `axes` table, in order, fallbacks kept
   (`planc.importing.logical_rules`).
-- The batch is split over the axes of the `activation_batch` rule (MaxText's name for
-  the batch of activations) that are in the mesh; else over the first mesh axis.
+- The batch is split over the axes of the first `activation_batch` rule (MaxText's name
+  for the batch of activations); a config without one, or whose rule names no axis, is
+  P540: MaxText splits the batch by that rule alone.
+- With `stage` over more than one device, MaxText's pipeline as its `pyconfig` reads
+  it, each absent setting `base.yml`'s: `num_pipeline_repeats: -1` derives the repeats
+  from the layers (`_pipeline`). Repeats above 1 are `looped_bfs(V)`.
 
 The plan has no path rules: a model that names its dimensions (Flax's
 `nnx.with_partitioning`, Linen's `LogicallyPartitioned`) is laid out by its names.
@@ -56,41 +60,132 @@ def draft(root: Node, path: str, mesh, command: str) -> Draft:
                                help="MaxText's rules are `logical_axis_rules: [[embed, "
                                     "fsdp], ...]`"),), {})
     logical = entries_of(rules, names, "`logical_axis_rules`")
-    batch = next((e.axes for e in logical if e.name == "activation_batch"), ())
-    batch = tuple(a for a in batch if a in names) or (axes[0][0],)
+    batch = _batch(logical, rules)
     header = (f"written by `{command}`", "from MaxText's logical_axis_rules; a model that names "
               "its dimensions is laid out by them")
     if mesh is None and any(isinstance(v, int) and v == -1 for k, v in root.value.items()
                             if isinstance(k, str) and k.startswith("dcn_")):
         header += ("a `dcn_*_parallelism: -1` is read as one slice: the config does not say "
                    "how many the job runs on (write `slices(AXIS = N)` for more)",)
-    params, stages = _pipeline(root, dict(axes))
+    params, stages, derived = _pipeline(root, dict(axes), dict(slices))
+    header += derived
     return Draft(plan_name(os.path.splitext(os.path.basename(path))[0]), header, axes,
                  batch[0] if len(batch) == 1 else "(" + ", ".join(batch) + ")", "full",
                  "error", (), logical=tuple(logical), slices=slices, params=params,
                  stages=stages)
 
 
-def _pipeline(root: Node, sizes: dict):
-    """`(params, stages head)` of MaxText's pipeline settings, or `((), None)` without a
-    pipeline (`stage` of size 1, or absent)."""
+def _batch(logical, rules: Node) -> tuple[str, ...]:
+    """The batch's axes: those of the first `activation_batch` rule, which is where
+    MaxText splits the batch of activations; P540 where there is none to take."""
+    entry = next((e for e in logical if e.name == "activation_batch"), None)
+    if entry is None or not entry.axes:
+        raise PlanError((error(
+            "P540", "the config splits the batch over no mesh axis: "
+            + ("its `activation_batch` rule names none" if entry is not None else
+               "its `logical_axis_rules` have no `activation_batch` rule"),
+            entry.span if entry is not None else rules.span,
+            label="the batch's rule" if entry is not None else "these rules",
+            help="MaxText splits the batch by `activation_batch`: add or fix "
+                 "`[activation_batch, [data, fsdp]]` with the axes the batch is over"),), {})
+    return entry.axes
+
+
+# What MaxText's `base.yml` sets where a config is silent, for the settings read here.
+_BASE_DECODER_LAYERS = 16  # `base_num_decoder_layers`
+
+
+def _pipeline(root: Node, sizes: dict, slices: dict):
+    """`(params, stages head, header lines)` of MaxText's pipeline settings (the lines
+    say what was derived), or `((), None, ())` without a
+    pipeline (`stage` of one device over one slice, or absent). Read as MaxText's `pyconfig` reads them: an
+    absent setting is `base.yml`'s (`num_pipeline_repeats: -1`, derived from the layers;
+    `num_layers_per_pipeline_stage: 1`; `num_pipeline_microbatches: -1`, the stages), and
+    the stages are `ici_pipeline_parallelism` x `dcn_pipeline_parallelism`."""
     stage = sizes.get("stage")
-    if stage == 1 or "stage" not in sizes:
-        return (), None
+    if "stage" not in sizes or (stage == 1 and slices.get("stage", 1) == 1):
+        return (), None, ()
     problems: list = []
-    micro = _setting(root, "num_pipeline_microbatches", problems, allow_auto=True)
-    repeats = _setting(root, "num_pipeline_repeats", problems, allow_auto=False)
-    per = root.get("num_layers_per_pipeline_stage")
+    micro = _setting(root, "num_pipeline_microbatches", problems, allow_auto=True, absent=-1,
+                     auto="as many as the stages")
+    repeats = _setting(root, "num_pipeline_repeats", problems, allow_auto=True, absent=-1,
+                       auto="derived from the layers")
+    per = _setting(root, "num_layers_per_pipeline_stage", problems, allow_auto=False)
     if problems:
         raise PlanError(tuple(problems), {})
+    count = None if stage is None else stage * slices.get("stage", 1)
+    layers, written = _decoder_layers(root)
+    derived: tuple[str, ...] = ()
+    where = root.get("num_pipeline_repeats") or root.get("ici_pipeline_parallelism") or root
+    if repeats == -1:
+        if count is None or layers is None:
+            missing = ("`ici_pipeline_parallelism` is -1" if count is None else
+                       "the config leaves the layer count to `model_name`")
+            raise PlanError((error(
+                "P522", "`num_pipeline_repeats: -1` (base.yml's default) derives the repeats "
+                f"from the layers and the stages, and {missing}", where.span,
+                help="write `num_pipeline_repeats: N`, or the stage count and "
+                     "`base_num_decoder_layers`"),), {})
+        repeats, remainder = divmod(layers, count * per)
+        derived = ("`num_pipeline_repeats: -1`"
+                   + (" (base.yml's)" if root.get("num_pipeline_repeats") is None else "")
+                   + f" is {repeats}: {layers} decoder layers"
+                   + ("" if written else " (base.yml's)")
+                   + f" over {count} stages of {per} layer{'s' if per > 1 else ''}",)
+        if remainder or not repeats:
+            raise PlanError((error(
+                "P522", f"{layers} decoder layers do not split into {count} stages of "
+                f"{per} layer{'s' if per > 1 else ''} repeated a whole number of times, as "
+                "`num_pipeline_repeats: -1` needs", where.span,
+                help="make the stages times `num_layers_per_pipeline_stage` divide the "
+                     "layers, or write `num_pipeline_repeats`"),), {})
+    elif written and count is not None and count * repeats * per != layers:
+        raise PlanError((error(
+            "P522", f"{count} stages x {repeats} repeats x {per} layers per stage is not the "
+            f"{layers} decoder layers, which MaxText refuses", where.span,
+            help="make the product the layer count"),), {})
     if micro == -1:  # MaxText's default: as many microbatches as stages
-        micro = stage
-    params = ()
-    if per is not None and isinstance(per.value, int) and not isinstance(per.value, bool) \
-            and stage is not None:
-        params = (("layers", per.value * stage * repeats),)
-    schedule = f"interleaved({repeats})" if repeats > 1 else "gpipe"
-    return params, f"stages(stage, microbatches = {micro}, schedule = {schedule})"
+        if count is None:
+            raise PlanError((error(
+                "P522", "`num_pipeline_microbatches: -1` (base.yml's default) is as many as "
+                "the stages, and `ici_pipeline_parallelism` is -1",
+                (root.get("num_pipeline_microbatches") or root.get("ici_pipeline_parallelism")
+                 or root).span,
+                help="write `num_pipeline_microbatches: N`, or the stage count"),), {})
+        micro = count
+    params = (("layers", per * count * repeats),) if count is not None else ()
+    # MaxText's circular pipeline runs every microbatch through each repeat before the
+    # next: all V x m in flight, as torch's LoopedBFS, not the interleaved 1F1B.
+    schedule = f"looped_bfs({repeats})" if repeats > 1 else "gpipe"
+    return params, f"stages(stage, microbatches = {micro}, schedule = {schedule})", derived
+
+
+def _decoder_layers(root: Node):
+    """`(layers the pipeline splits, whether the config writes them)`: MaxText's
+    `pipeline_parallel_layers`, else its decoder layers (`base_num_decoder_layers`, less
+    `first_num_dense_layers` for DeepSeek's block); base.yml's 16 where neither is written
+    and no `model_name` brings its own; `(None, False)` where one does."""
+    problems: list = []
+    given = root.get("pipeline_parallel_layers")
+    if given is not None and given.value != -1:
+        layers = _setting(root, "pipeline_parallel_layers", problems, allow_auto=False)
+        if problems:
+            raise PlanError(tuple(problems), {})
+        return layers, True
+    node = root.get("base_num_decoder_layers")
+    model = root.get("model_name")
+    if node is None and model is not None and model.value not in (None, "default"):
+        return None, False
+    layers = _setting(root, "base_num_decoder_layers", problems, allow_auto=False,
+                      absent=_BASE_DECODER_LAYERS)
+    block = root.get("decoder_block")
+    if block is not None and block.value == "deepseek":
+        dense = root.get("first_num_dense_layers")
+        if dense is not None and isinstance(dense.value, int) and 0 <= dense.value < layers:
+            layers -= dense.value
+    if problems:
+        raise PlanError(tuple(problems), {})
+    return layers, node is not None
 
 
 def _mesh(root: Node):
@@ -132,16 +227,17 @@ def _mesh(root: Node):
     return tuple(axes), tuple(slices)
 
 
-def _setting(root: Node, key: str, problems: list, allow_auto: bool) -> int:
+def _setting(root: Node, key: str, problems: list, allow_auto: bool, absent: int = 1,
+             auto: str = "the devices left") -> int:
     node = root.get(key)
     if node is None:
-        return 1
+        return absent
     value = node.value
     ok = isinstance(value, int) and not isinstance(value, bool) and (
         value >= 1 or (allow_auto and value == -1))
     if not ok:
         problems.append(error("P522", f"`{key}` must be a positive integer"
-                              + (" or -1 (the devices left)" if allow_auto else ""),
+                              + (f" or -1 ({auto})" if allow_auto else ""),
                               node.span))
         return 1
     return value

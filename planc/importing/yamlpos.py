@@ -1,8 +1,10 @@
 """YAML read with the place of every value: the same `Node` tree as `jsonpos` gives for
 JSON, so the importers read both alike and a bad entry gets a file:line:col diagnostic.
 
-PyYAML composes the document (its safe loader: no Python objects are built from tags) and
-constructs each node's value; marks become spans.
+PyYAML composes the document (its safe loader: no Python objects are built from tags;
+libyaml's `CSafeLoader` where PyYAML was built with it, several times faster) and
+constructs each node's value; marks become spans. A key written twice in one mapping is
+`DuplicateKey` at the second, where PyYAML would keep the last silently.
 
 >>> root = parse("rules:\\n  - [embed, fsdp]\\n", "c.yml")
 >>> root.get("rules").items[0].value, root.get("rules").items[0].span.line
@@ -14,18 +16,22 @@ from __future__ import annotations
 from planc.diagnostics import Span
 from planc.importing.jsonpos import JsonSyntax, Node
 
-__all__ = ["parse", "YamlSyntax"]
+__all__ = ["parse", "YamlSyntax", "DuplicateKey"]
 
 
 class YamlSyntax(JsonSyntax):
     """Text that is not YAML, or a YAML document planc does not read: `message`, `span`."""
 
 
+class DuplicateKey(YamlSyntax):
+    """A mapping that writes one key twice: `span` is the second."""
+
+
 def parse(text: str, file: str) -> Node:
     """The tree of the one YAML document in `text`; raises `YamlSyntax` at a fault."""
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -61,9 +67,16 @@ def _node(loader, node, file: str, depth: int, seen: set) -> Node:
         return Node(value, span, tuple(_node(loader, n, file, depth + 1, seen)
                                        for n in node.value))
     if isinstance(node, yaml.MappingNode):
-        return Node(value, span, (), tuple((_node(loader, k, file, depth + 1, seen),
-                                            _node(loader, v, file, depth + 1, seen))
-                                           for k, v in node.value))
+        pairs = tuple((_node(loader, k, file, depth + 1, seen),
+                       _node(loader, v, file, depth + 1, seen)) for k, v in node.value)
+        keys: set = set()
+        for key, _ in pairs:
+            if isinstance(key.value, (str, int, float, bool)) or key.value is None:
+                if key.value in keys:
+                    raise DuplicateKey(f"the key `{key.value}` is written twice in one "
+                                       "mapping", key.span)
+                keys.add(key.value)
+        return Node(value, span, (), pairs)
     return Node(value, span)
 
 

@@ -131,6 +131,13 @@ def lint_plans(paths, defines: dict, counts: list[int], model: Model | None = No
             diags += merge_device_counts(per_count, plan_counts)
             continue
         diags += merge_device_counts(_device_checks(ir, plan_counts), plan_counts)
+        if ir.stages is not None and "megatron_layout" in ir.param_dict:
+            # A plan imported from Megatron counts its own layers (`param layers`): one the
+            # stages leave out is found without a model, as `compile --target megatron`
+            # finds it. Imported here: the lint's start-up pays for no target it needs not.
+            from planc.targets.emit.megatron_layout import megatron_problems
+
+            diags += megatron_problems(ir)
     out.diagnostics += unique(diags)
     return out
 

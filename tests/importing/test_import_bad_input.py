@@ -267,3 +267,20 @@ def test_any_json_gets_a_plan_a_diagnostic_or_a_usage_error(tmp_path):
         assert code in (0, 1, 2) and "internal error" not in err.getvalue(), err.getvalue()
 
     runs()
+
+
+def test_a_duplicate_rule_points_into_the_source_not_the_unwritten_plan(tmp_path, capsys):
+    path = write_json_text(tmp_path / "rules.json", '[["embed", ["model"]], ["embed", ["model"]]]')
+    out = tmp_path / "never.kd"
+    code, _, err = run([path, "--mesh", "model=2", "-o", str(out)], capsys)
+    assert code == 1 and "error[P111]" in err and f"{path}:1:25" in err
+    assert "never.kd" not in err and not out.exists()
+
+
+def test_too_many_rules_points_at_the_rule_in_the_source(tmp_path, capsys):
+    rules = [[f"r{i}", []] for i in range(20_001)]
+    path = write_json_text(tmp_path / "rules.json", json.dumps(rules))
+    code, _, err = run([path, "--mesh", "model=2"], capsys)
+    column = json.dumps(rules).index('"r20000"') + 1
+    assert code == 1 and "error[P125]" in err and f"{path}:1:{column}" in err
+    assert "<imported plan>" not in err

@@ -153,3 +153,131 @@ def test_yaml_aliases_are_refused_not_expanded(tmp_path, capsys):
     bomb.write_text("\n".join(lines) + "\nmesh_axes: [data]\nlogical_axis_rules: *a7\n")
     assert main(["import", str(bomb)]) == 1
     assert "anchors and aliases" in capsys.readouterr().err
+
+
+PIPELINE = ("mesh_axes: [stage, fsdp]\nici_pipeline_parallelism: 4\nici_fsdp_parallelism: 2\n"
+            "logical_axis_rules: [[activation_batch, fsdp], [embed, fsdp]]\n")
+
+
+def stages_of(tmp_path, capsys, settings: str):
+    config = tmp_path / "pipeline.yml"
+    config.write_text(PIPELINE + settings)
+    ir = planc.load_plan(imported(tmp_path, capsys, config)).ir
+    return ir.stages.schedule, ir.stages.virtual, ir.stages.microbatches, ir.param_dict["layers"]
+
+
+def test_repeats_of_minus_one_are_derived_from_the_layers_as_maxtext_does(tmp_path, capsys):
+    settings = ("num_pipeline_repeats: -1\nbase_num_decoder_layers: 32\n"
+                "num_layers_per_pipeline_stage: 2\n")
+    assert stages_of(tmp_path, capsys, settings) == ("looped_bfs", 4, 4, 32)
+
+
+def test_absent_pipeline_settings_are_base_ymls_not_one(tmp_path, capsys):
+    # base.yml: 16 decoder layers, 1 per stage, repeats -1 (16 / 4 stages = 4).
+    assert stages_of(tmp_path, capsys, "") == ("looped_bfs", 4, 4, 16)
+
+
+def test_repeats_above_one_are_looped_bfs_as_maxtexts_circular_pipeline(tmp_path, capsys):
+    settings = "num_pipeline_repeats: 2\nnum_layers_per_pipeline_stage: 2\n"
+    assert stages_of(tmp_path, capsys, settings) == ("looped_bfs", 2, 4, 16)
+
+
+def test_repeats_of_one_are_gpipe(tmp_path, capsys):
+    settings = "num_pipeline_repeats: 1\nnum_layers_per_pipeline_stage: 4\n"
+    assert stages_of(tmp_path, capsys, settings)[:2] == ("gpipe", 1)
+
+
+@pytest.mark.parametrize("settings, says", [
+    ("base_num_decoder_layers: 18\n", "18 decoder layers do not split into 4 stages"),
+    ("model_name: llama2-7b\n", "leaves the layer count to `model_name`"),
+    ("num_pipeline_repeats: 3\nbase_num_decoder_layers: 16\n",
+     "4 stages x 3 repeats x 1 layers per stage is not the 16"),
+])
+def test_repeats_maxtext_would_refuse_are_p522(tmp_path, capsys, settings, says):
+    config = tmp_path / "pipeline.yml"
+    config.write_text(PIPELINE + settings)
+    assert main(["import", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P522]" in err and says in err
+
+
+def test_the_batch_survives_a_compile_to_maxtext_and_an_import(tmp_path, capsys):
+    plan = tmp_path / "p.kd"
+    plan.write_text("mesh(stage = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
+                    "axes {\n  embed -> fsdp\n}\n")
+    out = tmp_path / "c.yml"
+    assert main(["compile", str(plan), "--target", "maxtext", "-o", str(out)]) == 0
+    assert ["activation_batch", "fsdp"] in yaml.safe_load(out.read_text())["logical_axis_rules"]
+    assert planc.load_plan(imported(tmp_path, capsys, out)).ir.batch_axes == ("fsdp",)
+
+
+def test_a_table_whose_activation_batch_is_not_the_batch_is_p311(tmp_path, capsys):
+    plan = tmp_path / "p.kd"
+    plan.write_text("mesh(data = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
+                    "axes {\n  activation_batch -> data\n  embed -> fsdp\n}\n")
+    out = tmp_path / "c.yml"
+    assert main(["compile", str(plan), "--target", "maxtext", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P311]" in err and f"{plan}:4:3" in err and not out.exists()
+
+
+def test_a_config_without_an_activation_batch_rule_is_p540_never_the_first_axis(
+        tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_text("mesh_axes: [stage, fsdp]\nlogical_axis_rules: [[embed, fsdp]]\n")
+    assert main(["import", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P540]" in err and f"{config}:2:21" in err
+
+
+def test_a_key_written_twice_is_p539_at_the_second(tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_text("mesh_axes: [tensor]\nici_tensor_parallelism: 2\n"
+                      "logical_axis_rules: [[activation_batch, tensor]]\n"
+                      "ici_tensor_parallelism: 4\n")
+    assert main(["import", str(config), "-o", str(tmp_path / "out.kd")]) == 1
+    err = capsys.readouterr().err
+    assert "error[P539]" in err and f"{config}:4:1" in err
+    assert not (tmp_path / "out.kd").exists()
+
+
+def test_a_key_written_twice_in_a_nested_mapping_is_p539(tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_text("mesh_axes: [data]\nlogical_axis_rules: [[activation_batch, data]]\n"
+                      "extra: {a: 1, b: 2, a: 3}\n")
+    assert main(["import", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P539]" in err and f"{config}:3:21" in err
+
+
+def test_a_config_larger_than_any_maxtext_config_is_p538_unread(tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_text("mesh_axes: [data]\n" + "# padding\n" * 60_000)
+    assert main(["import", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P538]" in err and f"{config}:1:1" in err and "512 KiB" in err
+
+
+def test_a_yaml_config_that_is_not_utf8_is_named_as_yaml(tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_bytes(b"mesh_axes: [data]\n\xff\n")
+    assert main(["import", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "not UTF-8" in err and "expected YAML" in err and "JSON" not in err
+
+
+def test_microbatches_as_many_as_stages_of_an_auto_stage_axis_are_p522(tmp_path, capsys):
+    config = tmp_path / "c.yml"
+    config.write_text("mesh_axes: [stage, fsdp]\nici_pipeline_parallelism: -1\n"
+                      "num_pipeline_repeats: 2\nlogical_axis_rules: [[activation_batch, fsdp]]\n")
+    assert main(["import", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "error[P522]" in err and "`num_pipeline_microbatches: -1`" in err
+    assert f"{config}:2:" in err
+
+
+def test_the_plan_says_how_the_repeats_were_derived(tmp_path, capsys):
+    config = tmp_path / "pipeline.yml"
+    config.write_text(PIPELINE)
+    assert ("# `num_pipeline_repeats: -1` (base.yml's) is 4: 16 decoder layers (base.yml's) "
+            "over 4 stages of 1 layer") in imported(tmp_path, capsys, config).read_text()

@@ -5,10 +5,13 @@ YAML to merge into a MaxText config, deterministic byte for byte.
   `ici_pipeline_parallelism`); `auto` is -1. An axis over several slices has its
   `dcn_<axis>_parallelism`.
 - `logical_axis_rules`, in the table's order: one axis as a string, several as a list,
-  none as `[]`.
+  none as `[]`; led by `activation_batch`, the plan's batch axes, where the table has
+  no such rule (MaxText reads the batch from it alone, and one that says another batch
+  is P311).
 
 - With `stages` over MaxText's pipeline axis `stage`: `num_pipeline_microbatches`,
-  `num_pipeline_repeats` (the V of `interleaved(V)` or `looped_bfs(V)`, else 1) and
+  `num_pipeline_repeats` (the V of `interleaved(V)` or `looped_bfs(V)`, else 1; MaxText's
+  circular pipeline runs as `looped_bfs(V)`, which `planc import` reads back) and
   `num_layers_per_pipeline_stage` (the layers over the stages: from `param layers`, or
   the leading dimension of the model's layers stacked over `stage`, `--model`).
 
@@ -29,7 +32,7 @@ __all__ = ["config_text"]
 def config_text(ir: PlanIR, resolution=None) -> str:
     """The YAML text, or `PlanError` (P311) where the plan says what the rules cannot."""
     pipeline = _pipeline_lines(ir, resolution)
-    rules = logical_rules(ir, resolution, "maxtext")
+    rules = _with_batch(ir, logical_rules(ir, resolution, "maxtext"))
     lines = [f"# plan {docstring_name(ir.name)}, fingerprint {fingerprint(ir)}",
              "# written by `planc compile --target maxtext`",
              "mesh_axes: [" + ", ".join(_q(n) for n in ir.mesh.names) + "]"]
@@ -45,6 +48,28 @@ def config_text(ir: PlanIR, resolution=None) -> str:
         lines.append(f"  [{_q(name)}, {target}],")
     lines.append("]")
     return "\n".join(lines) + "\n"
+
+
+def _with_batch(ir: PlanIR, rules: tuple) -> tuple:
+    """The rules with the plan's batch as MaxText says it, an `activation_batch` rule
+    first where the table has none; P311 where the table's rule says another batch."""
+    batch = tuple(ir.batch_axes)
+    written = next((axes for name, axes in rules if name == "activation_batch"), None)
+    if written is None:
+        return (("activation_batch", batch),) + tuple(rules)
+    if tuple(written) != batch:
+        entry = next(e for e in ir.logical_axes if e.name == "activation_batch")
+        raise PlanError((error(
+            "P311", f"the batch is over {_axes_text(batch)}, and the table's "
+            f"`activation_batch` over {_axes_text(written)}: MaxText splits the batch by "
+            "that rule alone", entry.span or ir.anchor, label="this rule",
+            help="make `activation_batch` the axes of `model_parallel(batch = ...)`"),),
+            ir.source_dict)
+    return rules
+
+
+def _axes_text(axes) -> str:
+    return "`" + ", ".join(axes) + "`" if axes else "no axis"
 
 
 def _pipeline_lines(ir: PlanIR, resolution) -> list[str]:

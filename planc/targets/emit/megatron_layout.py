@@ -23,11 +23,14 @@ string read and written again comes back byte for byte.
 
 from __future__ import annotations
 
+import re
+
 from planc.diagnostics import PlanError, error
 
 SYMBOLS = {"E": "the embedding", "t": "a transformer layer", "m": "a multi-token-prediction "
            "layer", "L": "the loss (the output layer)"}
 _MAX_COUNT = 100_000  # far above any pipeline; keeps `(t|)*10**9` from eating memory
+MAX_LAYERS = _MAX_COUNT  # a plan's `param layers`, built one variable each without a model
 _MAX_DEPTH = 32  # groups within groups: real layouts nest one deep
 
 
@@ -150,11 +153,18 @@ def _stage_text(stage: list[str]) -> str:
     return "".join(out)
 
 
+# Megatron's names for the parts the string places: the layout's E, m and L.
+_EMBEDDING = re.compile(r"embedding\.")
+_OUTPUT = re.compile(r"(output_layer|decoder\.final_layernorm)\.")
+_MTP = re.compile(r"mtp\.layers\.(\d+)\.")
+
+
 def megatron_text(ir, variables=None) -> str:
     """The layout string of `ir`'s stages, over `variables` (the model) or, without them,
-    over Megatron's own names for the plan's `param layers` layers; the plan's `param
-    megatron_layout`, where it has one, verbatim, once it is shown to say the same stages.
-    A line of text, for `planc compile --target megatron`."""
+    over Megatron's own names for the plan's `param layers` layers (and `param mtp_layers`
+    multi-token-prediction layers); the plan's `param megatron_layout`, where it has one,
+    verbatim, once it is shown to say the same stages. A line of text, for `planc compile
+    --target megatron`."""
     from planc.resolve import validate
 
     if ir.stages is None:
@@ -162,21 +172,7 @@ def megatron_text(ir, variables=None) -> str:
                                "this plan has none", ir.anchor),), ir.source_dict)
     params = ir.param_dict
     if variables is None:
-        layers = params.get("layers")
-        if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
-            raise PlanError((error("P311", "the megatron target needs the model (`--model`), "
-                                   "or the plan's `param layers = N` to count its layers",
-                                   ir.stages.span, label="these stages"),), ir.source_dict)
-        from planc.variables import Variable
-
-        variables = ([Variable("embedding.word_embeddings.weight", (1,))]
-                     + [Variable(f"decoder.layers.{i}.mlp.weight", (1,)) for i in range(layers)]
-                     + [Variable("output_layer.weight", (1,))])
-        from planc.matching import Matcher
-
-        rules = ir.stages.rules
-        placed = Matcher([r.pattern for r in rules], ir.match).match if rules else None
-        variables = [v for v in variables if placed is not None and placed(v.path)]
+        variables = _megatron_variables(ir)
     report = validate(ir, variables)
     errors = [d for d in report.diagnostics if d.is_error]
     if errors:
@@ -198,27 +194,126 @@ def megatron_text(ir, variables=None) -> str:
     return text + "\n"
 
 
+def megatron_problems(ir) -> list:
+    """What `planc compile --target megatron` would refuse in a plan imported from
+    Megatron (one with `param megatron_layout` and `param layers`), found without a model
+    as it finds them: a layer no stage places (P360, and the other stage checks), a count
+    past any pipeline (P536), the embedding or the output layer on the wrong end or a
+    `megatron_layout` the stages no longer say (P311). For `planc lint`; other plans
+    have none."""
+    params = ir.param_dict
+    if ir.stages is None or not isinstance(params.get("megatron_layout"), str) \
+            or "layers" not in params:
+        return []
+    try:
+        megatron_text(ir)
+    except PlanError as exc:
+        # Megatron's names stand in for the model: what they find of the layouts (a rank,
+        # a divisibility) is not the plan's, only what they find of the stages.
+        return [d for d in exc.diagnostics if d.code.startswith("P36")
+                or d.code in ("P311", "P536")]
+    return []
+
+
+def _megatron_variables(ir) -> list:
+    """Megatron's parameters for a plan without a model: the embedding, `param layers`
+    decoder layers, `param mtp_layers` MTP layers and the output layer. Every layer is
+    kept, placed or not, so a layer the stages leave out is P360; the embedding and the
+    output layer only where a rule places them (a layout may hold neither E nor L)."""
+    from planc.matching import Matcher
+    from planc.variables import Variable
+
+    params = ir.param_dict
+    layers = _count(ir, "layers", required=True)
+    mtps = _count(ir, "mtp_layers", required=False) if "mtp_layers" in params else 0
+    rules = ir.stages.rules
+    if not rules:
+        return []
+    placed = Matcher([r.pattern for r in rules], ir.match).match
+    embedding, output = (Variable(path, (1,)) for path in ("embedding.word_embeddings.weight",
+                                                            "output_layer.weight"))
+    return ([embedding] if placed(embedding.path) else []) \
+        + [Variable(f"decoder.layers.{i}.mlp.weight", (1,)) for i in range(layers)] \
+        + [Variable(f"mtp.layers.{i}.mlp.weight", (1,)) for i in range(mtps)] \
+        + ([output] if placed(output.path) else [])
+
+
+def _count(ir, name: str, required: bool) -> int:
+    """The plan's `param NAME`, a count of layers: P311 where it is missing or not a
+    count, P536 (at its literal) past `MAX_LAYERS`, which no pipeline comes near."""
+    value = ir.param_dict.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < (1 if required else 0):
+        raise PlanError((error("P311", "the megatron target needs the model (`--model`), "
+                               f"or the plan's `param {name} = N` to count its layers",
+                               ir.stages.span, label="these stages"),), ir.source_dict)
+    if value > MAX_LAYERS:
+        raise PlanError((error("P536", f"`param {name} = {value}`: more than {MAX_LAYERS:,} "
+                               "layers, which no pipeline holds",
+                               _param_span(ir, name) or ir.stages.span, label="this count",
+                               help=f"give the model's real layer count (at most "
+                                    f"{MAX_LAYERS:,}), or the model with `--model`"),),
+                        ir.source_dict)
+    return value
+
+
+def _param_span(ir, name: str):
+    """Where the plan's files write `param NAME = VALUE`'s value; None for a value given
+    only on the command line (`-D`)."""
+    from planc.syntax import ast
+    from planc.syntax.parser import parse as parse_plan
+
+    for file, text in ir.sources:
+        try:
+            module = parse_plan(text, file)
+        except PlanError:
+            continue
+        for stmt in module.statements:
+            if isinstance(stmt, ast.ParamStmt) and stmt.name.text == name:
+                return stmt.value.span
+    return None
+
+
 def layout_of(report) -> str:
     """The layout string of a plan's stages over a model (`report`, a validation
     `Report` with `stages`): E where the embedding is placed by `first`, a `t` per layer
-    number, L where the output layer is placed by `last`; `PlanError` (P311) where the
-    stages say what the string cannot (a stage with variables but no layer, E or L; a
-    `first` or `last` variable that is neither)."""
+    number, an `m` per MTP layer (`mtp.layers.N.`), L where the output layer is placed by
+    `last`; `PlanError` (P311) where the stages say what the string cannot (a stage with
+    variables but no layer, E or L; the embedding on `last` or the output layer on
+    `first`, where Megatron puts E first and L last)."""
     staged = report.stages
     ir = report.ir
     rules = ir.stages.rules
     stages: list[list[str]] = [[] for _ in staged.rows]
     layers: dict[int, int] = {}
+    mtps: dict[int, int] = {}
     ends = set()
-    for stage, rule, layer in zip(staged.stage_of, staged.rule_of, staged.layer_of):
+    for a, stage, rule, layer in zip(report.assignments, staged.stage_of, staged.rule_of,
+                                     staged.layer_of):
         if stage is None:
             continue
-        if rules[rule].stage in (("first",), ("last",)):
-            ends.add(rules[rule].stage[0])
+        path = a.variable.path
+        mtp = _MTP.match(path)
+        if mtp:
+            mtps.setdefault(int(mtp.group(1)), stage)
+        elif rules[rule].stage in (("first",), ("last",)):
+            end = rules[rule].stage[0]
+            wrong = "last" if _EMBEDDING.match(path) else "first" if _OUTPUT.match(path) \
+                else None
+            if end == wrong:
+                what = "the embedding" if wrong == "last" else "the output layer"
+                raise PlanError((error(
+                    "P311", f"`{path}`, {what}, is on `{end}`, and a Megatron layout puts "
+                    "the embedding (E) on the first stage and the output layer (L) on the "
+                    "last", rules[rule].span, label="this rule",
+                    help="place the embedding on `first` and the output layer on `last`"),),
+                    ir.source_dict)
+            ends.add(end)
         elif layer is not None:
             layers.setdefault(layer, stage)
     for layer in sorted(layers):
         stages[layers[layer]].append("t")
+    for mtp in sorted(mtps):
+        stages[mtps[mtp]].append("m")
     if "first" in ends:
         stages[0].insert(0, "E")
     if "last" in ends:

@@ -75,7 +75,7 @@ def test_maxtext_gets_its_pipeline_settings(tmp_path, capsys):
         4, 8, 2, 2)
     again = tmp_path / "again.kd"
     assert main(["import", str(out), "-o", str(again)]) == 0
-    assert "stages(stage, microbatches = 8, schedule = interleaved(2)) {}" in again.read_text()
+    assert "stages(stage, microbatches = 8, schedule = looped_bfs(2)) {}" in again.read_text()
 
 
 def test_maxtext_refuses_a_pipeline_axis_it_does_not_have(tmp_path, capsys):
