@@ -6,9 +6,11 @@ lint and the targets all call it.
 
 from __future__ import annotations
 
+from planc import limits
 from planc.check.conditions import evaluate_check, sizes_env
 from planc.diagnostics import Diagnostic, PlanError, Span, error
 from planc.frozen import Frozen
+from planc.check.stages import TOO_MANY_STAGES_HELP, too_many_stages
 from planc.ir import Mesh, PlanIR
 
 class Binding(Frozen):
@@ -34,6 +36,15 @@ def bind(ir: PlanIR, devices: int) -> Binding:
     mesh = _mesh_on(ir, devices)
     if isinstance(mesh, Diagnostic):
         return Binding(None, (mesh,))
+    stages = ir.stages
+    if stages is not None and mesh.auto_axis is None and ir.mesh.auto_axis is not None:
+        count = stages.count(mesh)
+        if count > limits.MAX_STAGES:
+            auto = ir.mesh.auto_axis
+            return Binding(None, (error(
+                "P129", too_many_stages(stages.axis, mesh.size_of(stages.axis), stages.virtual)
+                + f" at {devices:,} devices", auto.span or mesh.span, label="`auto` binds here",
+                devices=devices, help=TOO_MANY_STAGES_HELP),))
     env = sizes_env(ir.param_dict, mesh)
     problems = tuple(p for c in ir.checks if (p := evaluate_check(c, env, devices)))
     if mesh is ir.mesh:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from planc import limits
 from planc.check.base import CheckerBase
 from planc.check.expression import encode, names_in, nodes_in
 from planc.diagnostics import Label
@@ -77,10 +78,20 @@ class StagesChecker(CheckerBase):
                      label="not a multiple", help=f"use {((microbatches // size) + 1) * size} "
                      "microbatches, or `schedule = 1f1b`")
             ok = False
+        if ok and size is not None and size * virtual > limits.MAX_STAGES:
+            self._too_many_stages(statements, axis, size, virtual)
+            ok = False
         rules = self._stage_rules(stmt, params, mesh)
         if not ok or rules is None:
             return None
         return Stages(axis, microbatches, schedule, virtual, rules, stmt.span)
+
+    def _too_many_stages(self, statements, axis: str, size: int, virtual: int) -> None:
+        decl = next((d for m in statements.mesh[:1] for d in m.axes if d.name.text == axis),
+                    None)
+        where = decl.size.span if decl is not None else statements.stages[0].axis.span
+        self.err("P129", too_many_stages(axis, size, virtual), where,
+                 label="the pipeline axis", help=TOO_MANY_STAGES_HELP)
 
     def _schedule(self, node) -> tuple[str, int] | None:
         if isinstance(node, ast.Name) and node.text in ("gpipe", "1f1b"):
@@ -90,6 +101,12 @@ class StagesChecker(CheckerBase):
             if v < 1:
                 self.err("P161", f"`{name}({v})`: the virtual stages per position must be "
                          "a positive integer", node.arg.span, label="not positive")
+                return None
+            if v > limits.MAX_VIRTUAL_STAGES:
+                self.err("P128", f"`{name}({v:,})`: more than {limits.MAX_VIRTUAL_STAGES:,} "
+                         "virtual stages per position", node.arg.span, label="too many",
+                         help="a position runs a few chunks of its layers, e.g. "
+                              f"`{name}(2)`; planc builds a row for every stage")
                 return None
             # One stage per position: `interleaved(1)` is 1F1B, `looped_bfs(1)` GPipe.
             return (name, v) if v > 1 else (MULTI_STAGE[name], 1)
@@ -171,6 +188,17 @@ class StagesChecker(CheckerBase):
         if not ok:
             return None
         return encode(node), tuple(dict.fromkeys(names))
+
+
+TOO_MANY_STAGES_HELP = ("give the pipeline axis the stages the model is cut into (tens, "
+                        "not thousands), and the other devices to data or FSDP axes")
+
+
+def too_many_stages(axis: str, size: int, virtual: int) -> str:
+    """P129's message: `axis` of `size` devices, `virtual` stages on each, is too many."""
+    each = f" x {virtual:,} virtual" if virtual > 1 else ""
+    return (f"{size * virtual:,} pipeline stages (`{axis}` = {size:,}{each}): more than "
+            f"{limits.MAX_STAGES:,}")
 
 
 def _groups_in(node):
