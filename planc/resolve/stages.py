@@ -235,13 +235,16 @@ def _stage(rule: StageRule, path: str, count: int, env: dict, mode: str, compile
         regex = compiled[rule.index] = python_regex(rule.pattern)
     m = regex.fullmatch(path) if mode == "full" else regex.search(path)
     values = dict(env)
-    layer = None
+    numbers: dict[int, int] = {}
     for g, text in enumerate(m.groups() if m else (), start=1):
         # A layer number, at most 30 digits (`int` of thousands would be refused).
         if text is not None and text.isdigit() and text.isascii() and len(text) <= 30:
-            values["\\" + str(g)] = int(text)
-            if layer is None:
-                layer = int(text)
+            values["\\" + str(g)] = numbers[g] = int(text)
+    # The layer is the group the stage is computed from (`\2` over `(\w+)/(\d+)`);
+    # a rule that names none reads its first number.
+    named = _group_numbers(rule.stage)
+    layer = next((numbers[g] for g in named if g in numbers),
+                 None if named else next(iter(numbers.values()), None))
     try:
         stage = evaluate(rule.stage, values)
     except KeyError as missing:
@@ -252,6 +255,17 @@ def _stage(rule: StageRule, path: str, count: int, env: dict, mode: str, compile
     if isinstance(stage, bool) or not 0 <= stage < count:
         return None, layer, f"stage {stage} is outside the {count} stages (0 to {count - 1})"
     return stage, layer, None
+
+
+def _group_numbers(expr: tuple) -> list[int]:
+    """The groups an encoded stage expression reads, left to right.
+
+    >>> _group_numbers(("binary", "/", ("group", 2), ("binary", "+", ("group", 1), ("int", 1))))
+    [2, 1]
+    """
+    if expr[0] == "group":
+        return [expr[1]]
+    return [g for part in expr[1:] if isinstance(part, tuple) for g in _group_numbers(part)]
 
 
 def _group_text(m, key: str) -> str:

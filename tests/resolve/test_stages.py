@@ -141,3 +141,20 @@ def test_a_layer_number_of_thousands_of_digits_is_no_stage_and_no_crash():
                                                     for i in range(4)])
     [d] = [d for d in rep.diagnostics if d.code == "P362"]
     assert "not a layer number" in d.message
+
+
+def blocks(layers=8, d=64):
+    return [Variable(f"block/0/layers/{i}/w", (d, d)) for i in range(layers)]
+
+
+def test_the_layer_is_read_from_the_group_the_stage_expression_names():
+    rep = report(rules='  "block/(\\d+)/layers/(\\d+)/w" -> \\2 / 2', variables=blocks())
+    assert not codes(rep)
+    assert list(rep.stages.layer_of) == list(range(8))
+    assert [(r.first_layer, r.last_layer) for r in rep.stages.rows] == [
+        (0, 1), (2, 3), (4, 5), (6, 7)]
+
+
+def test_a_reversed_order_over_the_second_group_is_P364():
+    rep = report(rules='  "block/(\\d+)/layers/(\\d+)/w" -> 3 - \\2 / 2', variables=blocks())
+    assert "P364" in codes(rep)
