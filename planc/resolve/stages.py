@@ -36,11 +36,13 @@ from dataclasses import dataclass, replace
 
 from planc.check.conditions import sizes_env
 from planc.check.expression import evaluate
-from planc.diagnostics import Diagnostic, Label, PlanError, error
+from planc.diagnostics import Diagnostic, Label, PlanError, error, warning
 from planc.ir import PlanIR, StageRule
 from planc.matching import Matcher
 from planc.matching.python_re import python_regex
 from planc.resolve.memory import human_bytes
+from planc.resolve.near_miss import Budget, near_miss
+from planc.resolve.resolver import nothing_help
 
 
 @dataclass(frozen=True)
@@ -157,9 +159,12 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
     outside: dict[int, list[tuple[str, str]]] = {}
     compiled: dict[int, re.Pattern] = {}
     stacked: list[int] = []
+    hit_count = [0] * len(rules)
     for i, a in enumerate(assignments):
         path = a.variable.path
         hits = matcher.match(path) if matcher is not None else ()
+        for h in hits:
+            hit_count[h] += 1
         if not hits:
             stage_of.append(None)
             rule_of.append(None)
@@ -181,6 +186,8 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
         layer_of.append(layer)
     if missing:
         problems.append(_missing(ir, [assignments[i].variable.path for i in missing]))
+    problems += _dead_rules(ir, assignments, hit_count)
+    problems += _misplaced_ends(ir, assignments, rule_of)
     for (a, b), paths in twice.items():
         problems.append(error(
             "P361", f"`{paths[0]}` is matched by two stage rules, {rules[a].label} and "
@@ -290,6 +297,79 @@ def _missing(ir: PlanIR, paths: list[str]) -> Diagnostic:
                  help="every variable must be on one stage: add a rule for it (`first` and "
                       "`last` take the embedding and the head), or widen the pattern that "
                       "was meant to")
+
+
+def _dead_rules(ir: PlanIR, assignments, hit_count: list[int]) -> list[Diagnostic]:
+    """P306 for each stage rule that matches no variable, as for layout and state rules,
+    with the closest variable where one is near."""
+    dead = [r for r, n in zip(ir.stages.rules, hit_count) if n == 0]
+    if not dead:
+        return []
+    # One path per shape: the layers of a model differ in their numbers only.
+    paths = list({_DIGITS.sub("#", a.variable.path): a.variable.path
+                  for a in reversed(assignments)}.values())[::-1]
+    budget = Budget()
+    out = []
+    for rule in dead:
+        best = None
+        for path in paths:
+            miss = near_miss(rule.pattern, path, budget)
+            if miss is not None and (best is None or miss.distance < best[1].distance):
+                best = (path, miss)
+        helps = ((f"the closest variable is `{best[0]}`: {best[1].sentence()}",)
+                 if best is not None else (nothing_help(ir.match),))
+        out.append(warning("P306", f"stage rule {rule.label} matches no variable of the model",
+                           rule.pattern_span, label="matches nothing", help=helps))
+    return out
+
+
+_DIGITS = re.compile(r"[0-9]+")
+# What reads as the embedding and as the head (the output layer), by a path component
+# outside the numbered layers: the names of Keras, Flax, Hugging Face, torchtitan and
+# Megatron models. A tied embedding reused as the head is named as the embedding.
+_HEAD = re.compile(r"(?:^|[/.])(?:[a-z0-9_]*head|output|output_layer|unembed(?:ding)?|logits|"
+                   r"reverse_embeddings|classifier)(?:[/.]|$)", re.IGNORECASE)
+_EMBEDDING = re.compile(r"(?:^|[/.])(?:[a-z0-9_]*embed(?:ding)?s?(?:_tokens)?|wte|wpe)"
+                        r"(?:[/.]|$)", re.IGNORECASE)
+
+
+def end_role(path: str) -> str | None:
+    """"embedding" or "head" where `path` reads as one, outside the numbered layers.
+
+    >>> end_role("token_embedding/embeddings"), end_role("token_embedding/reverse_embeddings")
+    ('embedding', 'head')
+    >>> end_role("lm_head.weight"), end_role("layers/3/attention/output/kernel")
+    ('head', None)
+    """
+    if LAYER_NUMBER.search(path):
+        return None
+    if _HEAD.search(path):
+        return "head"
+    return "embedding" if _EMBEDDING.search(path) else None
+
+
+def _misplaced_ends(ir: PlanIR, assignments, rule_of) -> list[Diagnostic]:
+    """P367 for a `last` rule that places the embedding, or a `first` rule the head."""
+    rules = ir.stages.rules
+    wrong = {"last": "embedding", "first": "head"}
+    out, said = [], set()
+    for a, r in zip(assignments, rule_of):
+        if r is None or r in said or rules[r].stage[0] not in wrong:
+            continue
+        end = rules[r].stage[0]
+        role = end_role(a.variable.path)
+        if role != wrong[end]:
+            continue
+        said.add(r)
+        right = "first" if end == "last" else "last"
+        out.append(warning(
+            "P367", f"`{a.variable.path}` reads as the {role}, and `{end}` places it on the "
+            f"{end} stage: the {role} runs {right}", rules[r].span, label=f"`-> {end}`",
+            variable=a.variable.path,
+            help=f"place it `-> {right}`; the activations would otherwise cross the whole "
+                 "pipeline and back (a tied embedding used as the head too is named as the "
+                 "embedding: place it where its gradient is meant to be summed)"))
+    return out
 
 
 LAYER_NUMBER = re.compile(r"(?<![^./])\d{1,30}(?![^./])")  # a whole path component: a layer

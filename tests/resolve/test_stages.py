@@ -158,3 +158,23 @@ def test_the_layer_is_read_from_the_group_the_stage_expression_names():
 def test_a_reversed_order_over_the_second_group_is_P364():
     rep = report(rules='  "block/(\\d+)/layers/(\\d+)/w" -> 3 - \\2 / 2', variables=blocks())
     assert "P364" in codes(rep)
+
+
+def test_a_stage_rule_that_matches_nothing_is_P306_with_the_closest_variable():
+    rep = report(rules=RULES.replace('"head"', '"heads"'))
+    [d] = [d for d in rep.diagnostics if d.code == "P306"]
+    assert d.severity.value == "warning" and 'stage rule "heads"' in d.message
+    assert (d.span.line, d.span.column) == (6, 3) and "`head`" in d.help[0]
+
+
+@pytest.mark.parametrize("rules, path", [
+    ('  "embed" -> last\n  "layers/(\\d+)/.*" -> \\1 / 4\n  "head" -> last', "embed"),
+    ('  "embed" -> first\n  "layers/(\\d+)/.*" -> \\1 / 4\n  "head" -> first', "head"),
+])
+def test_an_embedding_placed_last_or_a_head_placed_first_is_P367(rules, path):
+    [d] = [d for d in report(rules=rules).diagnostics if d.code == "P367"]
+    assert d.severity.value == "warning" and d.message.startswith(f"`{path}` reads as the")
+
+
+def test_the_embedding_first_and_the_head_last_are_not_P367():
+    assert "P367" not in [d.code for d in report().diagnostics]
