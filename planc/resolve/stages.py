@@ -87,23 +87,19 @@ class StagePlan:
     imbalance_flops: float | None
     imbalance_bytes: float | None
     diagnostics: tuple[Diagnostic, ...]
-
-    def positions_of_variables(self) -> list[int | None] | None:
-        """Each variable's position (-1: a stacked variable, on every position), or None
-        when a variable has none (the plan has errors)."""
-        out = []
-        spread = set(self.stacked)
-        for i, k in enumerate(self.stage_of):
-            if k is None and i not in spread:
-                return None
-            out.append(-1 if k is None else k % self.positions)
-        return out
+    # What `plan.shardings` places on each device of every position (None while unknown):
+    # a variable a rule places by its path is laid out over the whole mesh, whatever its
+    # stage, and a stacked one holds its position's layers on each.
+    placed_param_bytes: int | None = None
+    placed_state_bytes: int | None = None
 
     def to_dict(self) -> dict:
         return {"axis": self.axis, "schedule": self.schedule,
                 "microbatches": self.microbatches, "positions": self.positions,
                 "stages": [r.to_dict() for r in self.rows], "bubble": self.bubble,
-                "imbalance": {"flops": self.imbalance_flops, "bytes": self.imbalance_bytes}}
+                "imbalance": {"flops": self.imbalance_flops, "bytes": self.imbalance_bytes},
+                "placed": {"param_bytes": self.placed_param_bytes,
+                           "state_bytes": self.placed_state_bytes}}
 
 
 def bubble(positions: int, microbatches: int, virtual: int = 1) -> float:
@@ -223,10 +219,11 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
              for r in rows]
     imbalance_flops = _over_mean(flops)
     imbalance_bytes = _over_mean(sizes) if None not in sizes else None
+    placed_params, placed_state = _placed(ir, per_device, slot_bytes, stage_of, stacked)
     plan = StagePlan(stages.axis, stages.schedule_text, stages.microbatches, positions,
                      tuple(stage_of), tuple(rule_of), tuple(layer_of), tuple(stacked), rows,
                      bubble(positions, stages.microbatches, stages.virtual),
-                     imbalance_flops, imbalance_bytes, ())
+                     imbalance_flops, imbalance_bytes, (), placed_params, placed_state)
     problems += _budget(ir, plan)
     return replace(plan, diagnostics=tuple(problems))
 
@@ -431,6 +428,21 @@ def _rows(ir, assignments, per_device, slot_bytes, stage_of, layer_of, count, po
                                        stages.virtual),
                              min(layers) if layers else None, max(layers) if layers else None))
     return tuple(rows)
+
+
+def _placed(ir, per_device, slot_bytes, stage_of, stacked) -> tuple[int | None, int | None]:
+    """The parameters' and the optimizer state's bytes that `plan.shardings` places on
+    each device of every position: every variable on a stage or stacked over them (a
+    `NamedSharding` cannot hold an array on one position only)."""
+    held = [i for i, s in enumerate(stage_of) if s is not None] + list(stacked)
+    params = [per_device[i] for i in held]
+    if None in params:
+        return None, None
+    k = ir.budget.state if ir.budget else 1
+    if k == 1:
+        return sum(params), None
+    slots = [(slot_bytes[i] if slot_bytes else per_device[i]) for i in held]
+    return sum(params), None if None in slots else (k - 1) * sum(slots)
 
 
 def _order(ir, assignments, stage_of, layer_of) -> list[Diagnostic]:

@@ -109,10 +109,20 @@ def test_a_generous_imbalance_budget_passes():
     assert "P365" not in codes(report(budget="budget(imbalance = 60%)\n"))
 
 
-def test_the_most_loaded_device_is_the_heaviest_positions():
+def test_every_device_holds_every_staged_variable_as_plan_shardings_places_them():
+    # `"embed" -> first` places the embedding's shard on every position's devices too:
+    # plan.shardings lays it out over the whole mesh.
     rep = report()
-    heaviest = max(r.param_bytes for r in rep.stages.rows)
-    assert rep.memory.per_device_bytes == heaviest
+    everything = sum(rep.bytes_per_device)
+    assert rep.memory.per_device_bytes == everything == rep.stages.placed_param_bytes
+    assert rep.memory.per_device_bytes > max(r.param_bytes for r in rep.stages.rows)
+    assert rep.to_dict()["stages"]["placed"] == {"param_bytes": everything,
+                                                 "state_bytes": None}
+
+
+def test_the_placed_state_counts_every_variables_slots():
+    rep = report(budget="budget(per_device = 80 GB, state = 3)\n")
+    assert rep.stages.placed_state_bytes == 2 * sum(rep.bytes_per_device)
 
 
 def test_layers_stacked_over_the_pipeline_axis_need_no_rule():
