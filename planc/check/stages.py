@@ -12,7 +12,7 @@ import re
 
 from planc import limits
 from planc.check.base import CheckerBase
-from planc.check.expression import encode, names_in, nodes_in
+from planc.check.expression import encode, evaluate, names_in, nodes_in
 from planc.diagnostics import Label
 from planc.ir import Mesh, StageRule, Stages
 from planc.syntax import ast
@@ -23,6 +23,7 @@ MULTI_STAGE = {"interleaved": "1f1b", "looped_bfs": "gpipe"}  # each with V = 1
 _UNSAID = re.compile(r"zero|zb|dual", re.IGNORECASE)  # torch's schedules planc cannot say
 _SETTINGS = ("microbatches", "schedule")
 _ENDS = ("first", "last")
+_TRUTH_OPERATORS = ("and", "or", "not", "==", "!=", "<", "<=", ">", ">=")
 
 
 class StagesChecker(CheckerBase):
@@ -185,9 +186,48 @@ class StagesChecker(CheckerBase):
                          "a stage is `first`, `last`, or an integer expression over the "
                          "pattern's groups (`\\1`), params and axis sizes")
                 ok = False
+        ok = self._integer_only(node) and ok
+        if ok:
+            ok = self._no_division_by_zero(node, params, mesh)
         if not ok:
             return None
         return encode(node), tuple(dict.fromkeys(names))
+
+    def _integer_only(self, node) -> bool:
+        """P165 for `and`, `or`, `not` and comparisons: a stage is a number, and these give
+        truth values (`\\1 > 3 and 2` reads as a condition, and is the stage 2 or 0)."""
+        ok = True
+        for n in nodes_in(node):
+            op = n.op if isinstance(n, (ast.BinOp, ast.UnaryOp)) else None
+            if op in _TRUTH_OPERATORS:
+                self.err("P165", f"`{op}` in a stage: a stage is an integer expression, and "
+                         f"`{op}` gives a truth value", n.span, label="not arithmetic",
+                         help="compute the stage with `+ - * / // %` over the groups, params "
+                              "and axis sizes; a stage that depends on a condition is two "
+                              "rules with two patterns")
+                ok = False
+        return ok
+
+    def _no_division_by_zero(self, node, params, mesh: Mesh) -> bool:
+        """P136 for `/ X`, `// X` or `% X` where X is 0 whatever the variable: X reads no
+        group, and its params and axis sizes are known."""
+        env = {n: v for n, (_, v) in params.items() if isinstance(v, int)}
+        env.update((a.name, a.global_size) for a in mesh.axes if a.size is not None)
+        ok = True
+        for n in nodes_in(node):
+            if not (isinstance(n, ast.BinOp) and n.op in ("/", "//", "%")):
+                continue
+            try:
+                divisor = evaluate(encode(n.right), env)
+            except (KeyError, ZeroDivisionError, OverflowError):
+                continue  # a group, an `auto` axis: known once a variable is
+            if divisor == 0:
+                self.err("P136", f"`{n.op}` by zero: the stage cannot be computed for any "
+                         "variable", n.right.span, label="is 0",
+                         help="divide by the layers per stage, e.g. `\\1 / 8` for 8 layers on "
+                              "each stage")
+                ok = False
+        return ok
 
 
 TOO_MANY_STAGES_HELP = ("give the pipeline axis the stages the model is cut into (tens, "

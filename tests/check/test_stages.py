@@ -173,3 +173,23 @@ def test_an_auto_pipeline_axis_bound_to_too_many_stages_is_refused_at_binding():
 def test_a_hundred_thousand_slices_are_refused_at_the_literal():
     d = diagnostic("mesh(data = 2)\nslices(data = 100000)\ndata_parallel\n", "P131")
     assert (d.span.line, d.span.column) == (2, 15) and "1,024" in d.message
+
+
+@pytest.mark.parametrize("stage", ["\\1 / 0", "\\1 // (pipe - 4)", "\\1 % zero"])
+def test_a_division_by_zero_in_a_stage_is_refused_without_a_model(stage):
+    d = diagnostic("param zero = 0\n" + MESH + 'stages(pipe, microbatches = 8) {\n'
+                   f'  "layers/(\\d+)/.*" -> {stage}\n}}\n', "P136")
+    assert d.span.line == 5 and "by zero" in d.message
+
+
+def test_a_divisor_read_from_a_group_waits_for_the_model():
+    plan = loads('stages(pipe, microbatches = 8) {\n  "layers/(\\d+)/(\\d+)" -> \\1 / \\2\n}\n')
+    assert plan.ir.stages.rules[0].stage[0] == "binary"
+
+
+@pytest.mark.parametrize("stage, op", [("\\1 / 4 or 1", "or"), ("\\1 and 3", "and"),
+                                       ("not \\1", "not"), ("\\1 > 3", ">")])
+def test_truth_operators_in_a_stage_are_refused(stage, op):
+    d = diagnostic(MESH + f'stages(pipe, microbatches = 8) {{\n  "layers/(\\d+)/.*" -> {stage}\n}}\n',
+                   "P165")
+    assert d.message.startswith(f"`{op}` in a stage") and d.span.line == 4

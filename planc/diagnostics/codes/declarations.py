@@ -243,6 +243,13 @@ ENTRIES = {
         why='A plan is reviewed as text: such a character makes a line read in another order than it runs, or two patterns that look alike match different paths.',
         example='a pattern copied from a model path that holds U+202E',
         fix='Remove it; in a pattern, write it as an escape (`\\u202e`), which matches it and shows what it is. `planc suggest` writes such characters as escapes.'),
+    'P136': dict(
+        severity='error',
+        title='stage expression divides by zero',
+        what='a stage rule that divides (`/`, `//`) or takes a remainder (`%`) by an expression that is 0 whatever the variable: it reads no group, and its params and axis sizes are known',
+        why='No variable the rule matches would get a stage; found at check time, the plan is refused before any model is read.',
+        example='`"layers/(\\d+)/.*" -> \\1 / 0`',
+        fix='Divide by the layers per stage (`\\1 / 8`).'),
     'P140': dict(
         severity='error',
         title='unknown memory after `on`',
@@ -320,4 +327,11 @@ ENTRIES = {
         why='The budget bounds stages that do not exist: a `stages` statement was probably lost.',
         example='`budget(imbalance = 10%)` alone',
         fix='Add the `stages` statement, or remove `imbalance =`.'),
+    'P165': dict(
+        severity='error',
+        title='truth value in a stage expression',
+        what='`and`, `or`, `not` or a comparison (`==`, `<`, ...) in a stage rule\'s expression',
+        why='A stage is an integer; these give truth values, and `\\1 > 3 and 2` would read as a condition while it computes the stage 2 or 0.',
+        example='`"layers/(\\d+)/.*" -> \\1 / 4 or 1`',
+        fix='Compute the stage with `+ - * / // %`; a stage that depends on a condition is two rules with two patterns.'),
 }
