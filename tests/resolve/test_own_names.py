@@ -98,9 +98,18 @@ def test_a_taken_name_of_a_variable_warns_with_the_entries_that_were_taken():
 
 
 def test_an_unused_name_is_a_note():
-    rep = report(TABLE + "axes {\n  experts -> tp\n}\n")
+    rep = report(TABLE.replace("  norm -> _\n", "  norm -> _\n  experts -> tp\n"))
     [d] = [d for d in rep.diagnostics if d.code == "P345"]
     assert d.severity.value == "note" and "`experts`" in d.message
+
+
+def test_ten_thousand_unused_names_are_one_note_naming_the_first_few():
+    unused = "".join(f"  unused_{i} -> tp\n" for i in range(10_000))
+    rep = report(TABLE.replace("  norm -> _\n", "  norm -> _\n" + unused))
+    [d] = [d for d in rep.diagnostics if d.code == "P345"]
+    assert d.message.startswith("10,000 logical names, `unused_0`, `unused_1`, `unused_2`, "
+                                "`unused_3`, `unused_4` and 9995 more, are written in no layout")
+    assert len(d.secondary) == 4
 
 
 def test_a_variable_indivisible_by_its_names_axes_is_P303():
