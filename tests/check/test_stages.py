@@ -193,3 +193,8 @@ def test_truth_operators_in_a_stage_are_refused(stage, op):
     d = diagnostic(MESH + f'stages(pipe, microbatches = 8) {{\n  "layers/(\\d+)/.*" -> {stage}\n}}\n',
                    "P165")
     assert d.message.startswith(f"`{op}` in a stage") and d.span.line == 4
+
+
+def test_a_budget_with_nothing_to_bound_names_imbalance_among_its_settings():
+    d = diagnostic(MESH + "budget(state = 3)\n", "P119")
+    assert "`imbalance = PERCENT`" in d.message and "budget(imbalance = 10%)" in d.help[0]

@@ -85,6 +85,14 @@ def test_names_that_do_not_fit_the_rank_are_an_error_naming_the_variable():
     assert d.is_error and d.variable == "w" and "names 1 dimension" in d.message
 
 
+def test_the_names_of_a_misfit_are_written_in_one_pair_of_parentheses():
+    rep = report(TABLE, [Variable("w", (4, 4), "float32", ("embed",)),
+                         Variable("v", (4, 4), "float32", ("embed", "embed"))])
+    messages = [d.message for d in rep.diagnostics if d.code == "P344"]
+    assert sorted(messages) == ["`v` names two dimensions `embed` (embed, embed)",
+                                "`w` [4, 4] names 1 dimension (embed) but has 2"]
+
+
 def test_one_name_on_two_dimensions_is_an_error():
     rep = report(TABLE, [Variable("w", (4, 4), "float32", ("embed", "embed"))])
     assert [d.code for d in rep.diagnostics if d.is_error] == ["P344"]
