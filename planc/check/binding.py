@@ -9,6 +9,7 @@ from __future__ import annotations
 from planc import limits
 from planc.check.conditions import evaluate_check, sizes_env
 from planc.diagnostics import Diagnostic, PlanError, Span, error
+from planc.diagnostics.text import counted
 from planc.frozen import Frozen
 from planc.check.stages import TOO_MANY_STAGES_HELP, too_many_stages
 from planc.ir import Mesh, PlanIR
@@ -77,9 +78,10 @@ def _mesh_on(ir: PlanIR, devices: int) -> Mesh | Diagnostic:
         return mesh._replace(axes=tuple(a._replace(size=size) if a is auto else a
                                         for a in mesh.axes))
     if auto is None:
-        why = f"the mesh needs exactly {fixed} devices ({_shape_text(mesh)}), not {devices}"
+        why = (f"the mesh needs exactly {counted(fixed, 'device')} ({_shape_text(mesh)}), "
+               f"not {devices}")
     else:
-        why = (f"{devices} devices cannot be split into {_shape_text(mesh)}: "
+        why = (f"{counted(devices, 'device')} cannot be split into {_shape_text(mesh)}: "
                f"{devices} is not a multiple of {fixed}")
     return error("P201", f"device count does not fit the mesh: {why}",
                  mesh.span or Span.start_of(ir.file), label="this mesh", devices=devices,

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from planc.check.conditions import sizes_env
 from planc.check.expression import evaluate
 from planc.diagnostics import Diagnostic, Label, PlanError, error, warning
+from planc.diagnostics.text import counted
 from planc.ir import PlanIR, StageRule
 from planc.matching import Matcher
 from planc.matching.python_re import python_regex
@@ -210,7 +211,7 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
         problems.append(error(
             "P363", f"stage{'s' if len(empty) > 1 else ''} {shown} of {count} "
             f"{'have' if len(empty) > 1 else 'has'} no variable", stages.span,
-            label="these stages", help=f"{count} stages over fewer layers: use a smaller "
+            label="these stages", help=f"{counted(count, 'stage')} over fewer layers: use a smaller "
             f"`{stages.axis}` axis, or spread the layers over every stage"))
     problems += _order(ir, assignments, stage_of, layer_of)
     problems += _pipeline_axis(ir, assignments, stage_of)
@@ -257,7 +258,8 @@ def _stage(rule: StageRule, path: str, count: int, env: dict, mode: str, compile
     except (ZeroDivisionError, OverflowError) as exc:
         return None, layer, f"its stage cannot be computed ({exc})"
     if isinstance(stage, bool) or not 0 <= stage < count:
-        return None, layer, f"stage {stage} is outside the {count} stages (0 to {count - 1})"
+        return None, layer, (f"stage {stage} is outside the {counted(count, 'stage')} "
+                                   f"(0 to {count - 1})")
     return stage, layer, None
 
 
