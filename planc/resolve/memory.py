@@ -140,14 +140,15 @@ def itemised_bytes(ir: PlanIR, assignments, per_device, slots, sizes) -> Itemise
 
 def memory_summary(ir: PlanIR, assignments, per_device, nbytes, replicated, total: int,
                    count: int | None, n_variables: int,
-                   kinds: ItemisedBytes | None = None) -> MemorySummary:
+                   kinds: ItemisedBytes | None = None, positions=None) -> MemorySummary:
     """The summary of `assignments` on `count` devices (None: unknown); `per_device`,
     `nbytes` and `replicated` run parallel to them, `total` is every variable's bytes.
     `kinds` itemises device and host memory (a plan with `state` or `on host` rules).
-    With `stages`, every device holds every variable's shard, as `plan.shardings` places
-    them: a variable a stage rule places by its path is laid out over the whole mesh."""
+    `positions`, parallel too, is each variable's pipeline position (`stages`): a device
+    holds the variables of its position only, so the most loaded is the heaviest
+    position's."""
     known = bool(assignments) and None not in per_device
-    most = sum(per_device) if known else None
+    most = _heaviest(per_device, positions) if known else None
     ideal = total / count if count else None
     overhead = (most / ideal) if (most is not None and ideal) else None
     copies = ()
@@ -163,11 +164,26 @@ def memory_summary(ir: PlanIR, assignments, per_device, nbytes, replicated, tota
     device, host = list(kinds.device), list(kinds.host)
     return summary._replace(
         itemised=True,
-        device_bytes=sum(device) if assignments and None not in device
+        device_bytes=_heaviest(device, positions) if assignments and None not in device
         else None,
-        host_bytes=sum(host) if assignments and None not in host else None,
+        host_bytes=_heaviest(host, positions) if assignments and None not in host else None,
         host_budget_bytes=budget.host if budget else None,
         largest_device=_largest(assignments, device), largest_host=_largest(assignments, host))
+
+
+def _heaviest(values, positions) -> int:
+    """The sum of `values`, or, by pipeline `positions`, the largest position's sum (a
+    position of -1: on every position, as a variable stacked over the stages)."""
+    if positions is None:
+        return sum(values)
+    sums: dict = {}
+    everywhere = 0
+    for v, p in zip(values, positions):
+        if p == -1:
+            everywhere += v
+        else:
+            sums[p] = sums.get(p, 0) + v
+    return max(sums.values(), default=0) + everywhere
 
 
 def _largest(assignments, values) -> tuple[tuple[str, int], ...]:

@@ -94,6 +94,20 @@ class StagePlan:
     placed_param_bytes: int | None = None
     placed_state_bytes: int | None = None
 
+    def positions_of_variables(self) -> list[int | None] | None:
+        """Each variable's position (-1: on every position), or None when a variable has
+        none (the plan has errors). With stacked layers the pipeline is `plan.pipeline`'s,
+        and `plan.shardings` lays a variable a stage rule places by its path out over the
+        whole mesh: on every position. With numbered layers only, the runtimes that run
+        them (torch, Megatron) place each stage's modules on its own ranks."""
+        out = []
+        spread = set(self.stacked)
+        for i, k in enumerate(self.stage_of):
+            if k is None and i not in spread:
+                return None
+            out.append(-1 if k is None or spread else k % self.positions)
+        return out
+
     def to_dict(self) -> dict:
         return {"axis": self.axis, "schedule": self.schedule,
                 "microbatches": self.microbatches, "positions": self.positions,

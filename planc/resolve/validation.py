@@ -159,8 +159,9 @@ def _finish(ir: PlanIR, assignments, found: list[Diagnostic], devices: int | Non
         staged = place_stages(ir, assignments, per_device, kinds.slot if kinds else None)
         if staged is not None:
             found += staged.diagnostics
+    positions = staged.positions_of_variables() if staged is not None else None
     memory = memory_summary(ir, assignments, per_device, sizes_of, replicated, total, count,
-                            len(variables), kinds)
+                            len(variables), kinds, positions)
     if resolver is not None:
         found += budget_findings(ir, memory)
         found += large_replicated_findings(ir, assignments, sizes_of, replicated, count, sizes)

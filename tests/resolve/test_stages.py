@@ -109,15 +109,33 @@ def test_a_generous_imbalance_budget_passes():
     assert "P365" not in codes(report(budget="budget(imbalance = 60%)\n"))
 
 
-def test_every_device_holds_every_staged_variable_as_plan_shardings_places_them():
-    # `"embed" -> first` places the embedding's shard on every position's devices too:
-    # plan.shardings lays it out over the whole mesh.
+def test_with_numbered_layers_the_most_loaded_device_is_the_heaviest_positions():
+    # Numbered layers are pipelined by torch or Megatron, which place each stage's
+    # modules on its own ranks.
+    rep = report()
+    heaviest = max(r.param_bytes for r in rep.stages.rows)
+    assert rep.memory.per_device_bytes == heaviest
+
+
+def test_plan_shardings_places_every_staged_variable_on_every_position():
     rep = report()
     everything = sum(rep.bytes_per_device)
-    assert rep.memory.per_device_bytes == everything == rep.stages.placed_param_bytes
-    assert rep.memory.per_device_bytes > max(r.param_bytes for r in rep.stages.rows)
+    assert rep.stages.placed_param_bytes == everything > rep.memory.per_device_bytes
     assert rep.to_dict()["stages"]["placed"] == {"param_bytes": everything,
                                                  "state_bytes": None}
+
+
+def test_with_stacked_layers_the_embedding_and_head_count_on_every_position():
+    # plan.pipeline runs stacked layers, and plan.shardings lays `"embed" -> first` out
+    # over the whole mesh: every position holds the embedding and the head.
+    stacked = [Variable("embed", (1000, 64)), Variable("layers/w", (16, 64, 256)),
+               Variable("head", (64, 1000))]
+    text = ("mesh(pipe = 4, fsdp = 2)\nmodel_parallel(batch = fsdp)\n"
+            'stages(pipe, microbatches = 8) {\n  "embed" -> first\n  "head" -> last\n}\n'
+            'layout {\n  "layers/w" -> (pipe, fsdp, _)\n  default -> (fsdp, _)\n}\n')
+    rep = planc.loads(text).validate(stacked, 8)
+    assert rep.memory.per_device_bytes == sum(rep.bytes_per_device) == (
+        rep.stages.placed_param_bytes)
 
 
 def test_the_placed_state_counts_every_variables_slots():
