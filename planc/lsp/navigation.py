@@ -113,7 +113,8 @@ def name_hover(word: str, kind: str, span: Span, ir: PlanIR | None) -> str:
             return (f"**mesh axis** `{word}` (its size once the plan's errors are fixed)"
                     f"\n\ndeclared at {where}")
         shown = "auto (sized by the device count)" if size is None else str(size)
-        return f"**mesh axis** `{word}`: {shown} device{'' if shown == '1' else 's'}\n\ndeclared at {where}"
+        devices = "device" if shown == "1" else "devices"
+        return f"**mesh axis** `{word}`: {shown} {devices}\n\ndeclared at {where}"
     if kind == "logical":
         entries = [e for e in ir.logical_axes if e.name == word] if ir is not None else []
         if not entries:

@@ -169,7 +169,8 @@ class Report(Frozen):
 
         text = render_text(self.diagnostics, self.sources, color=color)
         width = max(len(k) for k, _ in self.summary_lines())
-        head = f"plan {self.plan_name}" + (f" on {counted(self.devices, 'device')}" if self.devices else "")
+        head = f"plan {self.plan_name}" + (f" on {counted(self.devices, 'device')}"
+                                           if self.devices else "")
         summary = "\n".join([head] + [f"  {k.ljust(width)}  {v}" for k, v in self.summary_lines()])
         return (text + "\n\n" if text else "") + summary
 

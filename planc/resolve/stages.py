@@ -225,8 +225,8 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
         problems.append(error(
             "P363", f"stage{'s' if len(empty) > 1 else ''} {shown} of {count} "
             f"{'have' if len(empty) > 1 else 'has'} no variable", stages.span,
-            label="these stages", help=f"{counted(count, 'stage')} over fewer layers: use a smaller "
-            f"`{stages.axis}` axis, or spread the layers over every stage"))
+            label="these stages", help=f"{counted(count, 'stage')} over fewer layers: use a "
+            f"smaller `{stages.axis}` axis, or spread the layers over every stage"))
     problems += _order(ir, assignments, stage_of, layer_of)
     problems += _pipeline_axis(ir, assignments, stage_of)
     flops = [r.flops_per_token for r in rows]
@@ -273,7 +273,7 @@ def _stage(rule: StageRule, path: str, count: int, env: dict, mode: str, compile
         return None, layer, f"its stage cannot be computed ({exc})"
     if isinstance(stage, bool) or not 0 <= stage < count:
         return None, layer, (f"stage {stage} is outside the {counted(count, 'stage')} "
-                                   f"(0 to {count - 1})")
+                             f"(0 to {count - 1})")
     return stage, layer, None
 
 

@@ -190,8 +190,8 @@ def test_a_divisor_read_from_a_group_waits_for_the_model():
 @pytest.mark.parametrize("stage, op", [("\\1 / 4 or 1", "or"), ("\\1 and 3", "and"),
                                        ("not \\1", "not"), ("\\1 > 3", ">")])
 def test_truth_operators_in_a_stage_are_refused(stage, op):
-    d = diagnostic(MESH + f'stages(pipe, microbatches = 8) {{\n  "layers/(\\d+)/.*" -> {stage}\n}}\n',
-                   "P165")
+    d = diagnostic(MESH + 'stages(pipe, microbatches = 8) {\n'
+                   f'  "layers/(\\d+)/.*" -> {stage}\n}}\n', "P165")
     assert d.message.startswith(f"`{op}` in a stage") and d.span.line == 4
 
 

@@ -203,7 +203,8 @@ def test_a_variable_a_stage_rule_places_counts_on_every_position_within_one_perc
     # understated position 1's arguments.
     text = (PLAN.replace("stages(pipe, microbatches = 4) {}",
                          'stages(pipe, microbatches = 4) {\n    "embed" -> first\n}')
-            .replace('"w2" -> (pipe, _, fsdp)', '"w2" -> (pipe, _, fsdp)\n    "embed" -> (fsdp, _)'))
+            .replace('"w2" -> (pipe, _, fsdp)',
+                     '"w2" -> (pipe, _, fsdp)\n    "embed" -> (fsdp, _)'))
     plan = planc.loads(text)
     run, opt = plan.pipeline(mlp), optax.adam(1e-3)
 
