@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from planc import limits
 from planc.check.conditions import evaluate_check, sizes_env
+from planc.check.stages import TOO_MANY_STAGES_HELP, too_many_stages
 from planc.diagnostics import Diagnostic, PlanError, Span, error
 from planc.diagnostics.text import counted
 from planc.frozen import Frozen
-from planc.check.stages import TOO_MANY_STAGES_HELP, too_many_stages
 from planc.ir import Mesh, PlanIR
 
 class Binding(Frozen):
