@@ -16,7 +16,8 @@ from planc.ir import Mesh, PlanIR
 
 class Binding(Frozen):
     """What binding found: the bound IR (None when the mesh cannot take the count), and
-    the problems (P201 for the mesh; P118 and P122 for `check`s that fail)."""
+    the problems (P201 for the mesh, P129 for a pipeline `auto` makes too long; P118 and
+    P122 for `check`s that fail)."""
 
     ir: PlanIR | None
     problems: tuple[Diagnostic, ...] = ()
