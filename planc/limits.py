@@ -17,3 +17,10 @@ MAX_PATH_LENGTH = 65_536  # variable paths longer than this are refused by the r
 # and 1,000,000 crashed it), and XLA:CPU's simulated devices each own a thread pool.
 MAX_TOPOLOGY_DEVICES = 32_768
 MAX_CPU_DEVICES = 4_096
+# Pipeline stages: the report, the resolver and the targets build a row (and schedules a
+# loop) per stage, so V virtual stages of `interleaved(V)` at 10^8 exhausted memory; the
+# largest pipelines run tens of stages (Megatron's interleaved runs a few per position).
+MAX_VIRTUAL_STAGES = 1_024
+MAX_STAGES = 4_096  # size(pipeline axis) x V, also once `auto` is bound
+# Slices of a multi-slice mesh: each is a TPU slice, and the largest jobs run hundreds.
+MAX_SLICES = 1_024

@@ -72,7 +72,9 @@ def plans(near: bool = True):
                       string.map(lambda t: [t]), name.map(lambda t: [t]), env_call,
                       st.sampled_from((["1f1b"], ["gpipe"], ["interleaved", "(", "2", ")"],
                                        ["interleaved", "(", "0", ")"], ["10%"], ["12.5 %"],
-                                       ["0%"], ["120 ms"])))
+                                       ["0%"], ["120 ms"], ["looped_bfs", "(", "3", ")"],
+                                       ["interleaved", "(", "3000000", ")"],
+                                       ["looped_bfs", "(", "1000000000000", ")"])))
 
     def kwargs(keys):
         pair = st.builds(lambda k, v: [k, "="] + v, keys, value)
@@ -113,7 +115,9 @@ def plans(near: bool = True):
     logical = st.lists(st.builds(lambda n, t: [n, "->"] + t, name, targets), max_size=4).map(
         lambda es: ["axes", "{"] + [t for e in es for t in e] + ["}"])
     stage = st.one_of(st.sampled_from((["first"], ["last"], ["\\1", "/", "2"], ["\\2"],
-                                       ["\\1", "-", "1"], ["first", "+", "1"])), expr)
+                                       ["\\1", "-", "1"], ["first", "+", "1"],
+                                       ["\\1", "/", "0"], ["\\1", "%", "(", "2", "-", "2", ")"],
+                                       ["\\1", "and", "2"], ["\\2", "/", "\\1"])), expr)
     stage_rules = st.lists(st.builds(lambda p, v: [p, "->"] + v, string, stage), max_size=4)
     stages = st.builds(
         lambda a, k, rs: ["stages", "(", a] + ([","] + k if k else []) + [")", "{"]
@@ -318,6 +322,15 @@ def hostile_inputs() -> dict[str, bytes]:
         "bad UTF-8": head + b"\xff\xfe\xfd",
         "a lone surrogate in UTF-8": head + b'layout { "\xed\xa0\x80" -> replicated }',
         "terminal escapes": head + b'check 1 == 2, "\x1b[2J\x1b[31mfine\xe2\x80\xae"',
+        "a hundred million pipeline stages": b"mesh(pipe = 100000000, fsdp = 2)\n"
+                                             b"model_parallel(batch = fsdp)\n"
+                                             b"stages(pipe, microbatches = 8) {}\n",
+        "10^12 virtual stages": head + b"stages(model, microbatches = 8, schedule = "
+                                       b"interleaved(1000000000000)) {}\n",
+        "100,000 slices": head + b"slices(batch = 100000)\n",
+        "10,000 unused axis names": head + b"axes {\n" + b"".join(
+            b"n%d -> model\n" % i for i in range(10_000)) + b"}\n",
+        "two axes tables": head + b"axes {\n  a -> model\n}\naxes {\n  b -> model\n}\n",
         "empty": b"",
         "only whitespace": b" \t\r\n\x0c" * 1000,
     }

@@ -21,7 +21,10 @@ class LogicalAxes(CheckerBase):
 
     def _logical_axes(self, statements, mesh: Mesh) -> tuple[LogicalAxis, ...]:
         axis_names = self._axis_set(mesh)
-        rules = [r for section in statements.axes for r in section.rules]
+        # One table, as one `stages`: two would merge silently, and which entry is a
+        # name's fallback would hang on the order the blocks were written or included in.
+        self._once(statements.axes, "`axes` table")
+        rules = [r for section in statements.axes[:1] for r in section.rules]
         names = {r.name.text for r in rules} - axis_names
         table: list[LogicalAxis] = []
         earlier: dict[str, list[LogicalAxis]] = {}

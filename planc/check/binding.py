@@ -6,14 +6,18 @@ lint and the targets all call it.
 
 from __future__ import annotations
 
+from planc import limits
 from planc.check.conditions import evaluate_check, sizes_env
+from planc.check.stages import TOO_MANY_STAGES_HELP, too_many_stages
 from planc.diagnostics import Diagnostic, PlanError, Span, error
+from planc.diagnostics.text import counted
 from planc.frozen import Frozen
 from planc.ir import Mesh, PlanIR
 
 class Binding(Frozen):
     """What binding found: the bound IR (None when the mesh cannot take the count), and
-    the problems (P201 for the mesh; P118 and P122 for `check`s that fail)."""
+    the problems (P201 for the mesh, P129 for a pipeline `auto` makes too long; P118 and
+    P122 for `check`s that fail)."""
 
     ir: PlanIR | None
     problems: tuple[Diagnostic, ...] = ()
@@ -34,6 +38,15 @@ def bind(ir: PlanIR, devices: int) -> Binding:
     mesh = _mesh_on(ir, devices)
     if isinstance(mesh, Diagnostic):
         return Binding(None, (mesh,))
+    stages = ir.stages
+    if stages is not None and mesh.auto_axis is None and ir.mesh.auto_axis is not None:
+        count = stages.count(mesh)
+        if count > limits.MAX_STAGES:
+            auto = ir.mesh.auto_axis
+            return Binding(None, (error(
+                "P129", too_many_stages(stages.axis, mesh.size_of(stages.axis), stages.virtual)
+                + f" at {devices:,} devices", auto.span or mesh.span, label="`auto` binds here",
+                devices=devices, help=TOO_MANY_STAGES_HELP),))
     env = sizes_env(ir.param_dict, mesh)
     problems = tuple(p for c in ir.checks if (p := evaluate_check(c, env, devices)))
     if mesh is ir.mesh:
@@ -66,9 +79,10 @@ def _mesh_on(ir: PlanIR, devices: int) -> Mesh | Diagnostic:
         return mesh._replace(axes=tuple(a._replace(size=size) if a is auto else a
                                         for a in mesh.axes))
     if auto is None:
-        why = f"the mesh needs exactly {fixed} devices ({_shape_text(mesh)}), not {devices}"
+        why = (f"the mesh needs exactly {counted(fixed, 'device')} ({_shape_text(mesh)}), "
+               f"not {devices}")
     else:
-        why = (f"{devices} devices cannot be split into {_shape_text(mesh)}: "
+        why = (f"{counted(devices, 'device')} cannot be split into {_shape_text(mesh)}: "
                f"{devices} is not a multiple of {fixed}")
     return error("P201", f"device count does not fit the mesh: {why}",
                  mesh.span or Span.start_of(ir.file), label="this mesh", devices=devices,

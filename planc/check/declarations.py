@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from planc import limits
 from planc.check.base import CheckerBase, listing
 from planc.diagnostics import Label, Span
 from planc.ir import Mesh, MeshAxis
@@ -123,6 +124,12 @@ class Declarations(CheckerBase):
                          label="named again")
                 continue
             v = self._int_value(kw.value, params, f"the slice count of `{n}`")
+            if v is not None and v > limits.MAX_SLICES:
+                self.err("P131", f"`{n}` spans {v:,} slices: more than {limits.MAX_SLICES:,}",
+                         kw.value.span, label="too many slices",
+                         help="give the number of slices the job spans (each is a TPU slice "
+                              "joined over the data-center network)")
+                continue
             if v is not None:
                 counts[n] = v
         return Mesh(tuple(MeshAxis(a.name, a.size, a.span, counts.get(a.name, 1))

@@ -48,10 +48,13 @@ class Settings(CheckerBase):
                 and imbalance is None):
             if not given & {"per_device", "host", "peak", "step", "imbalance"}:
                 self.err("P119", "`budget` needs `per_device = SIZE`, `host = SIZE`, "
-                         "`peak = SIZE` or `step = DURATION`", stmt.span, label="no size",
+                         "`peak = SIZE`, `step = DURATION` or `imbalance = PERCENT`",
+                         stmt.span, label="no size",
                          help="e.g. `budget(per_device = 80 GB)`, `budget(peak = 16 GiB)` "
-                         "for the compiled step's peak (`planc aot`), or `budget(step = "
-                         "120 ms)` for its predicted time (`planc cost`)")
+                         "for the compiled step's peak (`planc aot`), `budget(step = "
+                         "120 ms)` for its predicted time (`planc cost`), or "
+                         "`budget(imbalance = 10%)` for the largest pipeline stage over the "
+                         "mean")
             return None
         if any(k in given and v is None
                for k, v in (("per_device", per_device), ("host", host), ("peak", peak),

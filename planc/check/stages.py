@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
+from planc import limits
 from planc.check.base import CheckerBase
-from planc.check.expression import encode, names_in, nodes_in
+from planc.check.expression import encode, evaluate, names_in, nodes_in
 from planc.diagnostics import Label
 from planc.ir import Mesh, StageRule, Stages
 from planc.syntax import ast
@@ -22,6 +23,7 @@ MULTI_STAGE = {"interleaved": "1f1b", "looped_bfs": "gpipe"}  # each with V = 1
 _UNSAID = re.compile(r"zero|zb|dual", re.IGNORECASE)  # torch's schedules planc cannot say
 _SETTINGS = ("microbatches", "schedule")
 _ENDS = ("first", "last")
+_TRUTH_OPERATORS = ("and", "or", "not", "==", "!=", "<", "<=", ">", ">=")
 
 
 class StagesChecker(CheckerBase):
@@ -77,10 +79,20 @@ class StagesChecker(CheckerBase):
                      label="not a multiple", help=f"use {((microbatches // size) + 1) * size} "
                      "microbatches, or `schedule = 1f1b`")
             ok = False
+        if ok and size is not None and size * virtual > limits.MAX_STAGES:
+            self._too_many_stages(statements, axis, size, virtual)
+            ok = False
         rules = self._stage_rules(stmt, params, mesh)
         if not ok or rules is None:
             return None
         return Stages(axis, microbatches, schedule, virtual, rules, stmt.span)
+
+    def _too_many_stages(self, statements, axis: str, size: int, virtual: int) -> None:
+        decl = next((d for m in statements.mesh[:1] for d in m.axes if d.name.text == axis),
+                    None)
+        where = decl.size.span if decl is not None else statements.stages[0].axis.span
+        self.err("P129", too_many_stages(axis, size, virtual), where,
+                 label="the pipeline axis", help=TOO_MANY_STAGES_HELP)
 
     def _schedule(self, node) -> tuple[str, int] | None:
         if isinstance(node, ast.Name) and node.text in ("gpipe", "1f1b"):
@@ -90,6 +102,12 @@ class StagesChecker(CheckerBase):
             if v < 1:
                 self.err("P161", f"`{name}({v})`: the virtual stages per position must be "
                          "a positive integer", node.arg.span, label="not positive")
+                return None
+            if v > limits.MAX_VIRTUAL_STAGES:
+                self.err("P128", f"`{name}({v:,})`: more than {limits.MAX_VIRTUAL_STAGES:,} "
+                         "virtual stages per position", node.arg.span, label="too many",
+                         help="a position runs a few chunks of its layers, e.g. "
+                              f"`{name}(2)`; planc builds a row for every stage")
                 return None
             # One stage per position: `interleaved(1)` is 1F1B, `looped_bfs(1)` GPipe.
             return (name, v) if v > 1 else (MULTI_STAGE[name], 1)
@@ -168,9 +186,59 @@ class StagesChecker(CheckerBase):
                          "a stage is `first`, `last`, or an integer expression over the "
                          "pattern's groups (`\\1`), params and axis sizes")
                 ok = False
+        ok = self._integer_only(node) and ok
+        if ok:
+            ok = self._no_division_by_zero(node, params, mesh)
         if not ok:
             return None
         return encode(node), tuple(dict.fromkeys(names))
+
+    def _integer_only(self, node) -> bool:
+        """P165 for `and`, `or`, `not` and comparisons: a stage is a number, and these give
+        truth values (`\\1 > 3 and 2` reads as a condition, and is the stage 2 or 0)."""
+        ok = True
+        for n in nodes_in(node):
+            op = n.op if isinstance(n, (ast.BinOp, ast.UnaryOp)) else None
+            if op in _TRUTH_OPERATORS:
+                self.err("P165", f"`{op}` in a stage: a stage is an integer expression, and "
+                         f"`{op}` gives a truth value", n.span, label="not arithmetic",
+                         help="compute the stage with `+ - * / // %` over the groups, params "
+                              "and axis sizes; a stage that depends on a condition is two "
+                              "rules with two patterns")
+                ok = False
+        return ok
+
+    def _no_division_by_zero(self, node, params, mesh: Mesh) -> bool:
+        """P136 for `/ X`, `// X` or `% X` where X is 0 whatever the variable: X reads no
+        group, and its params and axis sizes are known."""
+        env = {n: v for n, (_, v) in params.items() if isinstance(v, int)}
+        env.update((a.name, a.global_size) for a in mesh.axes if a.size is not None)
+        ok = True
+        for n in nodes_in(node):
+            if not (isinstance(n, ast.BinOp) and n.op in ("/", "//", "%")):
+                continue
+            try:
+                divisor = evaluate(encode(n.right), env)
+            except (KeyError, ZeroDivisionError, OverflowError):
+                continue  # a group, an `auto` axis: known once a variable is
+            if divisor == 0:
+                self.err("P136", f"`{n.op}` by zero: the stage cannot be computed for any "
+                         "variable", n.right.span, label="is 0",
+                         help="divide by the layers per stage, e.g. `\\1 / 8` for 8 layers on "
+                              "each stage")
+                ok = False
+        return ok
+
+
+TOO_MANY_STAGES_HELP = ("give the pipeline axis the stages the model is cut into (tens, "
+                        "not thousands), and the other devices to data or FSDP axes")
+
+
+def too_many_stages(axis: str, size: int, virtual: int) -> str:
+    """P129's message: `axis` of `size` devices, `virtual` stages on each, is too many."""
+    each = f" x {virtual:,} virtual" if virtual > 1 else ""
+    return (f"{size * virtual:,} pipeline stages (`{axis}` = {size:,}{each}): more than "
+            f"{limits.MAX_STAGES:,}")
 
 
 def _groups_in(node):

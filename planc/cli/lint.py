@@ -201,7 +201,7 @@ def _summary(result, diags) -> str:
     else:
         against = ", none against a model (give --model, or `model \"PATH\"` in the plan)"
     counts = sorted(result.counts)
-    at = (f"at {', '.join(map(str, counts))} devices" if counts
+    at = (f"at {', '.join(map(str, counts))} device{'' if counts == [1] else 's'}" if counts
           else "without a device count (--devices N,...)")
     found = [f"{n} {k[:-1] if n == 1 else k}" for k, n in _counts(diags).items() if n]
     return f"checked {plans}{against}, {at}: " + (", ".join(found) or "no problems")

@@ -41,6 +41,15 @@ def render_text(diags, sources: dict[str, str], color: bool = False) -> str:
     return buf.getvalue()
 
 
+def counted(n: int, noun: str) -> str:
+    """`n` and `noun`, in the plural unless `n` is 1.
+
+    >>> counted(1, "device"), counted(8, "device"), counted(0, "stage")
+    ('1 device', '8 devices', '0 stages')
+    """
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _summary(diags) -> str:
     counts = severity_counts(diags)
     parts = [f"{n} {s.value}{'s' if n != 1 else ''}" for s in Severity

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from planc.diagnostics import CODES, Diagnostic, Span
+from planc.diagnostics.text import counted
 from planc.ir import PlanIR, Rule, named_layout_text
 from planc.syntax import Statements
 from planc.syntax.keywords import CONTEXTUAL, RESERVED
@@ -112,7 +113,8 @@ def name_hover(word: str, kind: str, span: Span, ir: PlanIR | None) -> str:
             return (f"**mesh axis** `{word}` (its size once the plan's errors are fixed)"
                     f"\n\ndeclared at {where}")
         shown = "auto (sized by the device count)" if size is None else str(size)
-        return f"**mesh axis** `{word}`: {shown} devices\n\ndeclared at {where}"
+        devices = "device" if shown == "1" else "devices"
+        return f"**mesh axis** `{word}`: {shown} {devices}\n\ndeclared at {where}"
     if kind == "logical":
         entries = [e for e in ir.logical_axes if e.name == word] if ir is not None else []
         if not entries:
@@ -165,7 +167,7 @@ def rule_hover(rule: Rule, report=None, limit: int = 20) -> str:
             zip(report.assignments, report.shard_shapes, report.bytes_per_device)
             if a.rule == rule]
     lines = [head, "", f"lays out {len(rows)} variable{'s' if len(rows) != 1 else ''}"
-             + (f" on {report.devices} devices" if report.devices else ""), ""]
+             + (f" on {counted(report.devices, 'device')}" if report.devices else ""), ""]
     if rows:
         lines += ["| variable | shape | layout | shard | per device |", "|---|---|---|---|---|"]
     for a, shape, nbytes in rows[:limit]:

@@ -53,7 +53,7 @@ import shutil
 import sys
 
 from planc.diagnostics import severity_counts
-from planc.diagnostics.text import visible
+from planc.diagnostics.text import counted, visible
 from planc.ir import Dim, layout_text, named_layout_text
 from planc.resolve import Report, human_bytes, variable_dict
 from planc.variables import Variable
@@ -259,7 +259,7 @@ def _strip_trailing(text: str) -> str:
 def _print_header(console, plan, report: Report) -> None:
     mesh = " x ".join(f"{k}={'auto' if v is None else v}" for k, v in report.mesh.items())
     if console.plain:
-        devices = f" = {report.devices} devices" if report.devices else ""
+        devices = f" = {counted(report.devices, 'device')}" if report.devices else ""
         console.write(f"{visible(f'plan {report.plan_name}')}{visible(f'  ({report.file})')}\n"
                       f"mesh {mesh}{devices}   {plan.ir.distribution}   match "
                       f"{plan.ir.match}, overlap {plan.ir.overlap}\n\n")
@@ -271,7 +271,7 @@ def _print_header(console, plan, report: Report) -> None:
     head.append(visible(f"  ({report.file})"), style="dim")
     line = Text(f"mesh {mesh}")
     if report.devices:
-        line.append(f" = {report.devices} devices")
+        line.append(f" = {counted(report.devices, 'device')}")
     line.append(f"   {plan.ir.distribution}   match {plan.ir.match}, overlap {plan.ir.overlap}",
                 style="dim")
     console.print(head)

@@ -8,7 +8,7 @@ write of them, each from these.
 ...                  "param_bytes": 1024, "state_bytes": None, "flops_per_token": 96,
 ...                  "in_flight_microbatches": 2}]}
 >>> summary_text(d)
-'over `pipe`: 1 stages on 2 positions, 1f1b, 8 microbatches, bubble 11.1%; largest stage over the mean: FLOPs 50.0%'
+'over `pipe`: 1 stage on 2 positions, 1f1b, 8 microbatches, bubble 11.1%; largest stage over the mean: FLOPs 50.0%'
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ def schedule_text(d: dict) -> str:
 
 def summary_text(d: dict) -> str:
     """The pipeline in one line: its axis, stages, schedule, bubble and imbalance."""
-    text = (f"over `{d['axis']}`: {len(d['stages'])} stages on {d['positions']} positions, "
-            + schedule_text(d))
+    stages, positions = len(d["stages"]), d["positions"]
+    text = (f"over `{d['axis']}`: {stages} stage{'s' if stages != 1 else ''} on {positions} "
+            f"position{'s' if positions != 1 else ''}, " + schedule_text(d))
     over = [f"{what} {d['imbalance'][key]:.1%}" for what, key in (("FLOPs", "flops"),
                                                                     ("bytes", "bytes"))
             if d["imbalance"][key] is not None]
@@ -56,4 +57,11 @@ def table_text(d: dict) -> str:
     for c in cells:
         lines.append("  ".join(x.rjust(w) if k else x.ljust(w)
                                for k, (x, w) in enumerate(zip(c, widths))).rstrip())
+    placed = d.get("placed") or {}
+    if placed.get("param_bytes") is not None:
+        state = placed.get("state_bytes")
+        lines.append(f"plan.shardings places {human_bytes(placed['param_bytes'])} of parameters"
+                     + (f" and {human_bytes(state)} of optimizer state" if state else "")
+                     + " on each device of every position (a variable a stage rule places by "
+                       "its path is laid out over the whole mesh)")
     return "\n".join(lines) + "\n"

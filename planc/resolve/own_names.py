@@ -40,7 +40,7 @@ class OwnNames:
         if len(names) != len(var.shape):
             problems.append(error(
                 "P344", f"`{var.path}` {list(var.shape)} names {len(names)} dimension"
-                f"{'s' if len(names) != 1 else ''} ({_names_text(names)}) but has "
+                f"{'s' if len(names) != 1 else ''} {_names_text(names)} but has "
                 f"{len(var.shape)}", self.ir.logical_span, label="its names cannot be read",
                 help="fix the names where the model sets them, or lay the variable out "
                      "with a path rule", variable=var.path))
@@ -50,7 +50,7 @@ class OwnNames:
         if twice:
             problems.append(error(
                 "P344", f"`{var.path}` names two dimensions `{twice[0]}` "
-                f"({_names_text(names)})", self.ir.logical_span,
+                f"{_names_text(names)}", self.ir.logical_span,
                 label="its names cannot be read",
                 help="a logical name stands for one dimension (Flax refuses it twice too); "
                      "fix the names where the model sets them, or lay it out with a path rule",

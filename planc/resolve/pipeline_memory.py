@@ -81,16 +81,16 @@ def loop_memory(report, position: int, loop: PipelineLoop,
     """`LoopMemory` of `position` for a validation `report` of a plan with stages (no
     errors), the traced `loop`, and the bytes per device of the step's arguments as
     placed; None while a variable's bytes per device, or the layer's residuals, are
-    unknown."""
+    unknown. The loop holds the same on every position: each position's share of the
+    stacked layers, and every variable a stage rule places by its path."""
     ir, staged = report.ir, report.stages
     per_device = report.bytes_per_device
-    rows = [r for r in staged.rows if r.position == position]
-    if (loop.residuals is None or any(r.param_bytes is None for r in rows)
-            or any(per_device[i] is None for i in staged.stacked)):
+    if loop.residuals is None or staged.placed_param_bytes is None:
         return None
     virtual, positions, m = ir.stages.virtual, staged.positions, loop.microbatches
     stacked = sum(per_device[i] for i in staged.stacked)
-    own = sum(r.param_bytes for r in rows) - stacked  # placed by stage rules, not stacked
+    # Placed by stage rules, not stacked: `plan.shardings` puts each on every position.
+    own = staged.placed_param_bytes - stacked
     per_stage = loop.per_stage(positions * virtual)
     if virtual == 1:
         activations = (m + positions) * per_stage * loop.residuals

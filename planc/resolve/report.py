@@ -60,6 +60,7 @@ from __future__ import annotations
 
 
 from planc.diagnostics import Diagnostic, PlanError, severity_counts
+from planc.diagnostics.text import counted
 from planc.frozen import Frozen
 from planc.ir import PlanIR
 from planc.resolve.memory import ItemisedBytes, MemorySummary, human_bytes
@@ -140,7 +141,8 @@ class Report(Frozen):
         elif m.per_device_bytes is None:
             lines.append(("per device", "unknown: an `auto` axis has no size (pass --devices)"))
         else:
-            where = f"on each of {n} devices" if n else "per device"
+            where = (("on the one device" if n == 1 else f"on each of {n} devices") if n
+                     else "per device")
             lines.append(("per device", f"{human_bytes(m.per_device_bytes)} {where} "
                                         "(the most loaded)"))
         if m.ideal_bytes is not None:
@@ -167,7 +169,8 @@ class Report(Frozen):
 
         text = render_text(self.diagnostics, self.sources, color=color)
         width = max(len(k) for k, _ in self.summary_lines())
-        head = f"plan {self.plan_name}" + (f" on {self.devices} devices" if self.devices else "")
+        head = f"plan {self.plan_name}" + (f" on {counted(self.devices, 'device')}"
+                                           if self.devices else "")
         summary = "\n".join([head] + [f"  {k.ljust(width)}  {v}" for k, v in self.summary_lines()])
         return (text + "\n\n" if text else "") + summary
 

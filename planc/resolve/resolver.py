@@ -650,7 +650,7 @@ class Resolver:
                     if fixed is not None:
                         helps += (f"a typo or a renamed layer? e.g. \"{fixed}\"",)
                 else:
-                    helps = (_nothing_help(rule, self.ir.match),)
+                    helps = (nothing_help(self.ir.match),)
                 kind = "parameter" if self.section == "state" else "variable"
                 out.append(warning("P306", f"{self._rule_word} {rule.label} matches no {kind} "
                                    "of the model", rule.pattern_span, label="matches nothing",
@@ -734,7 +734,8 @@ def _rank_help(alt, rank: int) -> str:
             "(stacked or scanned layers)")
 
 
-def _nothing_help(rule: Rule, mode: str) -> str:
+def nothing_help(mode: str) -> str:
+    """P306's help where no variable is near the rule's pattern."""
     if mode == "full":
         return ("under `match full` the pattern must cover the whole path; check the "
                 "variable names with `planc inspect`, or start the pattern with `.*`")

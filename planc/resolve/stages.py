@@ -36,11 +36,14 @@ from dataclasses import dataclass, replace
 
 from planc.check.conditions import sizes_env
 from planc.check.expression import evaluate
-from planc.diagnostics import Diagnostic, Label, PlanError, error
+from planc.diagnostics import Diagnostic, Label, PlanError, error, warning
+from planc.diagnostics.text import counted
 from planc.ir import PlanIR, StageRule
 from planc.matching import Matcher
 from planc.matching.python_re import python_regex
 from planc.resolve.memory import human_bytes
+from planc.resolve.near_miss import Budget, near_miss
+from planc.resolve.resolver import nothing_help
 
 
 @dataclass(frozen=True)
@@ -85,23 +88,33 @@ class StagePlan:
     imbalance_flops: float | None
     imbalance_bytes: float | None
     diagnostics: tuple[Diagnostic, ...]
+    # What `plan.shardings` places on each device of every position (None while unknown):
+    # a variable a rule places by its path is laid out over the whole mesh, whatever its
+    # stage, and a stacked one holds its position's layers on each.
+    placed_param_bytes: int | None = None
+    placed_state_bytes: int | None = None
 
     def positions_of_variables(self) -> list[int | None] | None:
-        """Each variable's position (-1: a stacked variable, on every position), or None
-        when a variable has none (the plan has errors)."""
+        """Each variable's position (-1: on every position), or None when a variable has
+        none (the plan has errors). With stacked layers the pipeline is `plan.pipeline`'s,
+        and `plan.shardings` lays a variable a stage rule places by its path out over the
+        whole mesh: on every position. With numbered layers only, the runtimes that run
+        them (torch, Megatron) place each stage's modules on its own ranks."""
         out = []
         spread = set(self.stacked)
         for i, k in enumerate(self.stage_of):
             if k is None and i not in spread:
                 return None
-            out.append(-1 if k is None else k % self.positions)
+            out.append(-1 if k is None or spread else k % self.positions)
         return out
 
     def to_dict(self) -> dict:
         return {"axis": self.axis, "schedule": self.schedule,
                 "microbatches": self.microbatches, "positions": self.positions,
                 "stages": [r.to_dict() for r in self.rows], "bubble": self.bubble,
-                "imbalance": {"flops": self.imbalance_flops, "bytes": self.imbalance_bytes}}
+                "imbalance": {"flops": self.imbalance_flops, "bytes": self.imbalance_bytes},
+                "placed": {"param_bytes": self.placed_param_bytes,
+                           "state_bytes": self.placed_state_bytes}}
 
 
 def bubble(positions: int, microbatches: int, virtual: int = 1) -> float:
@@ -157,9 +170,12 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
     outside: dict[int, list[tuple[str, str]]] = {}
     compiled: dict[int, re.Pattern] = {}
     stacked: list[int] = []
+    hit_count = [0] * len(rules)
     for i, a in enumerate(assignments):
         path = a.variable.path
         hits = matcher.match(path) if matcher is not None else ()
+        for h in hits:
+            hit_count[h] += 1
         if not hits:
             stage_of.append(None)
             rule_of.append(None)
@@ -181,6 +197,8 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
         layer_of.append(layer)
     if missing:
         problems.append(_missing(ir, [assignments[i].variable.path for i in missing]))
+    problems += _dead_rules(ir, assignments, hit_count)
+    problems += _misplaced_ends(ir, assignments, rule_of)
     for (a, b), paths in twice.items():
         problems.append(error(
             "P361", f"`{paths[0]}` is matched by two stage rules, {rules[a].label} and "
@@ -207,8 +225,8 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
         problems.append(error(
             "P363", f"stage{'s' if len(empty) > 1 else ''} {shown} of {count} "
             f"{'have' if len(empty) > 1 else 'has'} no variable", stages.span,
-            label="these stages", help=f"{count} stages over fewer layers: use a smaller "
-            f"`{stages.axis}` axis, or spread the layers over every stage"))
+            label="these stages", help=f"{counted(count, 'stage')} over fewer layers: use a "
+            f"smaller `{stages.axis}` axis, or spread the layers over every stage"))
     problems += _order(ir, assignments, stage_of, layer_of)
     problems += _pipeline_axis(ir, assignments, stage_of)
     flops = [r.flops_per_token for r in rows]
@@ -216,10 +234,11 @@ def place_stages(ir: PlanIR, assignments, per_device, slot_bytes=None) -> StageP
              for r in rows]
     imbalance_flops = _over_mean(flops)
     imbalance_bytes = _over_mean(sizes) if None not in sizes else None
+    placed_params, placed_state = _placed(ir, per_device, slot_bytes, stage_of, stacked)
     plan = StagePlan(stages.axis, stages.schedule_text, stages.microbatches, positions,
                      tuple(stage_of), tuple(rule_of), tuple(layer_of), tuple(stacked), rows,
                      bubble(positions, stages.microbatches, stages.virtual),
-                     imbalance_flops, imbalance_bytes, ())
+                     imbalance_flops, imbalance_bytes, (), placed_params, placed_state)
     problems += _budget(ir, plan)
     return replace(plan, diagnostics=tuple(problems))
 
@@ -235,13 +254,16 @@ def _stage(rule: StageRule, path: str, count: int, env: dict, mode: str, compile
         regex = compiled[rule.index] = python_regex(rule.pattern)
     m = regex.fullmatch(path) if mode == "full" else regex.search(path)
     values = dict(env)
-    layer = None
+    numbers: dict[int, int] = {}
     for g, text in enumerate(m.groups() if m else (), start=1):
         # A layer number, at most 30 digits (`int` of thousands would be refused).
         if text is not None and text.isdigit() and text.isascii() and len(text) <= 30:
-            values["\\" + str(g)] = int(text)
-            if layer is None:
-                layer = int(text)
+            values["\\" + str(g)] = numbers[g] = int(text)
+    # The layer is the group the stage is computed from (`\2` over `(\w+)/(\d+)`);
+    # a rule that names none reads its first number.
+    named = _group_numbers(rule.stage)
+    layer = next((numbers[g] for g in named if g in numbers),
+                 None if named else next(iter(numbers.values()), None))
     try:
         stage = evaluate(rule.stage, values)
     except KeyError as missing:
@@ -250,8 +272,20 @@ def _stage(rule: StageRule, path: str, count: int, env: dict, mode: str, compile
     except (ZeroDivisionError, OverflowError) as exc:
         return None, layer, f"its stage cannot be computed ({exc})"
     if isinstance(stage, bool) or not 0 <= stage < count:
-        return None, layer, f"stage {stage} is outside the {count} stages (0 to {count - 1})"
+        return None, layer, (f"stage {stage} is outside the {counted(count, 'stage')} "
+                             f"(0 to {count - 1})")
     return stage, layer, None
+
+
+def _group_numbers(expr: tuple) -> list[int]:
+    """The groups an encoded stage expression reads, left to right.
+
+    >>> _group_numbers(("binary", "/", ("group", 2), ("binary", "+", ("group", 1), ("int", 1))))
+    [2, 1]
+    """
+    if expr[0] == "group":
+        return [expr[1]]
+    return [g for part in expr[1:] if isinstance(part, tuple) for g in _group_numbers(part)]
 
 
 def _group_text(m, key: str) -> str:
@@ -276,6 +310,79 @@ def _missing(ir: PlanIR, paths: list[str]) -> Diagnostic:
                  help="every variable must be on one stage: add a rule for it (`first` and "
                       "`last` take the embedding and the head), or widen the pattern that "
                       "was meant to")
+
+
+def _dead_rules(ir: PlanIR, assignments, hit_count: list[int]) -> list[Diagnostic]:
+    """P306 for each stage rule that matches no variable, as for layout and state rules,
+    with the closest variable where one is near."""
+    dead = [r for r, n in zip(ir.stages.rules, hit_count) if n == 0]
+    if not dead:
+        return []
+    # One path per shape: the layers of a model differ in their numbers only.
+    paths = list({_DIGITS.sub("#", a.variable.path): a.variable.path
+                  for a in reversed(assignments)}.values())[::-1]
+    budget = Budget()
+    out = []
+    for rule in dead:
+        best = None
+        for path in paths:
+            miss = near_miss(rule.pattern, path, budget)
+            if miss is not None and (best is None or miss.distance < best[1].distance):
+                best = (path, miss)
+        helps = ((f"the closest variable is `{best[0]}`: {best[1].sentence()}",)
+                 if best is not None else (nothing_help(ir.match),))
+        out.append(warning("P306", f"stage rule {rule.label} matches no variable of the model",
+                           rule.pattern_span, label="matches nothing", help=helps))
+    return out
+
+
+_DIGITS = re.compile(r"[0-9]+")
+# What reads as the embedding and as the head (the output layer), by a path component
+# outside the numbered layers: the names of Keras, Flax, Hugging Face, torchtitan and
+# Megatron models. A tied embedding reused as the head is named as the embedding.
+_HEAD = re.compile(r"(?:^|[/.])(?:[a-z0-9_]*head|output|output_layer|unembed(?:ding)?|logits|"
+                   r"reverse_embeddings|classifier)(?:[/.]|$)", re.IGNORECASE)
+_EMBEDDING = re.compile(r"(?:^|[/.])(?:[a-z0-9_]*embed(?:ding)?s?(?:_tokens)?|wte|wpe)"
+                        r"(?:[/.]|$)", re.IGNORECASE)
+
+
+def end_role(path: str) -> str | None:
+    """"embedding" or "head" where `path` reads as one, outside the numbered layers.
+
+    >>> end_role("token_embedding/embeddings"), end_role("token_embedding/reverse_embeddings")
+    ('embedding', 'head')
+    >>> end_role("lm_head.weight"), end_role("layers/3/attention/output/kernel")
+    ('head', None)
+    """
+    if LAYER_NUMBER.search(path):
+        return None
+    if _HEAD.search(path):
+        return "head"
+    return "embedding" if _EMBEDDING.search(path) else None
+
+
+def _misplaced_ends(ir: PlanIR, assignments, rule_of) -> list[Diagnostic]:
+    """P367 for a `last` rule that places the embedding, or a `first` rule the head."""
+    rules = ir.stages.rules
+    wrong = {"last": "embedding", "first": "head"}
+    out, said = [], set()
+    for a, r in zip(assignments, rule_of):
+        if r is None or r in said or rules[r].stage[0] not in wrong:
+            continue
+        end = rules[r].stage[0]
+        role = end_role(a.variable.path)
+        if role != wrong[end]:
+            continue
+        said.add(r)
+        right = "first" if end == "last" else "last"
+        out.append(warning(
+            "P367", f"`{a.variable.path}` reads as the {role}, and `{end}` places it on the "
+            f"{end} stage: the {role} runs {right}", rules[r].span, label=f"`-> {end}`",
+            variable=a.variable.path,
+            help=f"place it `-> {right}`; the activations would otherwise cross the whole "
+                 "pipeline and back (a tied embedding used as the head too is named as the "
+                 "embedding: place it where its gradient is meant to be summed)"))
+    return out
 
 
 LAYER_NUMBER = re.compile(r"(?<![^./])\d{1,30}(?![^./])")  # a whole path component: a layer
@@ -337,6 +444,21 @@ def _rows(ir, assignments, per_device, slot_bytes, stage_of, layer_of, count, po
                                        stages.virtual),
                              min(layers) if layers else None, max(layers) if layers else None))
     return tuple(rows)
+
+
+def _placed(ir, per_device, slot_bytes, stage_of, stacked) -> tuple[int | None, int | None]:
+    """The parameters' and the optimizer state's bytes that `plan.shardings` places on
+    each device of every position: every variable on a stage or stacked over them (a
+    `NamedSharding` cannot hold an array on one position only)."""
+    held = [i for i, s in enumerate(stage_of) if s is not None] + list(stacked)
+    params = [per_device[i] for i in held]
+    if None in params:
+        return None, None
+    k = ir.budget.state if ir.budget else 1
+    if k == 1:
+        return sum(params), None
+    slots = [(slot_bytes[i] if slot_bytes else per_device[i]) for i in held]
+    return sum(params), None if None in slots else (k - 1) * sum(slots)
 
 
 def _order(ir, assignments, stage_of, layer_of) -> list[Diagnostic]:

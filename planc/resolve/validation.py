@@ -9,10 +9,11 @@ worked out (`planc.resolve.memory`), and the findings only the whole model shows
 from __future__ import annotations
 
 
+from planc.check.base import listing
 from planc.check.binding import bind
 from planc.gc_pause import collector_paused
-from planc.diagnostics import Diagnostic, note, unique
-from planc.ir import PlanIR
+from planc.diagnostics import Diagnostic, Label, note, unique
+from planc.ir import LogicalAxis, PlanIR
 from planc.progress import with_progress
 from planc.resolve.whole_model import (budget_findings, large_replicated_findings,
                                        replicated_state_findings, skipped_findings)
@@ -63,26 +64,34 @@ def _validate(ir: PlanIR, model, devices: int | None, progress: bool) -> Report:
 
 
 def unused_logical_names(ir: PlanIR, variables) -> list[Diagnostic]:
-    """P345 for each `axes` name that no rule's layout writes and no variable names."""
+    """P345 for the `axes` names that no rule's layout writes and no variable names: one
+    note for them all."""
     used = {n for v in variables if v.names for n in v.names}
     for r in ir.rules + ir.state + ir.outputs + tuple(
             d for d in (ir.default, ir.state_default, ir.outputs_default) if d is not None):
         for alt in r.layout.alternatives:
             for d in alt.head + alt.tail:
                 used.update(d.logical)
-    out = []
-    seen = set()
+    unused: dict[str, LogicalAxis] = {}
     for e in ir.logical_axes:
-        if e.name in used or e.name in seen:
-            continue
-        seen.add(e.name)
-        out.append(note(
-            "P345", f"logical name `{e.name}` is written in no layout and named by no "
-            "variable of the model", e.span, label="no variable uses it",
-            help="an activation constrained by `plan.logical_constraint` may use it; "
-                 "otherwise remove the entry or correct the name (`planc explain` shows "
-                 "the names the model gives its variables)"))
-    return out
+        if e.name not in used:
+            unused.setdefault(e.name, e)
+    if not unused:
+        return []
+    # One note, however many names: a generated table of thousands would bury the report.
+    entries = list(unused.values())
+    names = [e.name for e in entries]
+    said = (f"logical name `{names[0]}` is" if len(names) == 1 else
+            f"{len(names):,} logical names, {listing(names, 5)}, are")
+    return [note(
+        "P345", f"{said} written in no layout and named by no variable of the model",
+        entries[0].span, label="no variable uses it",
+        secondary=tuple(Label(e.span, "nor this one") for e in entries[1:5]),
+        help="an activation constrained by `plan.logical_constraint` may use "
+             f"{'it' if len(names) == 1 else 'them'}; otherwise remove the "
+             f"{'entry' if len(names) == 1 else 'entries'} or correct the "
+             f"name{'s' if len(names) > 1 else ''} (`planc explain` shows the names the model "
+             "gives its variables)")]
 
 
 def resolved(ir: PlanIR, model, devices: int | None = None) -> tuple:

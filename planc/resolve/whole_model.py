@@ -8,6 +8,7 @@ The resolver reports what is wrong with single variables and single rules (P301-
 from __future__ import annotations
 
 from planc.diagnostics import Diagnostic, error, note, warning
+from planc.diagnostics.text import counted
 from planc.ir import PlanIR
 from planc.resolve.resolution import Assignment
 from planc.resolve.memory import MemorySummary, human_bytes
@@ -36,7 +37,7 @@ def budget_findings(ir: PlanIR, memory: MemorySummary) -> list[Diagnostic]:
     state = (f" x {budget.state} (parameters and optimizer state) = {human_bytes(need)}"
              if budget.state != 1 else "")
     top = ", ".join(f"`{p}` {human_bytes(b)}" for p, b in memory.largest_per_device)
-    devices = f" on {memory.devices} devices" if memory.devices else ""
+    devices = f" on {counted(memory.devices, 'device')}" if memory.devices else ""
     return [error(
         "P309", f"the variables need {human_bytes(memory.per_device_bytes)} per device{state}"
         f"{devices}, over the budget of {human_bytes(budget.per_device)}", budget.span,
@@ -49,7 +50,7 @@ def _itemised_budget_findings(budget, memory: MemorySummary) -> list[Diagnostic]
     out = []
     slots = (f" with {memory.state - 1} optimizer slot{'s' if memory.state != 2 else ''} per "
              "parameter at their state layouts" if memory.state > 1 else "")
-    devices = f" on {memory.devices} devices" if memory.devices else ""
+    devices = f" on {counted(memory.devices, 'device')}" if memory.devices else ""
     for kind, need, limit, top, span in (
             ("device", memory.device_bytes, budget.per_device, memory.largest_device,
              budget.span),
@@ -81,7 +82,7 @@ def large_replicated_findings(ir: PlanIR, assignments, nbytes, replicated,
         if r and n >= LARGE_REPLICATED_BYTES:
             groups.setdefault((a.rule.where if a.rule else None), []).append(a)
     out = []
-    on = f"all {count} devices" if count else "every device"
+    on = ("the one device" if count == 1 else f"all {count} devices") if count else "every device"
     for members in groups.values():
         members.sort(key=lambda a: -a.variable.nbytes)  # stable: ties in model order
         a = members[0]
@@ -118,7 +119,7 @@ def replicated_state_findings(ir: PlanIR, slots, nbytes, count: int | None,
         if rule is not None and id(rule) in state_rules and slot.layout.is_replicated and \
                 n >= LARGE_REPLICATED_BYTES:
             groups.setdefault(id(rule), []).append(slot)
-    on = f"all {count} devices" if count else "every device"
+    on = ("the one device" if count == 1 else f"all {count} devices") if count else "every device"
     k = ir.budget.state - 1 if ir.budget is not None and ir.budget.state > 1 else None
     out = []
     for members in groups.values():

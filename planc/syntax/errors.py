@@ -18,10 +18,12 @@ from planc.syntax.spans import line_col, token_span
 _WORDS = {
     "ARROW": "`->`", "ELLIPSIS": "`...`", "LPAR": "`(`", "RPAR": "`)`", "LBRACE": "`{`",
     "RBRACE": "`}`", "LSQB": "`[`", "RSQB": "`]`", "COMMA": "`,`", "EQUAL": "`=`",
-    "VBAR": "`|`", "MINUS": "`-`", "ADD_OP": "`+`", "MUL_OP": "`*`, `//` or `%`",
+    "VBAR": "`|`", "MINUS": "`-`", "ADD_OP": "`+`", "MUL_OP": "`*`, `/`, `//` or `%`",
     "COMPARE": "a comparison (`==`, `<`, ...)", "NAME": "a name", "INT": "an integer",
     "SIZE": "a size such as `16 GiB`", "DURATION": "a time such as `120 ms`",
-    "STRING": 'a string in double quotes',
+    "STRING": 'a string in double quotes', "PERCENT": "a share such as `10%`",
+    "DIGITWORD": "a word such as `1f1b`",
+    "GROUP": "a pattern's group such as `\\1`",
     "UNSPLIT": "`_`", "$END": "the end of the file",
 }
 _STATEMENT_TERMINALS = {k.upper() for k in STATEMENT_KEYWORDS}

@@ -115,3 +115,11 @@ def test_the_table_is_part_of_the_fingerprint():
     fsdp = loads('axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (fsdp, _)\n}\n')
     tp = loads('axes {\n  embed -> tp\n}\nlayout {\n  "w" -> (fsdp, _)\n}\n')
     assert fsdp.fingerprint != tp.fingerprint
+
+
+def test_two_axes_tables_are_P114_as_two_stages_statements_are():
+    with pytest.raises(PlanError) as caught:
+        planc.loads("mesh(fsdp = 2, tp = 2)\nmodel_parallel(batch = fsdp)\n"
+                    "axes {\n  embed -> fsdp\n}\naxes {\n  mlp -> tp\n}\n")
+    [d] = caught.value.diagnostics
+    assert d.code == "P114" and d.span.line == 6 and "`axes` table" in d.message

@@ -120,3 +120,81 @@ def test_fmt_writes_a_share_without_its_space_and_it_still_reads_at_a_lines_end(
     assert "budget(imbalance = 12.5%)" in text
     # A share at the end of a line (as `planc fmt` lays out a block's settings) is a share.
     assert format_text("cluster {\n  processes = 5%\n}\ndata_parallel\n", "q.kd").count("5%") == 1
+
+
+def diagnostic(text: str, code: str):
+    with pytest.raises(PlanError) as caught:
+        planc.loads(text)
+    return next(d for d in caught.value.diagnostics if d.code == code)
+
+
+@pytest.mark.parametrize("schedule", ["interleaved(3000000)", "interleaved(1000000000000)",
+                                      "looped_bfs(3000000)"])
+def test_millions_of_virtual_stages_are_refused_at_the_literal_before_any_is_built(schedule):
+    d = diagnostic(MESH + f"stages(pipe, microbatches = 8, schedule = {schedule}) {{}}\n",
+                   "P128")
+    assert (d.span.line, d.span.column) == (3, 44 + len(schedule.split("(")[0]))
+    assert "1,024" in d.message and d.help
+
+
+def test_a_pipeline_axis_of_a_hundred_million_devices_is_refused_at_its_size():
+    d = diagnostic("mesh(pipe = 100000000, fsdp = 2)\nmodel_parallel(batch = fsdp)\n"
+                   "stages(pipe, microbatches = 8) {}\n", "P129")
+    assert (d.span.line, d.span.column, d.span.end_column) == (1, 13, 22)
+    assert "100,000,000 pipeline stages" in d.message and "4,096" in d.message
+
+
+def test_the_same_mesh_without_stages_is_not_bounded_by_the_stage_limit():
+    plan = planc.loads("mesh(pipe = 100000000, fsdp = 2)\nmodel_parallel(batch = fsdp)\n")
+    assert plan.ir.mesh.shape == (100000000, 2)
+
+
+def test_stages_times_virtual_stages_over_the_limit_are_refused():
+    d = diagnostic("mesh(pipe = 8)\nmodel_parallel(batch = pipe)\n"
+                   "stages(pipe, microbatches = 8, schedule = interleaved(1024)) {}\n", "P129")
+    assert "8,192 pipeline stages (`pipe` = 8 x 1,024 virtual)" in d.message
+    # At the limit, 4 x 1,024 = 4,096 stages, a plan still checks.
+    assert planc.loads(MESH + "stages(pipe, microbatches = 8, schedule = interleaved(1024)) "
+                       "{}\n").ir.stages.virtual == 1024
+
+
+def test_an_auto_pipeline_axis_bound_to_too_many_stages_is_refused_at_binding():
+    from planc.check.binding import bind
+
+    plan = planc.loads("mesh(pipe = auto, fsdp = 2)\nmodel_parallel(batch = fsdp)\n"
+                       "stages(pipe, microbatches = 8) {}\n")
+    binding = bind(plan.ir, 200_000)
+    [d] = binding.problems
+    assert binding.ir is None and d.code == "P129" and d.span.line == 1
+    assert "100,000 pipeline stages" in d.message and "200,000 devices" in d.message
+    assert bind(plan.ir, 8).ir.stages.count(bind(plan.ir, 8).ir.mesh) == 4
+
+
+def test_a_hundred_thousand_slices_are_refused_at_the_literal():
+    d = diagnostic("mesh(data = 2)\nslices(data = 100000)\ndata_parallel\n", "P131")
+    assert (d.span.line, d.span.column) == (2, 15) and "1,024" in d.message
+
+
+@pytest.mark.parametrize("stage", ["\\1 / 0", "\\1 // (pipe - 4)", "\\1 % zero"])
+def test_a_division_by_zero_in_a_stage_is_refused_without_a_model(stage):
+    d = diagnostic("param zero = 0\n" + MESH + 'stages(pipe, microbatches = 8) {\n'
+                   f'  "layers/(\\d+)/.*" -> {stage}\n}}\n', "P136")
+    assert d.span.line == 5 and "by zero" in d.message
+
+
+def test_a_divisor_read_from_a_group_waits_for_the_model():
+    plan = loads('stages(pipe, microbatches = 8) {\n  "layers/(\\d+)/(\\d+)" -> \\1 / \\2\n}\n')
+    assert plan.ir.stages.rules[0].stage[0] == "binary"
+
+
+@pytest.mark.parametrize("stage, op", [("\\1 / 4 or 1", "or"), ("\\1 and 3", "and"),
+                                       ("not \\1", "not"), ("\\1 > 3", ">")])
+def test_truth_operators_in_a_stage_are_refused(stage, op):
+    d = diagnostic(MESH + 'stages(pipe, microbatches = 8) {\n'
+                   f'  "layers/(\\d+)/.*" -> {stage}\n}}\n', "P165")
+    assert d.message.startswith(f"`{op}` in a stage") and d.span.line == 4
+
+
+def test_a_budget_with_nothing_to_bound_names_imbalance_among_its_settings():
+    d = diagnostic(MESH + "budget(state = 3)\n", "P119")
+    assert "`imbalance = PERCENT`" in d.message and "budget(imbalance = 10%)" in d.help[0]

@@ -96,3 +96,15 @@ def test_the_summary_says_when_no_model_was_checked(plan_file, capsys):
     err = capsys.readouterr().err
     assert err.startswith("planc: checked 1 plan, none against a model")
     assert "without a device count" in err
+
+
+
+def test_one_device_reads_in_the_singular_in_the_summary_and_in_p201():
+    import planc
+    from planc.check.binding import bind
+
+    plan = planc.loads("mesh(data = 1)\ndata_parallel\n")
+    [d] = bind(plan.ir, 2).problems
+    assert "the mesh needs exactly 1 device (data=1), not 2" in d.message
+    summary = dict(plan.validate([planc.Variable("w", (4, 4))], 1).summary_lines())
+    assert summary["per device"].endswith("on the one device (the most loaded)")

@@ -85,6 +85,14 @@ def test_names_that_do_not_fit_the_rank_are_an_error_naming_the_variable():
     assert d.is_error and d.variable == "w" and "names 1 dimension" in d.message
 
 
+def test_the_names_of_a_misfit_are_written_in_one_pair_of_parentheses():
+    rep = report(TABLE, [Variable("w", (4, 4), "float32", ("embed",)),
+                         Variable("v", (4, 4), "float32", ("embed", "embed"))])
+    messages = [d.message for d in rep.diagnostics if d.code == "P344"]
+    assert sorted(messages) == ["`v` names two dimensions `embed` (embed, embed)",
+                                "`w` [4, 4] names 1 dimension (embed) but has 2"]
+
+
 def test_one_name_on_two_dimensions_is_an_error():
     rep = report(TABLE, [Variable("w", (4, 4), "float32", ("embed", "embed"))])
     assert [d.code for d in rep.diagnostics if d.is_error] == ["P344"]
@@ -98,9 +106,18 @@ def test_a_taken_name_of_a_variable_warns_with_the_entries_that_were_taken():
 
 
 def test_an_unused_name_is_a_note():
-    rep = report(TABLE + "axes {\n  experts -> tp\n}\n")
+    rep = report(TABLE.replace("  norm -> _\n", "  norm -> _\n  experts -> tp\n"))
     [d] = [d for d in rep.diagnostics if d.code == "P345"]
     assert d.severity.value == "note" and "`experts`" in d.message
+
+
+def test_ten_thousand_unused_names_are_one_note_naming_the_first_few():
+    unused = "".join(f"  unused_{i} -> tp\n" for i in range(10_000))
+    rep = report(TABLE.replace("  norm -> _\n", "  norm -> _\n" + unused))
+    [d] = [d for d in rep.diagnostics if d.code == "P345"]
+    assert d.message.startswith("10,000 logical names, `unused_0`, `unused_1`, `unused_2`, "
+                                "`unused_3`, `unused_4` and 9995 more, are written in no layout")
+    assert len(d.secondary) == 4
 
 
 def test_a_variable_indivisible_by_its_names_axes_is_P303():

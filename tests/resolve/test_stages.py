@@ -109,10 +109,38 @@ def test_a_generous_imbalance_budget_passes():
     assert "P365" not in codes(report(budget="budget(imbalance = 60%)\n"))
 
 
-def test_the_most_loaded_device_is_the_heaviest_positions():
+def test_with_numbered_layers_the_most_loaded_device_is_the_heaviest_positions():
+    # Numbered layers are pipelined by torch or Megatron, which place each stage's
+    # modules on its own ranks.
     rep = report()
     heaviest = max(r.param_bytes for r in rep.stages.rows)
     assert rep.memory.per_device_bytes == heaviest
+
+
+def test_plan_shardings_places_every_staged_variable_on_every_position():
+    rep = report()
+    everything = sum(rep.bytes_per_device)
+    assert rep.stages.placed_param_bytes == everything > rep.memory.per_device_bytes
+    assert rep.to_dict()["stages"]["placed"] == {"param_bytes": everything,
+                                                 "state_bytes": None}
+
+
+def test_with_stacked_layers_the_embedding_and_head_count_on_every_position():
+    # plan.pipeline runs stacked layers, and plan.shardings lays `"embed" -> first` out
+    # over the whole mesh: every position holds the embedding and the head.
+    stacked = [Variable("embed", (1000, 64)), Variable("layers/w", (16, 64, 256)),
+               Variable("head", (64, 1000))]
+    text = ("mesh(pipe = 4, fsdp = 2)\nmodel_parallel(batch = fsdp)\n"
+            'stages(pipe, microbatches = 8) {\n  "embed" -> first\n  "head" -> last\n}\n'
+            'layout {\n  "layers/w" -> (pipe, fsdp, _)\n  default -> (fsdp, _)\n}\n')
+    rep = planc.loads(text).validate(stacked, 8)
+    assert rep.memory.per_device_bytes == sum(rep.bytes_per_device) == (
+        rep.stages.placed_param_bytes)
+
+
+def test_the_placed_state_counts_every_variables_slots():
+    rep = report(budget="budget(per_device = 80 GB, state = 3)\n")
+    assert rep.stages.placed_state_bytes == 2 * sum(rep.bytes_per_device)
 
 
 def test_layers_stacked_over_the_pipeline_axis_need_no_rule():
@@ -141,3 +169,40 @@ def test_a_layer_number_of_thousands_of_digits_is_no_stage_and_no_crash():
                                                     for i in range(4)])
     [d] = [d for d in rep.diagnostics if d.code == "P362"]
     assert "not a layer number" in d.message
+
+
+def blocks(layers=8, d=64):
+    return [Variable(f"block/0/layers/{i}/w", (d, d)) for i in range(layers)]
+
+
+def test_the_layer_is_read_from_the_group_the_stage_expression_names():
+    rep = report(rules='  "block/(\\d+)/layers/(\\d+)/w" -> \\2 / 2', variables=blocks())
+    assert not codes(rep)
+    assert list(rep.stages.layer_of) == list(range(8))
+    assert [(r.first_layer, r.last_layer) for r in rep.stages.rows] == [
+        (0, 1), (2, 3), (4, 5), (6, 7)]
+
+
+def test_a_reversed_order_over_the_second_group_is_P364():
+    rep = report(rules='  "block/(\\d+)/layers/(\\d+)/w" -> 3 - \\2 / 2', variables=blocks())
+    assert "P364" in codes(rep)
+
+
+def test_a_stage_rule_that_matches_nothing_is_P306_with_the_closest_variable():
+    rep = report(rules=RULES.replace('"head"', '"heads"'))
+    [d] = [d for d in rep.diagnostics if d.code == "P306"]
+    assert d.severity.value == "warning" and 'stage rule "heads"' in d.message
+    assert (d.span.line, d.span.column) == (6, 3) and "`head`" in d.help[0]
+
+
+@pytest.mark.parametrize("rules, path", [
+    ('  "embed" -> last\n  "layers/(\\d+)/.*" -> \\1 / 4\n  "head" -> last', "embed"),
+    ('  "embed" -> first\n  "layers/(\\d+)/.*" -> \\1 / 4\n  "head" -> first', "head"),
+])
+def test_an_embedding_placed_last_or_a_head_placed_first_is_P367(rules, path):
+    [d] = [d for d in report(rules=rules).diagnostics if d.code == "P367"]
+    assert d.severity.value == "warning" and d.message.startswith(f"`{path}` reads as the")
+
+
+def test_the_embedding_first_and_the_head_last_are_not_P367():
+    assert "P367" not in [d.code for d in report().diagnostics]

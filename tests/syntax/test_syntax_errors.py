@@ -109,3 +109,23 @@ def test_plan_error_renders_like_a_compiler():
         "\n"
         "found 1 error"
     )
+
+
+def test_a_missing_value_names_what_may_stand_there_in_words():
+    d = first("mesh(pipe = 4)\nmodel_parallel(batch = pipe)\nparam x =\n")
+    assert "digitword" not in d.message and "`percent`" not in d.message
+    assert "a word such as `1f1b`" in d.message and "a share such as `10%`" in d.message
+
+
+def test_every_terminal_that_is_not_its_own_word_reads_in_words():
+    import re
+
+    from planc.syntax.errors import _WORDS
+    from planc.syntax.grammar import grammar_text
+
+    grammar = grammar_text()
+    for name, body in re.findall(r"^([A-Z_]+)(?:\.\d+)?:\s*(.+)$", grammar, re.MULTILINE):
+        if name in ("COMMENT", "WS") or name in _WORDS:
+            continue
+        # A keyword reads as itself: `"mesh"`, or `/stages(?=...)/` where it starts a statement.
+        assert re.match(rf'"{name.lower()}"$|/{name.lower()}\(', body), name

@@ -194,6 +194,20 @@ ENTRIES = {
         why="A mesh axis is either `auto` (XLA chooses intermediate shardings) or `explicit` (the sharding is part of each array's type); `manual` exists only inside `jax.shard_map`.",
         example='`axis_types manual`, `axis_types(model = explict)`',
         fix='Write `auto` or `explicit`; for manual axes use `plan.shard_map`.'),
+    'P128': dict(
+        severity='error',
+        title='too many virtual stages',
+        what='`interleaved(V)` or `looped_bfs(V)` with more than 1,024 virtual stages per position (`limits.MAX_VIRTUAL_STAGES`)',
+        why='planc builds a row per stage, and the runtimes a loop per virtual stage; a V of millions exhausts memory before anything is checked, and no pipeline runs more than a few chunks per position.',
+        example='`schedule = interleaved(3000000)`',
+        fix='Use a few virtual stages per position (`interleaved(2)`), as Megatron\'s `--num-layers-per-virtual-pipeline-stage` gives.'),
+    'P129': dict(
+        severity='error',
+        title='too many pipeline stages',
+        what='a `stages` axis whose size times the virtual stages is more than 4,096 stages (`limits.MAX_STAGES`), written or once `auto` is bound to a device count',
+        why='planc builds a row per stage; a pipeline axis of 10^8 devices exhausts memory, and pipelines run tens of stages, not thousands.',
+        example='`mesh(pipe = 100000000, fsdp = 2)` with `stages(pipe, ...)`',
+        fix='Give the pipeline axis its real size (the stages of the model), and put the other devices on data or FSDP axes.'),
     'P130': dict(
         severity='error',
         title='unknown cluster environment in `detect`',
@@ -201,6 +215,13 @@ ENTRIES = {
         why='planc would not know which launcher to ask JAX to read.',
         example='`detect = "slurn"`',
         fix='Use one of the names listed, or `cluster auto`.'),
+    'P131': dict(
+        severity='error',
+        title='too many slices',
+        what='`slices(AXIS = N)` with N over 1,024 (`limits.MAX_SLICES`)',
+        why='Each slice is a TPU slice joined over the data-center network, and every compile describes each of its devices; the largest jobs run hundreds of slices.',
+        example='`slices(data = 100000)`',
+        fix='Give the number of slices the job really spans.'),
     'P133': dict(
         severity='error',
         title='`model` names no model',
@@ -222,6 +243,13 @@ ENTRIES = {
         why='A plan is reviewed as text: such a character makes a line read in another order than it runs, or two patterns that look alike match different paths.',
         example='a pattern copied from a model path that holds U+202E',
         fix='Remove it; in a pattern, write it as an escape (`\\u202e`), which matches it and shows what it is. `planc suggest` writes such characters as escapes.'),
+    'P136': dict(
+        severity='error',
+        title='stage expression divides by zero',
+        what='a stage rule that divides (`/`, `//`) or takes a remainder (`%`) by an expression that is 0 whatever the variable: it reads no group, and its params and axis sizes are known',
+        why='No variable the rule matches would get a stage; found at check time, the plan is refused before any model is read.',
+        example='`"layers/(\\d+)/.*" -> \\1 / 0`',
+        fix='Divide by the layers per stage (`\\1 / 8`).'),
     'P140': dict(
         severity='error',
         title='unknown memory after `on`',
@@ -299,4 +327,11 @@ ENTRIES = {
         why='The budget bounds stages that do not exist: a `stages` statement was probably lost.',
         example='`budget(imbalance = 10%)` alone',
         fix='Add the `stages` statement, or remove `imbalance =`.'),
+    'P165': dict(
+        severity='error',
+        title='truth value in a stage expression',
+        what='`and`, `or`, `not` or a comparison (`==`, `<`, ...) in a stage rule\'s expression',
+        why='A stage is an integer; these give truth values, and `\\1 > 3 and 2` would read as a condition while it computes the stage 2 or 0.',
+        example='`"layers/(\\d+)/.*" -> \\1 / 4 or 1`',
+        fix='Compute the stage with `+ - * / // %`; a stage that depends on a condition is two rules with two patterns.'),
 }

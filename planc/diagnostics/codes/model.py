@@ -274,4 +274,11 @@ ENTRIES = {
         why='The pipeline axis selects the stage; splitting a stage\'s variable over it would spread it over other stages\' devices.',
         example='`stages(pipe, ...)` and `"layers/.*" -> (pipe, _)`',
         fix='Lay the variable out over the stage\'s own axes (fsdp, tp): inside a stage, the mesh is the others.'),
+    'P367': dict(
+        severity='warning',
+        title='embedding or head on the wrong end of the pipeline',
+        what='a `last` stage rule that places a variable that reads as the embedding, or a `first` rule that places one that reads as the head (by the names of Keras, Flax, Hugging Face, torchtitan and Megatron models, outside the numbered layers)',
+        why='The embedding runs before the first layer and the head after the last: on the other end, every microbatch\'s activations cross the whole pipeline and back, and the Megatron and torchtitan targets would write the plan\'s opposite. A warning, not an error: the names are a reading, and a tied embedding reused as the head is named as the embedding.',
+        example='`"embed" -> last`, `"lm_head" -> first`',
+        fix='Place the embedding `-> first` and the head `-> last`.'),
 }

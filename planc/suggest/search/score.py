@@ -131,7 +131,8 @@ def _matmuls(peak_seconds: float, weight_bytes: float, chip, calibration) -> Ter
 def loads(variables, choice, pipe=None) -> tuple[int, int, int]:
     """(bytes per device, of them split over `fsdp`, of them whole over it) of the most
     loaded stage of `pipe` under `choice`'s layouts (with a stack over the stages, as
-    `pipe.layouts` writes it); one stage without `pipe`."""
+    `pipe.layouts` writes it, and the other variables on every stage beside it); one
+    stage without `pipe`."""
     stages = pipe.count if pipe is not None else 1
     layouts = pipe.layouts(choice.layouts) if pipe is not None else choice.layouts
     totals = [[0, 0, 0] for _ in range(stages)]
@@ -139,7 +140,11 @@ def loads(variables, choice, pipe=None) -> tuple[int, int, int]:
         b = shard_bytes(v.shape, v.dtype, lay, choice.fsdp, choice.tp, stages)
         where = pipe.stage_of[i] if pipe is not None else 0
         kind = 1 if any(FSDP in entry_axes(e) for e in lay) else 2
-        for row in (totals if where == SPREAD else (totals[where],)):  # a stack: on each
+        # A stack is on each stage; so, with stacked layers (`plan.pipeline`), is every
+        # other variable: `plan.shardings` lays the embedding placed `first` out over the
+        # whole mesh. Numbered layers run where each stage holds its own modules.
+        everywhere = where == SPREAD or (pipe is not None and pipe.stacked)
+        for row in (totals if everywhere else (totals[where],)):
             row[0] += b
             row[kind] += b
     return tuple(max(totals, key=lambda t: (t[0], t[1])))

@@ -151,11 +151,12 @@ def _stage_peaks(ir, arguments, memory, loops):
     out = []
     for position in range(staged.positions):
         rows = [r for r in staged.rows if r.position == position]
-        known = all(r.param_bytes is not None for r in rows)
         held = loop_memory(report, position, loop, placed) if loop else None
+        # What `plan.shardings` places on the position: a variable placed `first` by its
+        # path is on every position's devices too.
         out.append(StagePeak(position, tuple(r.index for r in rows),
-                             sum(r.param_bytes + (r.state_bytes or 0) for r in rows)
-                             if known else None,
+                             None if staged.placed_param_bytes is None else
+                             staged.placed_param_bytes + (staged.placed_state_bytes or 0),
                              memory["argument"], memory["peak"], held,
                              schedule_activations(report, position, loop) if loop else None))
     return tuple(out)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 
 from planc.diagnostics import PlanError, error
+from planc.diagnostics.text import counted
 from planc.resolve.stages import module_parts
 
 def toml_text(ir, variables) -> str:
@@ -35,7 +36,7 @@ def toml_text(ir, variables) -> str:
 
     parts = module_parts(validate(ir, variables))
     stages = ir.stages
-    lines = [f"# plan {ir.name}: {len(parts)} stages over `{stages.axis}`, "
+    lines = [f"# plan {ir.name}: {counted(len(parts), 'stage')} over `{stages.axis}`, "
              f"{stages.microbatches} microbatches (torchtitan: local batch size / "
              "pipeline_parallel_microbatch_size)",
              "[parallelism]",

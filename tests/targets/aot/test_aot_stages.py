@@ -195,3 +195,34 @@ def test_under_1f1b_the_first_position_keeps_more_microbatches_than_the_last():
     assert first.loop.activations == last.loop.activations > first.schedule_activations
     assert report.to_dict()["stages"][0]["schedule_activation_bytes"] == (
         first.schedule_activations)
+
+
+def test_a_variable_a_stage_rule_places_counts_on_every_position_within_one_percent():
+    # `"embed" -> first` puts the embedding's shard on every position's devices, as
+    # plan.shardings lays it out over the whole mesh: counting it on position 0 alone
+    # understated position 1's arguments.
+    text = (PLAN.replace("stages(pipe, microbatches = 4) {}",
+                         'stages(pipe, microbatches = 4) {\n    "embed" -> first\n}')
+            .replace('"w2" -> (pipe, _, fsdp)',
+                     '"w2" -> (pipe, _, fsdp)\n    "embed" -> (fsdp, _)'))
+    plan = planc.loads(text)
+    run, opt = plan.pipeline(mlp), optax.adam(1e-3)
+
+    def step(params, opt_state, batch):
+        def loss(p):
+            layers = {"w1": p["w1"], "w2": p["w2"]}
+            return jnp.mean(run(layers, batch + p["embed"][0]) ** 2)
+
+        value, grads = jax.value_and_grad(loss)(params)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    params = {"w1": jax.ShapeDtypeStruct((L, D, H), jnp.float32),
+              "w2": jax.ShapeDtypeStruct((L, H, D), jnp.float32),
+              "embed": jax.ShapeDtypeStruct((4096, D), jnp.float32)}
+    report = plan.aot(step, params, jax.eval_shape(opt.init, params),
+                      jax.ShapeDtypeStruct((4, 8, D), jnp.float32), topology="cpu:8")
+    embedding = 3 * 4096 * D * 4 // 4  # and Adam's two slots, over `fsdp`
+    for r in report.stages:
+        assert r.analytic_bytes == 3 * 2 * D * H * L * 4 // (2 * 4) + embedding
+        assert abs(r.analytic_bytes - r.argument_bytes) / r.argument_bytes < 0.01
