@@ -168,14 +168,21 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     for r in rows:
         if r.kind == "why_not":
             r.why, decider = why_not(r.outcome, searched.winner, limit)
-            r.plan = plan_of(r.outcome).text
-            r.rule = rule_for(decider, plan_of(r.outcome), variables)
+            if _written(r.outcome):
+                r.plan = plan_of(r.outcome).text
+                r.rule = rule_for(decider, plan_of(r.outcome), variables)
         elif r.kind != "chosen":
             r.plan = plan_of(r.outcome).text
     chosen = plan_of(searched.winner, _why(searched))
     text = chosen.text.rstrip("\n") + "\n" + "\n".join(table_lines(rows, searched)) + "\n"
     rows[0].plan = text
     return SearchResult(text, chosen, searched, tuple(rows))
+
+
+def _written(outcome) -> bool:
+    """Whether a plan text can be written for `outcome`: not for one the space found
+    unwritable (P507), whose row says why instead."""
+    return outcome.failure is None or outcome.failure.code != "P507"
 
 
 def _needs(message: str):

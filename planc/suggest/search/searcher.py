@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from planc.diagnostics import Diagnostic, PlanError, error, note
 from planc.resolve import human_bytes
-from planc.suggest.search.space import Candidate, candidates
+from planc.suggest.search.space import Candidate, candidates, unwritable
 from planc.suggest.search.score import Score, score
 from planc.suggest.search.workload import Workload
 
@@ -139,14 +139,15 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
 
 
 def _scored(space, variables, workload, chip, calibration, placements_for) -> list:
-    """An `Outcome` for each candidate JAX can place on the topology, by analytic rank."""
+    """An `Outcome` for each candidate JAX can place on the topology, by analytic rank;
+    one whose plan cannot be written (`unwritable`) carries that as its failure."""
     outcomes = []
     for cand in space:
         where = placements_for(cand) if placements_for else None
         if placements_for is not None and where is None:
             continue  # JAX cannot place this mesh on the topology
         outcomes.append(Outcome(cand, score(cand, variables, workload, chip, calibration,
-                                            where)))
+                                            where), failure=unwritable(cand, variables)))
     outcomes.sort(key=lambda o: (o.score.estimate_s, o.score.peak, o.candidate.key))
     return outcomes
 
