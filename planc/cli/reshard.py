@@ -17,8 +17,8 @@ finalizes it: an existing DST is refused, and on any failure nothing is left at 
 
 Ctrl-C and SIGTERM (`planc.stopping`) stop it between Orbax's writes, never inside one
 (Orbax's threads would go on writing what the cleanup removes): one line, exit 130 or
-143, and nothing left at DST (a signal held through Orbax's finalize removes the
-finished DST too; one after it is too late to undo anything). Orbax's own logs (a failed write
+143, and nothing left at DST. A signal that arrives once Orbax's finalize has made DST
+whole (held through it, or later) stops nothing: DST is kept, one line says so, exit 0. Orbax's own logs (a failed write
 logs a traceback from each of its threads) stay off stderr: a failure is one P419.
 
 Exit codes: 0 written; 1 the plan, the checkpoint or the binding has errors; 2 a usage
@@ -32,7 +32,7 @@ import re
 import sys
 
 from planc.cli.common import (EXIT_OK, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics,
-                              load, parse_defines, parse_devices)
+                              load, parse_defines, parse_devices, say)
 from planc.diagnostics import PlanError, error
 
 _DEVICE_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
@@ -137,6 +137,8 @@ def _reshard(args, plan, n, dst, diags, plan_sources, stop) -> int:
         failure = _write(ir, checkpoint, bound, shardings, dst, n, stop)
         # One report at the end, so `--format json` is one document.
         report(diags + ([failure] if failure is not None else []))
+        if failure is None and stop.hurry:
+            say(f"{dst} was already written whole when the stop signal arrived: kept")
         return EXIT_OK if failure is None else EXIT_PLAN
     except CheckpointError as exc:
         report(diags + [exc.diagnostic()])
@@ -189,13 +191,16 @@ def _write(ir, checkpoint, bound, shardings, dst, n, stop):
             stop.check()
             yield part
 
+    def whole():
+        # Called inside the finalize's held block: DST is whole, so a signal from here on
+        # is only recorded, and the run ends as written (`_kept` says so).
+        stop.closing = True
+
     try:
         with orbax_logs():
             save_parts(ir, checked(parts(ir, checkpoint, bound, shardings, progress=True)),
                        dst, devices=n, held=stop.held,
-                       names=[source.variable.path for source in bound])
-        # DST is whole: a signal from here on ends nothing that is not already done.
-        stop.closing = True
+                       names=[source.variable.path for source in bound], whole=whole)
     except (CheckpointError, KeyboardInterrupt):
         raise
     except OSError as exc:

@@ -26,7 +26,8 @@ PLAN = ('mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\nlayout {\n'
 #   read:  as the second tensor is read;
 #   gc:    inside a garbage-collection callback while the first tensor is read, where
 #          Python drops the exception a signal handler raises;
-#   final: as Orbax finalizes the checkpoint (the last step: every tensor is written).
+#   final: as Orbax finalizes the checkpoint (the last step: every tensor is written);
+#   release: as the finished writer gives up its claim on DST (DST is whole by then).
 DRIVER = r'''
 import gc, os, signal, sys, threading, time
 point, sig, src, dst, plan = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
@@ -55,6 +56,14 @@ elif point == "final":
         kill()  # held: it lands as the finalize ends
         return real_finalize(directory, *args, **kwargs)
     ocp.partial.finalize = finalize
+elif point == "release":
+    real_unlink = os.unlink
+
+    def unlink(path, *args, **kwargs):
+        if str(path).endswith(".planc-writing"):
+            kill()
+        return real_unlink(path, *args, **kwargs)
+    os.unlink = unlink
 else:
     import planc.checkpoints.sharded.reshard as reshard
     real_build, calls = reshard.build_array, []
@@ -120,6 +129,18 @@ def test_a_stop_during_the_final_step_keeps_the_whole_checkpoint_and_exits_0(wor
     assert result.returncode == 0, result.stderr
     assert os.listdir(work / "out") == ["dst"]
     assert len(planc_checkpoint(work / "out" / "dst").tensors) == 4
+
+
+def test_a_stop_once_the_checkpoint_is_whole_keeps_it_exits_0_and_says_so(work):
+    import signal
+
+    result = _run(work, "release", signal.SIGINT)
+    dst = work / "out" / "dst"
+    assert (result.returncode, result.stderr) == (
+        0, f"planc: {dst} was already written whole when the stop signal arrived: "
+           "kept\n")
+    assert os.listdir(work / "out") == ["dst"]
+    assert len(planc_checkpoint(dst).tensors) == 4
 
 
 def planc_checkpoint(path):

@@ -417,7 +417,7 @@ def _give_back_freed_memory() -> None:
 
 def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
                devices: int | None = None, held=contextlib.nullcontext,
-               names=None) -> None:
+               names=None, whole=None) -> None:
     """Write a checkpoint at `directory` from `parts`, each `{name: jax.Array}` with
     names disjoint from the other parts', one Orbax partial save per part, then finalize.
 
@@ -426,7 +426,10 @@ def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
     on any failure what was written is removed and nothing is left at `directory`.
     Each Orbax call runs inside `held()`: `planc.stopping.StopSignals.held` keeps a
     signal from cutting one short, since Orbax's own threads would go on writing into
-    what the cleanup removes.
+    what the cleanup removes. `whole()`, if given, is called inside that same `held()`
+    as soon as the finalize returns: from then on the checkpoint is whole, and a caller
+    that stops taking signals there has no instant at which a signal could end the run
+    with the checkpoint written.
     """
     import jax
     import orbax.checkpoint.experimental.v1 as ocp
@@ -454,6 +457,8 @@ def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
                 with held():
                     ocp.partial.finalize(directory)
                     finalized.append(True)
+                    if whole is not None:
+                        whole()
             except KeyboardInterrupt:
                 # A stop signal held through the finalize arrives once the checkpoint is
                 # whole: the work is done, and what is done stays (the caller's exit
