@@ -21,8 +21,14 @@ Ctrl-C and SIGTERM (`planc.stopping`) stop it between Orbax's writes, never insi
 whole (held through it, or later) stops nothing: DST is kept, one line says so, exit 0. Orbax's own logs (a failed write
 logs a traceback from each of its threads) stay off stderr: a failure is one P419.
 
+One writer per DST: a DST another planc is writing is P427, and a `DST.partial_save`
+that no planc claims is P428, both refused untouched; what a planc killed while writing
+DST left (its claim names its host, pid and start time, and that process is gone) is
+removed by the next run, which then writes DST.
+
 Exit codes: 0 written; 1 the plan, the checkpoint or the binding has errors; 2 a usage
-error, an unreadable SRC, an existing DST, or a DST that cannot be written.
+error, an unreadable SRC, an existing DST, a DST another writer holds (P427, P428), or
+a DST that cannot be written.
 """
 
 from __future__ import annotations
@@ -70,13 +76,20 @@ def _devices(n: int):
 
 
 def _check_paths(src: str, dst: str) -> str:
+    """DST, absolute; UsageError for an unreadable SRC or an existing DST, and
+    `DestinationBusy` (P427, P428) for a DST another writer holds or left. A planc
+    killed while writing DST is no obstacle: the write takes over what it left."""
+    from planc.checkpoints.sharded.orbax_save_restore import busy
+
     if not os.path.exists(src):
         raise UsageError(f"cannot read {src}: no such file or directory")
     dst = os.path.abspath(dst)
-    for path in (dst, dst + ".partial_save"):
-        if os.path.lexists(path):
-            raise UsageError(f"{path} exists: reshard never overwrites; remove it or "
-                             "choose another -o")
+    if os.path.lexists(dst):
+        raise UsageError(f"{dst} exists: reshard never overwrites; remove it or "
+                         "choose another -o")
+    refusal = busy(dst)
+    if refusal is not None:
+        raise refusal
     parent = os.path.dirname(dst)
     if not os.path.isdir(parent):
         raise UsageError(f"cannot write {dst}: {parent} is not a directory")
@@ -85,6 +98,16 @@ def _check_paths(src: str, dst: str) -> str:
 
 def run(args) -> int:
     """The `planc reshard` command; returns the exit code (0, 1 errors, 2 usage)."""
+    from planc.checkpoints.sharded.orbax_save_restore import DestinationBusy
+
+    try:
+        return _run(args)
+    except DestinationBusy as exc:
+        emit_diagnostics([exc.diagnostic], {}, args, stream=sys.stderr, to_file=False)
+        return EXIT_USAGE
+
+
+def _run(args) -> int:
     defines = parse_defines(args.defines)
     dst = _check_paths(args.source, args.output)
     plan, diags, sources = load(args.plan, defines, getattr(args, "allow_include_outside", False))
@@ -181,7 +204,7 @@ def _write(ir, checkpoint, bound, shardings, dst, n, stop):
     """None when DST was written, else the P419 diagnostic (nothing left at DST)."""
     from planc.checkpoints.orbax_dir import orbax_logs
     from planc.checkpoints.tensors import CheckpointError
-    from planc.checkpoints.sharded.orbax_save_restore import save_parts
+    from planc.checkpoints.sharded.orbax_save_restore import DestinationBusy, save_parts
     from planc.checkpoints.sharded.reshard import parts
 
     def checked(found):
@@ -201,7 +224,7 @@ def _write(ir, checkpoint, bound, shardings, dst, n, stop):
             save_parts(ir, checked(parts(ir, checkpoint, bound, shardings, progress=True)),
                        dst, devices=n, held=stop.held,
                        names=[source.variable.path for source in bound], whole=whole)
-    except (CheckpointError, KeyboardInterrupt):
+    except (CheckpointError, KeyboardInterrupt, DestinationBusy):
         raise
     except OSError as exc:
         raise UsageError(f"cannot write {dst}: {exc.strerror or exc} (nothing was left "

@@ -143,6 +143,34 @@ def test_a_stop_once_the_checkpoint_is_whole_keeps_it_exits_0_and_says_so(work):
     assert len(planc_checkpoint(dst).tensors) == 4
 
 
+def test_a_rerun_after_a_sigkill_mid_write_takes_over_what_the_dead_run_left(work):
+    import signal
+
+    killed = _run(work, "final", signal.SIGKILL)  # every part saved, not finalized
+    assert killed.returncode == -signal.SIGKILL
+    assert sorted(os.listdir(work / "out")) == ["dst.partial_save", "dst.planc-writing"]
+    result = _run(work, "none", 0)
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(work / "out") == ["dst"]
+    assert len(planc_checkpoint(work / "out" / "dst").tensors) == 4
+
+
+def test_a_destination_a_live_planc_is_writing_is_p427_and_left_untouched(work):
+    dst = work / "out" / "dst"
+    with open(f"{dst}.planc-writing", "w") as f:  # this test's process: alive
+        f.write(f"{os.uname().nodename} {os.getpid()} {_start_of(os.getpid())}\n")
+    (work / "out" / "dst.partial_save").mkdir()
+    result = _run(work, "none", 0)
+    assert result.returncode == 2 and result.stderr.startswith(
+        f"error[P427]: {dst} is being written by another planc (pid {os.getpid()} on ")
+    assert sorted(os.listdir(work / "out")) == ["dst.partial_save", "dst.planc-writing"]
+
+
+def _start_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rpartition(")")[2].split()[19])
+
+
 def planc_checkpoint(path):
     from planc.checkpoints.tensors import open_checkpoint
 
