@@ -466,3 +466,32 @@ def test_emitted_misfit_message_says_the_layout_does_not_fit(plan_file, tmp_path
         m.shardings({"w": np.zeros((6, 4))})
     assert "its layout does not fit" in str(exc.value)
     assert "layout fits" not in str(exc.value)
+
+
+TABLE_ONLY = """mesh(data = 2, fsdp = 4)
+model_parallel(batch = data)
+axes {
+  embed -> fsdp
+  mlp -> _
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["jax", "keras", "torch"])
+def test_a_plan_of_only_an_axes_table_is_p142_without_the_model(plan_file, tmp_path,
+                                                                 capsys, target):
+    out = tmp_path / "m.py"
+    assert compile_cli(plan_file(TABLE_ONLY), "--target", target, "-o", out) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error[P142]: the plan lays variables out only by their own "
+                          "logical names") and "plan.kd:3:1" in err and "--model SRC" in err
+    assert not out.exists()
+
+
+def test_a_plan_of_only_an_axes_table_compiles_with_a_model_that_names_dimensions(
+        plan_file, tmp_path):
+    model = tmp_path / "flax.json"
+    write_manifest([Variable("dense/kernel", (16, 32), "float32", ("embed", "mlp"))], model)
+    out = tmp_path / "m.py"
+    assert compile_cli(plan_file(TABLE_ONLY), "--model", model, "-o", out) == 0
+    assert "'dense/kernel'" in out.read_text()
