@@ -40,11 +40,10 @@ def logical_rules(ir: PlanIR, resolution, target: str, notes: list | None = None
     if ir.default is not None and not all(a.replicated for a in ir.default.layout.alternatives):
         extra.append(ir.default)
     for rule in ir.rules:
-        if changed is None:
+        moved, count = changed[rule.index] if changed is not None else ([], 0)
+        if not count:  # no variable shows what it would mean: refused as written
             extra.append(rule)
-            continue
-        moved, count = changed[rule.index]
-        if moved:
+        elif moved:
             problems.append(_changes(rule, moved, target))
         elif notes is not None:
             notes.append(note(
