@@ -124,13 +124,29 @@ class Settings(CheckerBase):
 
     def _check_coordinator(self, value: str, span) -> None:
         """P110 for a coordinator written in the plan (or as an `env` default) that is not
-        HOST:PORT, found at lint rather than when the job starts."""
-        from planc.multihost.spec import ClusterError, parse_address
+        HOST:PORT, or Keras's list of every job's HOST:PORT, found at lint rather than
+        when the job starts."""
+        from planc.multihost.spec import ClusterError, parse_job_addresses
 
         try:
-            parse_address(value, "the plan")
+            parse_job_addresses(value, "the plan")
         except ClusterError as exc:
             self.err("P110", str(exc), span, label="not HOST:PORT", help=exc.fix or None)
+
+    def _check_job_count(self, values: dict[str, Setting]) -> None:
+        """P110 for a list of job addresses whose length is not the literal process count:
+        Keras refuses it when the job starts."""
+        coordinator, processes = values.get("coordinator"), values.get("processes")
+        if coordinator is None or processes is None or coordinator.env or processes.env:
+            return
+        if not isinstance(coordinator.value, str) or not isinstance(processes.value, int):
+            return
+        count = len(coordinator.value.split(","))
+        if count > 1 and count != processes.value:
+            self.err("P110", f"{count} job addresses for {processes.value} processes",
+                     coordinator.span, label=f"{count} addresses",
+                     help="list every process's address, the coordinator first, "
+                          "or only the coordinator's")
 
     def _cluster_setting(self, kw: ast.KwArg, params) -> Setting | None:
         v = kw.value
@@ -184,6 +200,7 @@ class Settings(CheckerBase):
                 if key == "coordinator" and isinstance(setting.value, str):
                     self._check_coordinator(setting.value, kw.value.span)
                 values[key] = setting
+        self._check_job_count(values)
         return Cluster(values.get("coordinator"), values.get("processes"), values.get("process_id"),
                        stmt.span, detect=detect)
 

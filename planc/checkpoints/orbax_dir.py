@@ -118,7 +118,9 @@ def orbax_logs():
     # Orbax's reads that failed after another had already failed: on a damaged
     # checkpoint, three to nine of them around the one line planc says. They are logged
     # when the task is collected, so the block ends with a collection.
-    loggers = [logging.getLogger("absl"), logging.getLogger("asyncio")]
+    # Orbax also warns through the root logger itself ("TensorStore data files not found"
+    # on every zarr3 checkpoint written without OCDBT); a filter there sees only those.
+    loggers = [logging.getLogger("absl"), logging.getLogger("asyncio"), logging.getLogger()]
     for logger in loggers:
         logger.addFilter(keep)
     try:

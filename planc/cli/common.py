@@ -103,7 +103,9 @@ def emit_diagnostics(diags: list[Diagnostic], sources: dict, args, stream=None, 
         text = formats.render_junit(diags, failures, files,
                                     strict=getattr(args, "strict", False))
     else:
-        color = args.color == "always" if output else use_color(args.color, stream)
+        # commands without --color (inspect) still report a PlanError: as `auto`
+        choice = getattr(args, "color", "auto")
+        color = choice == "always" if output else use_color(choice, stream)
         text = render_text(diags, sources, color=color)
         text = text + "\n" if text else ""
     write_output(text, output, stream)
@@ -160,7 +162,8 @@ def load_variables(source: str):
 
 def read_model(source: str, *, weights_names: bool = False):
     """`source` as a `planc.sources.Model` (with a Keras model's ``.weights.h5`` names
-    when `weights_names`); UsageError when it cannot be read."""
+    when `weights_names`); UsageError when it cannot be read, PlanError with its code
+    when it was read and refused (a preset's weights linked from outside it: P411)."""
     # A `module:attr` source may import keras, which must not guess a backend.
     os.environ.setdefault("KERAS_BACKEND", "jax")
     from planc.sources import SourceError, load_model as load
@@ -168,6 +171,13 @@ def read_model(source: str, *, weights_names: bool = False):
     try:
         return load(source, weights_names=weights_names)
     except SourceError as exc:
+        if getattr(exc, "code", None):  # a preset's own refusal (P411, P420-P422)
+            from planc.checkpoints.tensors import from_source_error
+            from planc.diagnostics import error
+
+            found = from_source_error(exc).diagnostic()
+            raise PlanError((error(found.code, found.message, None, file=source,
+                                   help=found.help),)) from None
         raise UsageError(str(exc)) from None
 
 

@@ -46,8 +46,10 @@ from planc.ir import PlanIR
 def run(args) -> int:
     """The `planc compile` command; returns the exit code (0, 1 plan errors, 2 usage)."""
 
+    emitted: list = []  # the target's own notes (P143), shown where other notes are not
+
     def report(diags, sources) -> None:
-        shown = [d for d in diags if d.severity is not Severity.NOTE]
+        shown = [d for d in diags if d.severity is not Severity.NOTE] + emitted
         if shown:
             # Never to -o FILE: that is where the compiled output belongs.
             emit_diagnostics(shown, sources, args, stream=sys.stderr, to_file=False)
@@ -75,7 +77,7 @@ def run(args) -> int:
             if errors:
                 report(diags + [_refusal(ir, errors, args.model)], sources)
                 return EXIT_PLAN
-        text = _render(args.target, ir, resolution, args.output)
+        text = _render(args.target, ir, resolution, args.output, emitted)
     except PlanError as exc:
         report(list(exc.diagnostics), exc.sources or sources)
         return EXIT_PLAN
@@ -92,9 +94,11 @@ def _refusal(ir: PlanIR, errors: int, model: str) -> Diagnostic:
                                     "layout of every variable")
 
 
-def _render(target: str, ir: PlanIR, resolution, output: str | None) -> str:
+def _render(target: str, ir: PlanIR, resolution, output: str | None,
+            notes: list | None = None) -> str:
     """The text `target` writes for `ir` (and the model resolved against it) to `output`
-    (None: stdout), whose name the module's docstring imports."""
+    (None: stdout), whose name the module's docstring imports; the target's notes are
+    appended to `notes`."""
     if target == "json":
         from planc.targets.emit.compiled_json import compiled_json
 
@@ -106,11 +110,11 @@ def _render(target: str, ir: PlanIR, resolution, output: str | None) -> str:
     if target == "flax":
         from planc.targets.emit.flax_rules import module_text
 
-        return module_text(ir, resolution)
+        return module_text(ir, resolution, notes)
     if target == "maxtext":
         from planc.targets.emit.maxtext_config import config_text
 
-        return config_text(ir, resolution)
+        return config_text(ir, resolution, notes)
     if target == "torchtitan":
         from planc.targets.emit.torchtitan_parts import toml_text
 

@@ -54,7 +54,8 @@ EPILOGS: dict[str, str] = {
     "lsp": "exit codes: 0 when the editor shuts the server down, 2 when planc[lsp] is not "
            "installed\n\nexample:\n  planc lsp",
     "reshard": "exit codes: 0 written, 1 errors (nothing written), 2 a bad command line, an "
-               "unreadable SRC or an existing DST\n\nexample:\n  planc reshard "
+               "unreadable SRC, an existing DST, or a DST another writer holds (P427, P428)"
+               "\n\nexample:\n  planc reshard "
                "examples/mlp.safetensors -o ckpt --plan examples/mlp_tp.kd \\\n      --devices 8",
     "cluster": "exit codes: 0 no preflight problem, 1 a preflight problem (or a plan with "
                "errors), 2 a bad command line or an unreadable plan\n\nexample:\n  planc "

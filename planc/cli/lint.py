@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
+from planc.diagnostics import PlanError
 from planc.cli.common import (EXIT_USAGE, UsageError, emit_diagnostics, exit_code,
                               parse_defines, parse_devices, read_model, say)
 
@@ -40,6 +41,8 @@ def run(args) -> int:
             model = read_model(args.model, weights_names=names)
         except UsageError as exc:
             failures.append(failure(str(exc), args.model))
+        except PlanError as exc:  # read, and refused with its code
+            found = list(exc.diagnostics)
     elif names:
         model, found = _preset_model(args.checkpoint, failures)
     topology = (_topology_check(args.topology, failures) if args.topology is not None
@@ -59,7 +62,9 @@ def run(args) -> int:
             raise UsageError(f"--golden needs the plan's model: pass --model SRC, or add "
                              f"`model \"PATH\"` to {plans[0]}")
     failures += result.failures
-    diags = found + result.diagnostics
+    # a preset given as both --model and --checkpoint is refused once, not twice
+    seen = {(d.code, d.message) for d in result.diagnostics}
+    diags = [d for d in found if (d.code, d.message) not in seen] + result.diagnostics
     emit_diagnostics(diags, result.sources, args, failures=failures, files=plans)
     for f in failures:
         say(f.message)
@@ -84,9 +89,10 @@ def _preset_model(path: str, failures: list):
     try:
         return load_model(path, weights_names=True), []
     except PresetError as exc:
-        # A preset without weights (P421) is found again as its checkpoint is opened.
-        return None, [] if exc.code == "P421" else [error(exc.code, str(exc), None,
-                                                          file=path)]
+        # A preset without weights (P421), or whose weights a link leads out of it
+        # (P411), is found again as its checkpoint is opened.
+        return None, [] if exc.code in ("P411", "P421") else [error(exc.code, str(exc), None,
+                                                                    file=path)]
     except SourceError as exc:
         failures.append(failure(str(exc), path))
         return None, []

@@ -17,12 +17,18 @@ finalizes it: an existing DST is refused, and on any failure nothing is left at 
 
 Ctrl-C and SIGTERM (`planc.stopping`) stop it between Orbax's writes, never inside one
 (Orbax's threads would go on writing what the cleanup removes): one line, exit 130 or
-143, and nothing left at DST (a signal held through Orbax's finalize removes the
-finished DST too; one after it is too late to undo anything). Orbax's own logs (a failed write
+143, and nothing left at DST. A signal that arrives once Orbax's finalize has made DST
+whole (held through it, or later) stops nothing: DST is kept, one line says so, exit 0. Orbax's own logs (a failed write
 logs a traceback from each of its threads) stay off stderr: a failure is one P419.
 
+One writer per DST: a DST another planc is writing is P427, and a `DST.partial_save`
+that no planc claims is P428, both refused untouched; what a planc killed while writing
+DST left (its claim names its host, pid and start time, and that process is gone) is
+removed by the next run, which then writes DST.
+
 Exit codes: 0 written; 1 the plan, the checkpoint or the binding has errors; 2 a usage
-error, an unreadable SRC, an existing DST, or a DST that cannot be written.
+error, an unreadable SRC, an existing DST, a DST another writer holds (P427, P428), or
+a DST that cannot be written.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import re
 import sys
 
 from planc.cli.common import (EXIT_OK, EXIT_PLAN, EXIT_USAGE, UsageError, emit_diagnostics,
-                              load, parse_defines, parse_devices, wrote)
+                              load, parse_defines, parse_devices, say, wrote)
 from planc.diagnostics import PlanError, error
 
 _DEVICE_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
@@ -70,13 +76,20 @@ def _devices(n: int):
 
 
 def _check_paths(src: str, dst: str) -> str:
+    """DST, absolute; UsageError for an unreadable SRC or an existing DST, and
+    `DestinationBusy` (P427, P428) for a DST another writer holds or left. A planc
+    killed while writing DST is no obstacle: the write takes over what it left."""
+    from planc.checkpoints.sharded.orbax_save_restore import busy
+
     if not os.path.exists(src):
         raise UsageError(f"cannot read {src}: no such file or directory")
     dst = os.path.abspath(dst)
-    for path in (dst, dst + ".partial_save"):
-        if os.path.lexists(path):
-            raise UsageError(f"{path} exists: reshard never overwrites; remove it or "
-                             "choose another -o")
+    if os.path.lexists(dst):
+        raise UsageError(f"{dst} exists: reshard never overwrites; remove it or "
+                         "choose another -o")
+    refusal = busy(dst)
+    if refusal is not None:
+        raise refusal
     parent = os.path.dirname(dst)
     if not os.path.isdir(parent):
         raise UsageError(f"cannot write {dst}: {parent} is not a directory")
@@ -85,6 +98,16 @@ def _check_paths(src: str, dst: str) -> str:
 
 def run(args) -> int:
     """The `planc reshard` command; returns the exit code (0, 1 errors, 2 usage)."""
+    from planc.checkpoints.sharded.orbax_save_restore import DestinationBusy
+
+    try:
+        return _run(args)
+    except DestinationBusy as exc:
+        emit_diagnostics([exc.diagnostic], {}, args, stream=sys.stderr, to_file=False)
+        return EXIT_USAGE
+
+
+def _run(args) -> int:
     defines = parse_defines(args.defines)
     dst = _check_paths(args.source, args.output)
     plan, diags, sources = load(args.plan, defines, getattr(args, "allow_include_outside", False))
@@ -139,6 +162,8 @@ def _reshard(args, plan, n, dst, diags, plan_sources, stop) -> int:
             wrote(args.output)
         # One report at the end, so `--format json` is one document.
         report(diags + ([failure] if failure is not None else []))
+        if failure is None and stop.hurry:
+            say(f"{dst} was already written whole when the stop signal arrived: kept")
         return EXIT_OK if failure is None else EXIT_PLAN
     except CheckpointError as exc:
         report(diags + [exc.diagnostic()])
@@ -181,7 +206,7 @@ def _write(ir, checkpoint, bound, shardings, dst, n, stop):
     """None when DST was written, else the P419 diagnostic (nothing left at DST)."""
     from planc.checkpoints.orbax_dir import orbax_logs
     from planc.checkpoints.tensors import CheckpointError
-    from planc.checkpoints.sharded.orbax_save_restore import save_parts
+    from planc.checkpoints.sharded.orbax_save_restore import DestinationBusy, save_parts
     from planc.checkpoints.sharded.reshard import parts
 
     def checked(found):
@@ -191,14 +216,17 @@ def _write(ir, checkpoint, bound, shardings, dst, n, stop):
             stop.check()
             yield part
 
+    def whole():
+        # Called inside the finalize's held block: DST is whole, so a signal from here on
+        # is only recorded, and the run ends as written (`_kept` says so).
+        stop.closing = True
+
     try:
         with orbax_logs():
             save_parts(ir, checked(parts(ir, checkpoint, bound, shardings, progress=True)),
                        dst, devices=n, held=stop.held,
-                       names=[source.variable.path for source in bound])
-        # DST is whole: a signal from here on ends nothing that is not already done.
-        stop.closing = True
-    except (CheckpointError, KeyboardInterrupt):
+                       names=[source.variable.path for source in bound], whole=whole)
+    except (CheckpointError, KeyboardInterrupt, DestinationBusy):
         raise
     except OSError as exc:
         raise UsageError(f"cannot write {dst}: {exc.strerror or exc} (nothing was left "

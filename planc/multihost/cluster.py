@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 
 from planc.multihost import environments, exits, rollcall
-from planc.multihost.spec import ClusterError, ClusterSpec, parse_address
+from planc.multihost.spec import ClusterError, ClusterSpec, parse_job_addresses
 
 JOB_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
@@ -172,8 +172,7 @@ def cluster_spec(plan=None, environ=None) -> ClusterSpec:
             raise ClusterError(f"coordinator address must be a string HOST:PORT, got {v.value!r} "
                                f"(from {v.origin})", fix='write it as "10.0.0.1:8476"')
         addresses = [a.strip() for a in v.value.split(",")]
-        for a in addresses:
-            parse_address(a, v.origin)
+        parse_job_addresses(v.value, v.origin)
         if len(addresses) > 1 and processes is not None and len(addresses) != processes:
             raise ClusterError(f"{len(addresses)} job addresses for {processes} processes "
                                f"(from {v.origin} and {values['processes'].origin}): "

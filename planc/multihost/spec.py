@@ -90,6 +90,28 @@ def parse_address(text: str, origin: str = "coordinator") -> tuple[str, int]:
     return host, int(port)
 
 
+def parse_job_addresses(text: str, origin: str = "coordinator") -> list[tuple[str, int]]:
+    """Every `(host, port)` of a Keras `job_addresses` value: one HOST:PORT, or every
+    process's, comma-separated, the coordinator (process 0) first, as
+    `keras.distribution.initialize` takes it. Each is checked as `parse_address` does, so
+    an IPv6 address still needs its brackets; ClusterError names the one that is wrong.
+
+        >>> parse_job_addresses("10.0.0.1:1234,[::1]:2345")
+        [('10.0.0.1', 1234), ('::1', 2345)]
+    """
+    parts = text.split(",")
+    if len(parts) == 1:
+        return [parse_address(text, origin)]
+    found = []
+    for i, part in enumerate(parts):
+        try:
+            found.append(parse_address(part, origin))
+        except ClusterError as exc:
+            raise ClusterError(f"job address {i + 1} of {len(parts)}: {exc}", code=exc.code,
+                               fix=exc.fix) from None
+    return found
+
+
 _PORT = re.compile(r"[0-9]{1,5}")  # ASCII digits: `int` would take `٣٤` and refuse `²`
 _LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 

@@ -16,6 +16,7 @@ from planc.check.checker import check
 from planc.check.formatting import format_text
 from planc.diagnostics import PlanError, Severity, error
 from planc.resolve import Report, human_bytes, validate
+from planc.resolve.whole_model import LARGE_REPLICATED_BYTES
 from planc.suggest.families import RuleSpec, group_rules
 from planc.suggest.layouts import FSDP, MODEL
 from planc.suggest.mesh import STRATEGIES, MeshChoice, choose_mesh
@@ -175,7 +176,7 @@ def _verified(text: str, file: str, variables, devices: int, choice: MeshChoice,
             if d.severity in (Severity.ERROR, Severity.WARNING)]
     stuck = [d for d in loud if d.code == "P310"]
     if stuck and len(stuck) == len(loud):
-        raise PlanError((_unsplittable(variables, choice),))
+        raise PlanError((unsplittable(variables, choice.layouts, devices),))
     if loud:
         raise PlanError((_internal(f"{loud[0].code}: {loud[0].message}"),))
     for a, want in zip(report.assignments, choice.layouts):
@@ -209,11 +210,25 @@ def _internal(what: str):
                  help="please report this with the model's manifest (planc inspect SRC)")
 
 
-def _unsplittable(variables, choice: MeshChoice):
-    big = max((v for v, lay in zip(variables, choice.layouts) if all(e is None for e in lay)),
-              key=lambda v: v.nbytes)
+def unsplittable(variables, layouts, devices: int, *, large_only: bool = False):
+    """P507 for the largest variable `layouts` leave whole on every one of `devices`
+    (with `large_only`, only one large enough for P310 to warn of: None when there is
+    none), as a plan that replicates it by accident would.
+
+        >>> from planc.variables import Variable
+        >>> vs = [Variable("emb", (3 * 2**20, 30), "float32"), Variable("b", (30,))]
+        >>> unsplittable(vs, [(None, None), (None,)], 8).message.split(":")[0]
+        '`emb` [3145728, 30] (360 MiB) cannot be split on 8 devices'
+        >>> unsplittable(vs[1:], [(None,)], 8, large_only=True) is None
+        True
+    """
+    whole = [v for v, lay in zip(variables, layouts) if all(e is None for e in lay)
+             and (not large_only or v.nbytes >= LARGE_REPLICATED_BYTES)]
+    if not whole or (large_only and devices <= 1):
+        return None
+    big = max(whole, key=lambda v: v.nbytes)
     return error("P507", f"`{big.path}` {list(big.shape)} ({human_bytes(big.nbytes)}) cannot "
-                 f"be split on {choice.devices} devices: no mesh axis divides any of its "
+                 f"be split on {devices} devices: no mesh axis divides any of its "
                  f"dimensions, so it would stay whole on every device", None,
                  variable=big.path,
                  help="choose a device count that divides one of its dimensions")

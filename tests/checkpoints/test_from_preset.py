@@ -216,6 +216,21 @@ def test_weights_file_linked_from_outside_the_preset_is_p411_as_a_part_would_be(
     assert "[P411]" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("argv", [["inspect"], ["lint", "PLAN", "--devices", "8", "--model"],
+                                  ["lint", "PLAN", "--devices", "8", "--checkpoint"]])
+def test_a_preset_whose_weights_link_outside_it_is_one_p411_in_every_command(
+        presets, plan_path, tmp_path, capsys, argv):
+    directory = copy_of(presets, tmp_path)
+    outside = tmp_path / "elsewhere.weights.h5"
+    os.replace(directory / "model.weights.h5", outside)
+    os.symlink(outside, directory / "model.weights.h5")
+    assert main([plan_path if a == "PLAN" else a for a in argv] + [str(directory)]) == 1
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    assert shown.count("error[P411]: ") == 1 and "leads outside the preset" in shown
+    assert "= help: keep every tensor inside the checkpoint" in shown
+
+
 def test_parts_index_naming_a_missing_part_is_p412(plan, presets, tmp_path):
     directory = copy_of(presets, tmp_path, "gemma_parts")
     os.remove(directory / "model_00001.weights.h5")

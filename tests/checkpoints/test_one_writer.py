@@ -53,8 +53,31 @@ def test_a_killed_writers_claim_and_partial_save_are_taken_over(plan, tmp_path):
 def test_a_partial_save_no_planc_claims_still_blocks(plan, tmp_path):
     directory = os.path.abspath(tmp_path / "ckpt")
     os.makedirs(directory + ".partial_save")
-    with pytest.raises(FileExistsError, match="an interrupted save left it"):
+    with pytest.raises(FileExistsError, match="an interrupted save left it") as exc:
         plan.save(plan.shard(model()), directory)
+    assert exc.value.diagnostic.code == "P428"
+
+
+def test_a_claim_whose_pid_now_names_another_process_is_taken_over(plan, tmp_path):
+    # The writer was killed and its pid reused (here: by this test's own process, which
+    # started at another time than the claim records).
+    directory = os.path.abspath(tmp_path / "ckpt")
+    with open(directory + ".planc-writing", "w") as f:
+        f.write(f"{os.uname().nodename} {os.getpid()} 1\n")
+    os.makedirs(directory + ".partial_save/stale")
+    assert orbax_save_restore.busy(directory) is None
+    plan.save(plan.shard(model()), directory)
+    assert len(open_checkpoint(directory).tensors) == 3
+
+
+def test_a_claim_from_another_host_is_never_taken_over(plan, tmp_path):
+    directory = os.path.abspath(tmp_path / "ckpt")
+    with open(directory + ".planc-writing", "w") as f:
+        f.write("elsewhere.example 1 1\n")
+    with pytest.raises(FileExistsError) as exc:
+        plan.save(plan.shard(model()), directory)
+    assert exc.value.diagnostic.code == "P427" and "pid 1 on elsewhere.example" in str(exc.value)
+    assert os.path.exists(directory + ".planc-writing") and not os.path.exists(directory)
 
 
 def test_a_checkpoint_that_lost_a_recorded_tensor_is_p424_naming_it(plan, tmp_path):

@@ -102,6 +102,24 @@ def test_a_checkpoint_without_ocdbt_is_left_to_orbax(tmp_path):
     assert [t.name for t in open_checkpoint(tmp_path / "ckpt").tensors] == ["w"]
 
 
+def test_lint_of_a_zarr3_checkpoint_without_ocdbt_keeps_orbaxs_warnings_off_stderr(
+        plan_file, tmp_path):
+    # A process of its own: pytest's log capture would hide what reaches stderr.
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    handler = ocp_v0.PyTreeCheckpointHandler(use_ocdbt=False, use_zarr3=True)
+    ocp_v0.Checkpointer(handler).save(tmp_path / "ckpt", args=ocp_v0.args.PyTreeSave(
+        {"embed": np.ones((8, 4), np.float32)}))
+    result = subprocess.run([sys.executable, "-m", "planc", "lint", plan_file(PLAN, "p.kd"),
+                             "--checkpoint", str(tmp_path / "ckpt"), "--devices", "8", "-q"],
+                            capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert (result.returncode, result.stderr) == (0, "")
+
+
 def test_a_boolean_scalar_is_left_to_orbax(tmp_path):
     # Orbax saves it but cannot read its metadata back ("Unsupported dtype: bool"): what
     # planc says of such a checkpoint stays what Orbax's reading gives.

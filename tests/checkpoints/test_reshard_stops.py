@@ -26,7 +26,8 @@ PLAN = ('mesh(batch = 2, model = 4)\nmodel_parallel(batch = batch)\nlayout {\n'
 #   read:  as the second tensor is read;
 #   gc:    inside a garbage-collection callback while the first tensor is read, where
 #          Python drops the exception a signal handler raises;
-#   final: as Orbax finalizes the checkpoint (the last step: every tensor is written).
+#   final: as Orbax finalizes the checkpoint (the last step: every tensor is written);
+#   release: as the finished writer gives up its claim on DST (DST is whole by then).
 DRIVER = r'''
 import gc, os, signal, sys, threading, time
 point, sig, src, dst, plan = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
@@ -55,6 +56,14 @@ elif point == "final":
         kill()  # held: it lands as the finalize ends
         return real_finalize(directory, *args, **kwargs)
     ocp.partial.finalize = finalize
+elif point == "release":
+    real_unlink = os.unlink
+
+    def unlink(path, *args, **kwargs):
+        if str(path).endswith(".planc-writing"):
+            kill()
+        return real_unlink(path, *args, **kwargs)
+    os.unlink = unlink
 else:
     import planc.checkpoints.sharded.reshard as reshard
     real_build, calls = reshard.build_array, []
@@ -120,6 +129,46 @@ def test_a_stop_during_the_final_step_keeps_the_whole_checkpoint_and_exits_0(wor
     assert result.returncode == 0, result.stderr
     assert os.listdir(work / "out") == ["dst"]
     assert len(planc_checkpoint(work / "out" / "dst").tensors) == 4
+
+
+def test_a_stop_once_the_checkpoint_is_whole_keeps_it_exits_0_and_says_so(work):
+    import signal
+
+    result = _run(work, "release", signal.SIGINT)
+    dst = work / "out" / "dst"
+    assert (result.returncode, result.stderr) == (
+        0, f"planc: {dst} was already written whole when the stop signal arrived: "
+           "kept\n")
+    assert os.listdir(work / "out") == ["dst"]
+    assert len(planc_checkpoint(dst).tensors) == 4
+
+
+def test_a_rerun_after_a_sigkill_mid_write_takes_over_what_the_dead_run_left(work):
+    import signal
+
+    killed = _run(work, "final", signal.SIGKILL)  # every part saved, not finalized
+    assert killed.returncode == -signal.SIGKILL
+    assert sorted(os.listdir(work / "out")) == ["dst.partial_save", "dst.planc-writing"]
+    result = _run(work, "none", 0)
+    assert result.returncode == 0, result.stderr
+    assert os.listdir(work / "out") == ["dst"]
+    assert len(planc_checkpoint(work / "out" / "dst").tensors) == 4
+
+
+def test_a_destination_a_live_planc_is_writing_is_p427_and_left_untouched(work):
+    dst = work / "out" / "dst"
+    with open(f"{dst}.planc-writing", "w") as f:  # this test's process: alive
+        f.write(f"{os.uname().nodename} {os.getpid()} {_start_of(os.getpid())}\n")
+    (work / "out" / "dst.partial_save").mkdir()
+    result = _run(work, "none", 0)
+    assert result.returncode == 2 and result.stderr.startswith(
+        f"error[P427]: {dst} is being written by another planc (pid {os.getpid()} on ")
+    assert sorted(os.listdir(work / "out")) == ["dst.partial_save", "dst.planc-writing"]
+
+
+def _start_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rpartition(")")[2].split()[19])
 
 
 def planc_checkpoint(path):

@@ -73,6 +73,37 @@ def test_job_address_count_must_equal_the_process_count():
         cluster_spec(None, environ=env)
 
 
+def test_a_plans_list_of_job_addresses_is_taken_as_keras_takes_it():
+    # keras.distribution.initialize(job_addresses="10.0.0.1:1234,10.0.0.2:2345", ...)
+    plan = with_cluster('coordinator = "10.0.0.1:1234,10.0.0.2:2345", processes = 2, '
+                        'process_id = 0')
+    assert cluster_spec(plan, environ={}).coordinator == "10.0.0.1:1234"
+
+
+def _lint_cluster(body: str) -> list:
+    with pytest.raises(planc.PlanError) as exc:
+        with_cluster(body)
+    return exc.value.diagnostics
+
+
+def test_each_job_address_of_a_plans_list_is_checked():
+    [d] = _lint_cluster('coordinator = "10.0.0.1:1234,::2:2345", processes = 2, process_id = 0')
+    assert d.code == "P110" and (d.span.line, d.span.column) == (3, 25)
+    assert d.message.startswith("job address 2 of 2: ") and "without brackets" in d.message
+    assert d.help == ("write it as [::2]:2345",)
+
+
+def test_a_bracketed_ipv6_job_address_in_a_list_is_accepted():
+    plan = with_cluster('coordinator = "[::1]:1234,[::2]:2345", processes = 2, process_id = 1')
+    assert cluster_spec(plan, environ={}).coordinator == "[::1]:1234"
+
+
+def test_a_plans_job_address_count_must_equal_its_process_count():
+    [d] = _lint_cluster('coordinator = "10.0.0.1:1234,10.0.0.2:2345", processes = 3, '
+                        'process_id = 0')
+    assert d.code == "P110" and d.message == "2 job addresses for 3 processes"
+
+
 def test_cluster_block_env_values_are_read_at_call_time():
     plan = with_cluster('coordinator = env("COORD", "h:1"), processes = env("NPROC", 1), '
                         'process_id = env("RANK", 0)')

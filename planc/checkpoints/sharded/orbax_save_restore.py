@@ -33,7 +33,8 @@ from planc.diagnostics import Diagnostic, PlanError, Span, note
 from planc.ir import PlanIR
 from planc.fingerprint import bound_fingerprint, fingerprint
 
-__all__ = ["restore", "save", "save_parts", "plan_record", "reshard_note", "nest"]
+__all__ = ["restore", "save", "save_parts", "plan_record", "reshard_note", "nest", "busy",
+           "DestinationBusy"]
 
 SCHEMA = "planc.checkpoint/1"
 _PARTIAL_SUFFIX = ".partial_save"  # where Orbax's partial saves gather before finalize
@@ -274,12 +275,58 @@ def nest(flat: Mapping[str, object]) -> dict:
 _CLAIM_SUFFIX = ".planc-writing"  # held by the one planc writing a destination
 
 
+class DestinationBusy(FileExistsError):
+    """A destination another writer holds (P427), or a partial save no planc claims
+    (P428): refused, never touched. A `FileExistsError`; `diagnostic` is the coded
+    refusal."""
+
+    def __init__(self, code: str, message: str, fix: str):
+        super().__init__(message)
+        from planc.diagnostics import error
+
+        self.diagnostic = error(code, message, None, help=fix)
+
+
+def busy(directory: str) -> DestinationBusy | None:
+    """Why `directory` cannot be written now, or None: another writer's claim on it
+    (P427: alive, on another host, or unreadable), or a `DIRECTORY.partial_save` that no
+    planc claims (P428). A claim whose writer is gone is no obstacle: `claimed` takes it
+    over, with what that writer left.
+
+        >>> busy("/nonexistent/ckpt") is None
+        True
+    """
+    claim = directory + _CLAIM_SUFFIX
+    if os.path.lexists(claim):
+        holder = _claim_holder(claim)
+        if holder is not None and _gone(*holder):
+            return None
+        who = (f" (pid {holder[1]} on {holder[0]}, still running or on another host)"
+               if holder else " (its claim cannot be read)")
+        return DestinationBusy(
+            "P427", f"{directory} is being written by another planc{who}: a checkpoint has "
+                    "one writer",
+            f"wait for it to end; if no planc is writing {directory}, remove {claim}")
+    return _unclaimed_partial(directory)
+
+
+def _unclaimed_partial(directory: str) -> DestinationBusy | None:
+    partial = directory + _PARTIAL_SUFFIX
+    if not os.path.lexists(partial):
+        return None
+    return DestinationBusy(
+        "P428", f"{partial} exists (an interrupted save left it) and no planc claims it: "
+                "it is not planc's to remove",
+        f"remove {partial} if no program is writing it, or choose another directory")
+
+
 @contextlib.contextmanager
 def claimed(directory: str):
     """`directory` held for this writer while the block runs: a second planc writing it
-    at the same time is refused (`FileExistsError`) instead of mixing its tensors into
-    this one's. The claim is a file created exclusively beside the destination, holding
-    the writer's host and pid; a claim whose writer is gone (killed) is taken over, and
+    at the same time is refused (`DestinationBusy`, P427) instead of mixing its tensors
+    into this one's. The claim is a file created exclusively beside the destination,
+    holding the writer's host, pid and start time; a claim whose writer is gone (killed:
+    no such process on this host, or the pid now another process's) is taken over, and
     what that writer left (its partial save, Orbax's temporary directories) is removed
     first. Only the primary process claims: the others write under its claim."""
     import jax
@@ -294,17 +341,20 @@ def claimed(directory: str):
             fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             break
         except FileExistsError:
-            holder = _claim_holder(claim)
-            if attempt or (holder is not None and not _gone(*holder)):
-                who = f" (pid {holder[1]} on {holder[0]})" if holder else ""
-                raise FileExistsError(f"{directory} is being written by another planc{who}: "
-                                      "a checkpoint has one writer") from None
+            refusal = busy(directory)
+            if refusal is None and attempt:  # another run took the dead writer's claim first
+                refusal = DestinationBusy("P427", f"{directory} is being written by another "
+                                          "planc: a checkpoint has one writer",
+                                          "wait for it to end")
+            if refusal is not None:
+                raise refusal from None
             # A killed writer's claim: what it left is its own, and nobody else's.
             _clean(_leftovers(directory))
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(claim)
     try:
-        os.write(fd, f"{_host()} {os.getpid()}\n".encode())
+        pid = os.getpid()
+        os.write(fd, f"{_host()} {pid} {_started(pid) or 0}\n".encode())
         os.close(fd)
         yield
     finally:
@@ -316,17 +366,33 @@ def _host() -> str:
     return os.uname().nodename if hasattr(os, "uname") else "localhost"
 
 
-def _claim_holder(claim: str) -> tuple[str, int] | None:
+def _claim_holder(claim: str) -> tuple[str, int, int] | None:
+    """(host, pid, start time) of a claim; the start time is 0 where unknown (a claim
+    written without one, or off Linux)."""
     try:
         with open(claim, encoding="utf-8") as f:
-            host, pid = f.read().split()
-        return host, int(pid)
+            fields = f.read(4096).split()
+        if len(fields) not in (2, 3) or not all(f.isdigit() for f in fields[1:]):
+            return None
+        return fields[0], int(fields[1]), int(fields[2]) if len(fields) == 3 else 0
     except (OSError, ValueError):
         return None
 
 
-def _gone(host: str, pid: int) -> bool:
-    """Whether the claim's writer no longer runs: only known for this host's processes."""
+def _started(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot, from /proc), or None where
+    unknown: with the pid, it names one process even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            # the command name, in parentheses, may hold spaces: the fields follow it
+            return int(f.read().rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _gone(host: str, pid: int, start: int = 0) -> bool:
+    """Whether the claim's writer no longer runs: no process `pid` on this host, or one
+    that started at another time (the pid reused). Another host's is never known gone."""
     if host != _host():
         return False
     try:
@@ -334,17 +400,20 @@ def _gone(host: str, pid: int) -> bool:
     except ProcessLookupError:
         return True
     except PermissionError:
-        return False
-    return False
+        pass
+    now = _started(pid)
+    return bool(start) and now is not None and now != start
 
 
 def _refuse_existing(directory: str) -> None:
-    for path in (directory, directory + _PARTIAL_SUFFIX):
-        if os.path.lexists(path):
-            what = ("a checkpoint is never overwritten" if path == directory else
-                    "an interrupted save left it")
-            raise FileExistsError(f"{path} exists ({what}): remove it or choose another "
-                                  "directory")
+    """Under this writer's claim: an existing checkpoint, or a partial save that was
+    there before the claim (a dead writer's was removed when its claim was taken)."""
+    if os.path.lexists(directory):
+        raise FileExistsError(f"{directory} exists (a checkpoint is never overwritten): "
+                              "remove it or choose another directory")
+    refusal = _unclaimed_partial(directory)
+    if refusal is not None:
+        raise refusal
 
 
 def _leftovers(directory: str) -> set[str]:
@@ -417,7 +486,7 @@ def _give_back_freed_memory() -> None:
 
 def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
                devices: int | None = None, held=contextlib.nullcontext,
-               names=None) -> None:
+               names=None, whole=None) -> None:
     """Write a checkpoint at `directory` from `parts`, each `{name: jax.Array}` with
     names disjoint from the other parts', one Orbax partial save per part, then finalize.
 
@@ -426,7 +495,10 @@ def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
     on any failure what was written is removed and nothing is left at `directory`.
     Each Orbax call runs inside `held()`: `planc.stopping.StopSignals.held` keeps a
     signal from cutting one short, since Orbax's own threads would go on writing into
-    what the cleanup removes.
+    what the cleanup removes. `whole()`, if given, is called inside that same `held()`
+    as soon as the finalize returns: from then on the checkpoint is whole, and a caller
+    that stops taking signals there has no instant at which a signal could end the run
+    with the checkpoint written.
     """
     import jax
     import orbax.checkpoint.experimental.v1 as ocp
@@ -454,6 +526,8 @@ def save_parts(ir: PlanIR, parts: Iterable[Mapping[str, object]], directory, *,
                 with held():
                     ocp.partial.finalize(directory)
                     finalized.append(True)
+                    if whole is not None:
+                        whole()
             except KeyboardInterrupt:
                 # A stop signal held through the finalize arrives once the checkpoint is
                 # whole: the work is done, and what is done stays (the caller's exit

@@ -162,6 +162,20 @@ ENTRIES = {
         why='Rename rules cannot pair Keras\'s per-layer numbering with variable paths; the flood of P401 and P402 would point at the wrong fix.',
         example='`planc lint plan.kd --checkpoint model.weights.h5` where the plan\'s `model` is `model.json`',
         fix='Pass the Keras model as `--model module:attr`, or map the plan to it in `[tool.planc]`.'),
+    'P427': dict(
+        severity='error',
+        title='a checkpoint destination another planc is writing',
+        what='`planc reshard`, `plan.save`: the destination is claimed (`DST.planc-writing`) by a planc that still runs (its pid and start time match a live process on this host), runs on another host, or whose claim cannot be read; nothing is touched',
+        why='Two writers of one checkpoint would mix their tensors into one directory, or one would remove what the other is writing. A claim whose writer is gone (killed) is no obstacle: the next run takes over what it left.',
+        example='a second `planc reshard SRC -o ckpt` while the first still writes `ckpt`',
+        fix='Wait for the other run to end, or write elsewhere; if no planc writes it (a host that went down), remove `DST.planc-writing`.'),
+    'P428': dict(
+        severity='error',
+        title='an unclaimed partial save beside a checkpoint destination',
+        what='`planc reshard`, `plan.save`: `DST.partial_save` exists and no planc claims it (no `DST.planc-writing`): Orbax partial saves of another program, or of a writer that left no claim',
+        why='planc removes only what a planc it knows is dead left; anything else may be another program\'s work in progress.',
+        example='`ckpt.partial_save/` left by a script calling `ocp.partial.save` itself',
+        fix='Remove `DST.partial_save` if no program is writing it, or choose another destination.'),
     # loading onto the devices (`plan.load`, `planc reshard`)
     'P429': dict(
         severity='error',

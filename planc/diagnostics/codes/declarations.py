@@ -264,6 +264,20 @@ ENTRIES = {
         why='The budget bounds bytes no variable or optimizer slot will ever use: a rule meant to say `on host` probably lost it.',
         example='`budget(per_device = 80 GB, host = 200 GB)` without any `on host`',
         fix='Write `on host` after the layouts to offload, or remove `host =`.'),
+    'P142': dict(
+        severity='error',
+        title='a plan laid out only by logical names, compiled without its model',
+        what='`planc compile --target jax` (keras, torch) of a plan whose only layout is its `axes` table, without `--model`: the module matches variables by the plan\'s rules, and the names the table maps live only in the model',
+        why='The module would be written (exit 0) and then refuse every variable when run, or, in Keras, leave every one replicated.',
+        example='`planc compile flax_plan.kd --target jax` where the plan has `axes { embed -> fsdp }` and no `layout`',
+        fix='Pass `--model SRC` (a model whose variables carry the names, such as a Flax model\'s manifest): the module then holds every variable\'s layout. Or write `layout` rules.'),
+    'P143': dict(
+        severity='note',
+        title='a path rule that restates the own names, left out of logical axis rules',
+        what='`planc compile --target flax` (or `maxtext`) with `--model`: a path rule gives every variable it lays out the layout its own logical names give through the `axes` table, so the rules, which map names only, say the same without it',
+        why='Logical axis rules have no form for a path rule; one that changes nothing is left out rather than refused, and the note says so. A path rule that would change a layout is P311, naming those variables.',
+        example='`"dense/kernel" -> (fsdp, _)` where `dense/kernel` names its dimensions `("embed", "mlp")` and the table has `embed -> fsdp`, `mlp -> _`',
+        fix='Nothing to fix; remove the rule to say so in the plan too.'),
     'P150': dict(
         severity='error',
         title='logical name that is also a mesh axis',

@@ -106,7 +106,8 @@ def why_not(o, winner, limit: int) -> tuple[str, str]:
     """(why `o` is not the winner, the term or part that decides it). Times are compared
     compiled with compiled, else analytic with analytic."""
     if o.failure is not None:
-        return f"could not be compiled: {o.failure.code} {o.failure.message}", ""
+        how = "cannot be written" if o.failure.code == "P507" else "could not be compiled"
+        return f"{how}: {o.failure.code} {o.failure.message}", ""
     if o.peak > limit:
         part, size = o.score.largest_part()
         how = "compiled" if o.compiled else "analytic"

@@ -33,7 +33,7 @@ from planc.resolve import human_bytes
 from planc.suggest.roles import detect_roles
 from planc.suggest.search.report import document, rule_for, rows_of, table_lines, why_not
 from planc.suggest.search.score import Score, loads, score
-from planc.suggest.search.space import Candidate, candidates
+from planc.suggest.search.space import Candidate, candidates, unwritable
 from planc.suggest.search.workload import Workload, tokens_of_batch, workload_of
 from planc.suggest.sizes import size_text
 from planc.suggest.suggester import describe_model, model_variables, written
@@ -244,14 +244,21 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     for r in rows:
         if r.kind == "why_not":
             r.why, decider = why_not(r.outcome, searched.winner, limit)
-            r.plan = plan_of(r.outcome).text
-            r.rule, r.line = rule_for(decider, plan_of(r.outcome), variables)
+            if _written(r.outcome):
+                r.plan = plan_of(r.outcome).text
+                r.rule, r.line = rule_for(decider, plan_of(r.outcome), variables)
         elif r.kind != "chosen":
             r.plan = plan_of(r.outcome).text
     chosen = plan_of(searched.winner, _why(searched))
     text = chosen.text.rstrip("\n") + "\n" + "\n".join(table_lines(rows, searched)) + "\n"
     rows[0].plan = text
     return SearchResult(text, chosen, searched, tuple(rows))
+
+
+def _written(outcome) -> bool:
+    """Whether a plan text can be written for `outcome`: not for one the space found
+    unwritable (P507), whose row says why instead."""
+    return outcome.failure is None or outcome.failure.code != "P507"
 
 
 def _needs(message: str):
@@ -380,14 +387,15 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
 
 
 def _scored(space, variables, workload, chip, calibration, placements_for) -> list:
-    """An `Outcome` for each candidate JAX can place on the topology, by analytic rank."""
+    """An `Outcome` for each candidate JAX can place on the topology, by analytic rank;
+    one whose plan cannot be written (`unwritable`) carries that as its failure."""
     outcomes = []
     for cand in space:
         where = placements_for(cand) if placements_for else None
         if placements_for is not None and where is None:
             continue  # JAX cannot place this mesh on the topology
         outcomes.append(Outcome(cand, score(cand, variables, workload, chip, calibration,
-                                            where)))
+                                            where), failure=unwritable(cand, variables)))
     outcomes.sort(key=lambda o: (o.score.estimate_s, o.score.peak, o.candidate.key))
     return outcomes
 

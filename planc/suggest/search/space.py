@@ -42,8 +42,9 @@ from dataclasses import dataclass, replace
 from planc.suggest.mesh import MeshChoice, divisors, evaluate, valid_tp_sizes, with_zero1
 from planc.suggest.roles import detect_roles
 from planc.suggest.search.pipeline import pipeline_for, stacked_pipeline_for
+from planc.suggest.suggester import unsplittable
 
-__all__ = ["Candidate", "candidates"]
+__all__ = ["Candidate", "candidates", "unwritable"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,22 @@ def _vocab_still_split(choice, roles) -> bool:
     `suggest` refuses, P507)."""
     return all(any(e is not None for e in lay) for r, lay in zip(roles, choice.layouts)
                if r.kind == "embedding" and not r.small)
+
+
+def unwritable(candidate: Candidate, variables):
+    """P507 when `candidate` leaves a large variable whole on every device, where no
+    axis divides its dimensions (a factor such as `fsdp=3` on a 256,000-row embedding):
+    `suggest` refuses to write such a plan, so the search drops it with this as its
+    why-not. None for a candidate whose plan can be written; `dp` replicates by design."""
+    choice, pipe = candidate.choice, candidate.pipeline
+    if choice.strategy == "dp":
+        return None
+    layouts, devices = choice.layouts, choice.devices
+    if pipe is not None:
+        devices *= pipe.count
+        if pipe.stacked:
+            layouts = pipe.layouts(layouts)
+    return unsplittable(variables, layouts, devices, large_only=True)
 
 
 def _remat(workload) -> tuple:

@@ -25,7 +25,7 @@ from planc.diagnostics import PlanError, error
 from planc.ir import PlanIR
 
 __all__ = ["literal", "docstring_name", "mesh_constants", "check_constants", "refuse_errors",
-           "refuse_backtracking", "section_source", "runtime_source"]
+           "refuse_backtracking", "refuse_names_without_model", "section_source", "runtime_source"]
 
 # A line that starts a section of a module written to be copied; the section runs to the
 # next such line or to the end of the module.
@@ -100,6 +100,25 @@ def refuse_errors(ir: PlanIR, resolution) -> None:
                                                  if d.is_error)
     if errors:
         raise PlanError(errors, ir.source_dict)
+
+
+def refuse_names_without_model(ir: PlanIR, resolution) -> None:
+    """Raise `PlanError` (P142) for a plan whose only layout is its `axes` table, compiled
+    without the model: a module matches paths by the plan's rules and, with no rule and
+    no variable's own names (which only the model holds), would refuse every variable
+    when run. With the model, each variable's layout is resolved into the module's
+    table."""
+    if (resolution is not None or not ir.logical_axes or ir.rules or ir.default is not None
+            or ir.distribution != "model_parallel"):
+        return
+    raise PlanError((error(
+        "P142", "the plan lays variables out only by their own logical names (its `axes` "
+                "table), which a compiled module cannot read: compiled without the model, "
+                "the module would find a layout for no variable when it runs",
+        ir.logical_span, label="the plan's only layout",
+        help="pass --model SRC (a model whose variables carry these names, such as a Flax "
+             "model's manifest): the module then holds each variable's layout; or write "
+             "`layout` rules"),), ir.source_dict)
 
 
 def refuse_backtracking(ir: PlanIR) -> None:

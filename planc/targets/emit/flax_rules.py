@@ -18,9 +18,10 @@ from planc.targets.emit.logical_table import logical_rules
 __all__ = ["module_text"]
 
 
-def module_text(ir: PlanIR, resolution=None) -> str:
-    """The module's text, or `PlanError` (P311) where the plan says what the rules cannot."""
-    rules = logical_rules(ir, resolution, "flax")
+def module_text(ir: PlanIR, resolution=None, notes: list | None = None) -> str:
+    """The module's text, or `PlanError` (P311) where the plan says what the rules cannot;
+    path rules the model shows only restate its names are left out (P143, in `notes`)."""
+    rules = logical_rules(ir, resolution, "flax", notes)
     lines = [
         f'"""Flax logical axis rules of plan `{docstring_name(ir.name)}`, written by '
         "`planc compile --target flax`.",

@@ -43,6 +43,7 @@ from planc.check.expression import _eval
 from planc.ir import PlanIR
 from planc.targets.emit.codegen import (check_constants, docstring_name, literal,
                                         mesh_constants, refuse_backtracking, refuse_errors,
+                                        refuse_names_without_model,
                                         runtime_source, section_source)
 from planc.fingerprint import fingerprint
 from planc.targets.emit.resolver_data import match_constants, rule_constants, state_constants
@@ -61,6 +62,7 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_sharding") -
     Deterministic: the same plan, resolution and name give the same bytes.
     """
     refuse_errors(ir, resolution)
+    refuse_names_without_model(ir, resolution)
     refuse_backtracking(ir)
     out = [_HEADER.format(name=docstring_name(ir.name), version=__version__, module=module)]
     out.append("import re\n\nimport jax\nimport numpy as np\n"

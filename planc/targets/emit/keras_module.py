@@ -53,6 +53,7 @@ from planc.ir import PlanIR, Rule
 from planc.matching.scan import has_end_anchor
 from planc.targets.emit.codegen import (check_constants, docstring_name, literal,
                                         mesh_constants, refuse_backtracking, refuse_errors,
+                                        refuse_names_without_model,
                                         runtime_source, section_source)
 from planc.targets.expressible import (WITH_THE_MODEL, batch_over_several_axes,
                                        end_anchored_output, explicit_axes_for_keras,
@@ -76,6 +77,7 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_keras") -> s
     resolution and name give the same bytes.
     """
     refuse_errors(ir, resolution)
+    refuse_names_without_model(ir, resolution)
     refuse_backtracking(ir)
     problems: list[Diagnostic] = keras_memory_and_state(ir)
     for problem in (explicit_axes_for_keras(ir), batch_over_several_axes(ir)):

@@ -29,10 +29,11 @@ from planc.targets.emit.logical_table import logical_rules
 __all__ = ["config_text"]
 
 
-def config_text(ir: PlanIR, resolution=None) -> str:
-    """The YAML text, or `PlanError` (P311) where the plan says what the rules cannot."""
+def config_text(ir: PlanIR, resolution=None, notes: list | None = None) -> str:
+    """The YAML text, or `PlanError` (P311) where the plan says what the rules cannot;
+    path rules the model shows only restate its names are left out (P143, in `notes`)."""
     pipeline = _pipeline_lines(ir, resolution)
-    rules = _with_batch(ir, logical_rules(ir, resolution, "maxtext"))
+    rules = _with_batch(ir, logical_rules(ir, resolution, "maxtext", notes))
     lines = [f"# plan {docstring_name(ir.name)}, fingerprint {fingerprint(ir)}",
              "# written by `planc compile --target maxtext`",
              "mesh_axes: [" + ", ".join(_q(n) for n in ir.mesh.names) + "]"]

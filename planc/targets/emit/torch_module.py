@@ -27,6 +27,7 @@ from planc.check.expression import _eval
 from planc.ir import PlanIR
 from planc.targets.emit.codegen import (check_constants, docstring_name, literal,
                                         mesh_constants, refuse_backtracking, refuse_errors,
+                                        refuse_names_without_model,
                                         runtime_source, section_source)
 from planc.fingerprint import fingerprint
 from planc.targets.emit.resolver_data import match_constants, rule_constants
@@ -47,6 +48,7 @@ def module_text(ir: PlanIR, resolution=None, *, module: str = "plan_torch") -> s
     the same bytes.
     """
     refuse_errors(ir, resolution)
+    refuse_names_without_model(ir, resolution)
     refuse_backtracking(ir)
     refuse_inexpressible(ir)
     out = [_HEADER.format(name=docstring_name(ir.name), version=__version__,

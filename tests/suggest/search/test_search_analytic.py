@@ -146,6 +146,18 @@ def test_every_candidate_of_the_space_is_written_as_a_plan_suggest_accepts():
         assert written(vs, roles, c.choice, Header("t", 3, None)).text
 
 
+def test_a_candidate_that_cannot_split_the_embedding_is_dropped_with_a_why_not_row():
+    # 24 devices: `fsdp=24` (or 3, 6, ...) divides neither 40,000 rows nor 1,024 columns,
+    # so its plan would leave the 78 MiB embedding whole (P507); the search goes on.
+    found = search(decoder(vocab=40_000), 24, tokens=24 * 4096)
+    dropped = [r for r in found.rows if r.why.startswith("cannot be written: P507 ")]
+    assert dropped and found.searched.winner.failure is None
+    for row in dropped:
+        assert "`embed/embedding` [40000, 1024]" in row.why and row.plan is None
+        assert f"{row.outcome.candidate.family} on {row.outcome.candidate.mesh_text}: " \
+               f"{row.why}" in found.text
+
+
 def test_zero1_divides_the_optimizer_slots_by_the_data_axis():
     vs = decoder()
     w = workload_of(vs, tokens=65536, state=3)

@@ -466,3 +466,65 @@ def test_emitted_misfit_message_says_the_layout_does_not_fit(plan_file, tmp_path
         m.shardings({"w": np.zeros((6, 4))})
     assert "its layout does not fit" in str(exc.value)
     assert "layout fits" not in str(exc.value)
+
+
+TABLE_ONLY = """mesh(data = 2, fsdp = 4)
+model_parallel(batch = data)
+axes {
+  embed -> fsdp
+  mlp -> _
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["jax", "keras", "torch"])
+def test_a_plan_of_only_an_axes_table_is_p142_without_the_model(plan_file, tmp_path,
+                                                                 capsys, target):
+    out = tmp_path / "m.py"
+    assert compile_cli(plan_file(TABLE_ONLY), "--target", target, "-o", out) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error[P142]: the plan lays variables out only by their own "
+                          "logical names") and "plan.kd:3:1" in err and "--model SRC" in err
+    assert not out.exists()
+
+
+def test_a_plan_of_only_an_axes_table_compiles_with_a_model_that_names_dimensions(
+        plan_file, tmp_path):
+    model = tmp_path / "flax.json"
+    write_manifest([Variable("dense/kernel", (16, 32), "float32", ("embed", "mlp"))], model)
+    out = tmp_path / "m.py"
+    assert compile_cli(plan_file(TABLE_ONLY), "--model", model, "-o", out) == 0
+    assert "'dense/kernel'" in out.read_text()
+
+
+NAMED_MODEL = [Variable("dense/kernel", (16, 32), "float32", ("embed", "mlp")),
+               Variable("other/kernel", (16, 16), "float32", ("embed", None))]
+
+
+def test_flax_leaves_out_with_a_note_a_path_rule_that_restates_the_own_names(
+        plan_file, tmp_path, capsys):
+    model = tmp_path / "flax.json"
+    write_manifest(NAMED_MODEL, model)
+    plan = plan_file(TABLE_ONLY + 'layout {\n  "dense/kernel" -> (fsdp, _)\n}\n')
+    out = tmp_path / "rules.py"
+    assert compile_cli(plan, "--target", "flax", "--model", model, "-o", out) == 0
+    err = capsys.readouterr().err
+    assert err.startswith('note[P143]: rule "dense/kernel" -> (fsdp, _) gives the variable '
+                          "it lays out what its own names give") and "plan.kd:8:3" in err
+    assert "LOGICAL_AXIS_RULES = (\n    ('embed', 'fsdp'),\n    ('mlp', None),\n)" \
+        in out.read_text()
+
+
+def test_flax_refuses_a_path_rule_naming_the_variables_whose_layout_would_change(
+        plan_file, tmp_path, capsys):
+    model = tmp_path / "flax.json"
+    write_manifest(NAMED_MODEL, model)
+    plan = plan_file(TABLE_ONLY + 'layout {\n  "other/kernel" -> (_, fsdp)\n}\n')
+    out = tmp_path / "rules.py"
+    assert compile_cli(plan, "--target", "flax", "--model", model, "-o", out) == 1
+    err = capsys.readouterr().err
+    assert ("error[P311]: flax's logical axis rules cannot say the rule \"other/kernel\" -> "
+            "(_, fsdp), and without it 1 variable would be laid out otherwise: "
+            "`other/kernel` [16, 16] gets (_, fsdp), its names (embed, _) give (fsdp, _)"
+            in err)
+    assert not out.exists()
