@@ -217,8 +217,9 @@ def rule_for(decider: str, suggestion, variables) -> tuple[str | None, int | Non
     """The rule of `suggestion` behind `decider` (a term or part name of a why-not row):
     of the rules whose layouts use the term's axis (any, for memory), the one whose
     variables carry the most bytes; and its line in the plan (None: none such)."""
-    if not decider or decider in ("matmul compute", "HBM traffic", "activations", "logits"):
-        return None, None
+    if not decider or decider in ("matmul compute", "HBM traffic", "op launches",
+                                  "activations", "logits"):
+        return None, None  # no layout rule's variables are behind these
     want = FSDP if "over fsdp" in decider or decider == "gathered" else (
         MODEL if "over model" in decider else None)
     best, size = None, -1
