@@ -155,7 +155,10 @@ def count(hlo: str) -> Counts:
             cls = _class(module, ins, flops)
             moved = _moved_by(module, ins, users)
             out.hbm_bytes[cls] += moved * times
-            where = ("collective" if cls == "collective"
+            # A fusion XLA built around a collective (an all-gather fused with the matmul
+            # that reads it, as MaxText's flags ask) runs its matmul on the core: only a
+            # collective op itself is left to the links.
+            where = ("collective" if ins.opcode in _COLLECTIVES
                      else "dma" if ins.opcode in _DMA else "core")
             out.ops.append(Op(ins.name, ins.opcode, where, kinds, moved, times))
     return out
