@@ -103,6 +103,20 @@ ENTRIES = {
         why='A plan chosen under a budget the chip cannot hold would not fit it, and without a `--step` no compile would say so.',
         example='`--topology v5e:1x1 --budget 40GiB` (a v5e holds 15.7 GiB)',
         fix='Drop `--budget` (the search keeps 2% under the chip\'s HBM), or give at most what the message names.'),
+    'P515': dict(
+        severity='error',
+        title='a pipeline asked for cannot run',
+        what='`planc suggest --search --pipeline`: no pipeline candidate can be made: the target runs no pipeline stages (Keras), the step\'s builder takes no `plan`, the model has no layers the target cuts into stages (stacked for JAX, numbered for torch), or no stage count divides the devices and the layers',
+        why='A search proposes only what the framework that runs the plan can run; a pipeline plan the target cannot run would be a plan nobody can use.',
+        example='`planc suggest --search --pipeline --model plans/models/gemma_2b.json --devices 16 --tokens 65536` (a Keras manifest)',
+        fix='Drop `--pipeline`, or name the framework that will run the plan (`--target jax` for stacked layers, `--target torch` for numbered ones), as the help says.'),
+    'P516': dict(
+        severity='error',
+        title='a search target planc does not know',
+        what='`search(..., target=NAME)` (Python): NAME is not `jax`, `keras` or `torch` (the CLI\'s `--target` offers only those)',
+        why='The target decides what the search may propose (pipelines, `state` rules, `on host`); planc knows it for these three only.',
+        example='`search(model, 8, tokens=4096, target="tensorflow")`',
+        fix='Name `jax`, `keras` or `torch`, or leave `target` out to take the model source\'s.'),
     'P519': dict(
         severity='error',
         title='internal error: a suggested plan failed validation',

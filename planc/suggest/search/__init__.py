@@ -47,7 +47,8 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
            step: str | None = None, tokens: int | None = None, state: int = 3,
            budget: int | None = None, calibration: str | None = None, chip: str | None = None,
            compiles: int = MAX_COMPILES, max_candidates: int = MAX_CANDIDATES,
-           slices: int = 1, name: str = "suggested", source: str | None = None,
+           slices: int = 1, target: str | None = None, pipeline: bool = False,
+           name: str = "suggested", source: str | None = None,
            file: str = "<suggested>") -> SearchResult:
     """The fastest plan for `model` (or the step's parameters) that fits, on `devices` or
     `topology`, ranked by the analytic cost model and, with `step` (`MODULE:ATTR`, as
@@ -58,9 +59,12 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
 
     `tokens` per step is needed without a step (with one, it is read from the batch).
     `slices` > 1 searches `slices` slices of `topology`, and which axis spans them.
-    `state` is 1 + optimizer slots (3 for Adam). Raises `PlanError`: P509 for what the
-    search cannot start without, P514 for a `budget` past what the chip (a TPU
-    topology's, or `chip`) holds, P510 when no candidate fits.
+    `state` is 1 + optimizer slots (3 for Adam). `target` names the framework that runs
+    the plan (`jax`, `keras`, `torch`; default the source's, `target.target_of`): only
+    what it runs is weighed. `pipeline` weighs only pipeline plans. Raises `PlanError`:
+    P509 for what the search cannot start without, P514 for a `budget` past what the chip
+    (a TPU topology's, or `chip`) holds, P515 for a pipeline asked for that cannot run,
+    P516 for a target planc does not know, P510 when no candidate fits.
 
     >>> from planc.variables import Variable
     >>> vs = [Variable(f"blk_{i}/mlp/{n}", s, "bfloat16") for i in range(4)
@@ -79,6 +83,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     if slices > 1 and topology is None:
         raise PlanError((_needs("a multi-slice search places its meshes on a topology: "
                                 "pass --topology"),))
+    runs = _target(target, model, source, step)
     batch_leaves, takes_remat, takes_plan = (), False, False
     if step is not None:
         from planc.suggest.search.prove import step_facts
@@ -103,7 +108,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     # Pipelines likewise: with a step, only when its builder takes the plan to run.
     work = _workload(variables, tokens, state, batch_leaves,
                      takes_remat if step is not None else True, pipeline=step is None,
-                     takes_plan=takes_plan)
+                     takes_plan=takes_plan, target=runs, pipeline_only=pipeline)
     # The devices' memory is a chip's on a TPU topology (its own, whatever `chip` prices
     # it as) or where `chip` is named; a budget past it would choose, without a step to
     # compile, a plan the devices cannot hold.
@@ -217,8 +222,21 @@ def _placements(topo, row):
     return placements_for
 
 
+def _target(name, model, source, step):
+    from planc.suggest.search.target import TARGETS, target_for, target_of
+
+    if name is None:  # the CLI hands the variables read, and the source by its name
+        found = target_of(model, step)
+        return found if found.name is not None else target_of(source)
+    if name not in TARGETS:
+        raise PlanError((error("P516", f"planc knows no target `{name}` to search for", None,
+                               help=f"name one of {', '.join(sorted(TARGETS))}, or none: the "
+                                    "model source's"),))
+    return target_for(name, f"--target {name}")
+
+
 def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline,
-              takes_plan=False) -> Workload:
+              takes_plan=False, *, target, pipeline_only) -> Workload:
     batch = None
     if tokens is None:
         found = tokens_of_batch(batch_leaves)
@@ -229,7 +247,7 @@ def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline,
         tokens, batch = found
     return workload_of(variables, tokens=tokens, state=state, batch=batch,
                        remat_option=takes_remat, pipeline_option=pipeline,
-                       plan_option=takes_plan)
+                       plan_option=takes_plan, target=target, pipeline_only=pipeline_only)
 
 
 def _why(searched) -> list[str]:
@@ -240,6 +258,7 @@ def _why(searched) -> list[str]:
              f"{human_bytes(w.peak)}, step {seconds_text(w.estimate_s)}).",
              f"Its largest term: {w.score.largest().name}. The tables at the end say what "
              "else was weighed."]
+    lines += searched.workload.target.header_lines()
     if w.candidate.host_slots:
         lines.append("Slots on host: no candidate fits with its optimizer slots in device "
                      "memory. Their time over the host link is not priced (P821), so the "

@@ -29,6 +29,7 @@ from planc.diagnostics import Diagnostic, PlanError, error, note
 from planc.resolve import human_bytes
 from planc.suggest.search.space import Candidate, candidates
 from planc.suggest.search.score import Score, score
+from planc.suggest.search.target import pipeline_refused
 from planc.suggest.search.workload import Workload
 
 __all__ = ["Outcome", "Searched", "search_space", "margin_limit", "MARGIN", "MAX_COMPILES",
@@ -105,6 +106,8 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
     done = cut = 0
     for host in (False, True):
         space = candidates(variables, roles, devices, workload, slices, host=host)
+        if not host and not space and workload.pipeline_only:
+            raise PlanError((pipeline_refused(workload, devices),))
         left = max(0, len(space) - max_candidates)
         if left:
             dropped = sorted({c.family for c in space[max_candidates:]})

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from planc.suggest.roles import detect_roles, model_facts
 from planc.suggest.search.pipeline import layers_of, numbers_by_prefix
+from planc.suggest.search.target import NUMBERED, STACKED, UNKNOWN, Target
 from planc.variables import itemsize
 
 __all__ = ["Workload", "workload_of", "tokens_of_batch"]
@@ -63,17 +64,28 @@ class Workload:
     pipeline_option: bool = False  # weigh pipeline stages (no step: see `pipeline`)
     stacked: bool = False  # the layers are stacked on one array (a scanned model)
     plan_option: bool = False  # the step builder takes `plan=` (so it can pipeline)
+    target: Target = UNKNOWN  # what the framework that runs the plan runs (`target`)
+    pipeline_only: bool = False  # a pipeline was asked for (`--pipeline`): only those
 
     @property
     def stacked_pipelines(self) -> bool:
         """Whether stacked layers may be cut into stages: without a step, or with a
         builder that takes the plan (and so runs `plan.pipeline`)."""
-        return self.stacked and (self.pipeline_option or self.plan_option)
+        return (self.stacked and (self.pipeline_option or self.plan_option)
+                and STACKED in self.target.pipelines)
+
+    @property
+    def numbered_pipelines(self) -> bool:
+        """Whether numbered layers may be cut into stages: without a step, for a target
+        that runs stage rules."""
+        return (self.pipeline_option and self.numbered is not None
+                and NUMBERED in self.target.pipelines)
 
 
 def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
                 roles=None, remat_option: bool = False,
-                pipeline_option: bool = False, plan_option: bool = False) -> Workload:
+                pipeline_option: bool = False, plan_option: bool = False,
+                target: Target = UNKNOWN, pipeline_only: bool = False) -> Workload:
     """The `Workload` of training `variables` on `tokens` tokens per step."""
     variables = tuple(variables)
     roles = roles if roles is not None else detect_roles(variables)
@@ -107,7 +119,7 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
                     param_bytes=sum(v.nbytes for v in variables), remat_option=remat_option,
                     numbered=None if facts.stacked else layers_of(variables),
                     pipeline_option=pipeline_option, stacked=bool(facts.stacked),
-                    plan_option=plan_option)
+                    plan_option=plan_option, target=target, pipeline_only=pipeline_only)
 
 
 def _layers(variables, facts) -> int:
