@@ -11,7 +11,7 @@ compiling it. The rooms, in the order a search runs:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from planc.diagnostics import PlanError, error
 from planc.resolve import human_bytes
@@ -19,7 +19,8 @@ from planc.suggest.roles import detect_roles
 from planc.suggest.search.report import Row, document, rule_for, rows_of, table_lines, why_not
 from planc.suggest.search.score import loads
 from planc.suggest.search.searcher import (MARGIN, MAX_CANDIDATES, MAX_COMPILES, Searched,
-                                           margin_limit, nothing_fits, search_space)
+                                           margin_limit, nothing_fits, remat_tie, remat_twin,
+                                           search_space)
 from planc.suggest.search.workload import Workload, tokens_of_batch, workload_of
 from planc.suggest.suggester import describe_model, model_variables, written
 from planc.suggest.writer import Header
@@ -263,9 +264,11 @@ def _why(searched) -> list[str]:
         lines.append("Slots on host: no candidate fits with its optimizer slots in device "
                      "memory. Their time over the host link is not priced (P821), so the "
                      "step time is a lower bound.")
+    tie = remat_tie(searched)
+    if tie:
+        lines.append(tie)
     if w.candidate.remat:
-        plain = replace(w.candidate, remat=False)
-        twin = next((o for o in searched.outcomes if o.candidate == plain), None)
+        twin = remat_twin(w, searched.outcomes, remat=False)
         without = (f"; without it: {why_not(twin, w, searched.limit)[0]}"
                    if twin is not None else "")
         lines.append("With remat: run each layer under `jax.checkpoint` (the step's "

@@ -23,7 +23,7 @@ TPU v5e was 0.03-1.8% under the real need, so 2% is left).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planc.diagnostics import Diagnostic, PlanError, error, note
 from planc.resolve import human_bytes
@@ -31,6 +31,7 @@ from planc.suggest.search.space import Candidate, candidates
 from planc.suggest.search.score import Score, score
 from planc.suggest.search.target import pipeline_refused
 from planc.suggest.search.workload import Workload
+from planc.targets.cost.report import seconds_text
 
 __all__ = ["Outcome", "Searched", "search_space", "margin_limit", "MARGIN", "MAX_COMPILES",
            "MAX_CANDIDATES"]
@@ -42,6 +43,10 @@ MAX_COMPILES = 8
 # 0.15-1.51x on a small decoder.
 ANALYTIC_SLACK = 1.5
 MAX_CANDIDATES = 10_000
+# Twins whose times are within this are "the same time": the one without remat is chosen.
+# planc cost's estimates of one step's two compiles differ by less where the step is
+# bound by what remat does not add (collectives, the update's HBM traffic).
+REMAT_TIE = 0.01
 
 
 @dataclass
@@ -135,10 +140,43 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
         if prove is not None:
             done += _prove(scored, limit, prove, compiles, diagnostics)
         pool = [o for o in outcomes if o.fits(limit) and (o.compiled or prove is None)]
-        winner = min(pool, key=lambda o: (o.estimate_s, o.peak, o.candidate.key), default=None)
+        winner = chosen(pool)
         if winner is not None:
             break
     return Searched(outcomes, winner, limit, workload, chip, done, cut, diagnostics)
+
+
+def chosen(pool) -> Outcome | None:
+    """The fastest of `pool` (then the smallest peak, then the fewest axes); but a remat
+    winner gives way to its twin without remat when that is within `REMAT_TIE` of its
+    time: the two compile to the same time, and a step that recomputes nothing is the
+    simpler one to run and debug."""
+    best = min(pool, key=lambda o: (o.estimate_s, o.peak, o.candidate.key), default=None)
+    twin = remat_twin(best, pool, remat=False) if best is not None and best.candidate.remat \
+        else None
+    if twin is not None and twin.estimate_s <= best.estimate_s * (1 + REMAT_TIE):
+        return twin
+    return best
+
+
+def remat_twin(o, outcomes, remat: bool) -> Outcome | None:
+    """The outcome of `o`'s candidate with `remat` as given, if `outcomes` hold it."""
+    want = replace(o.candidate, remat=remat)
+    return next((x for x in outcomes if x.candidate == want), None)
+
+
+def remat_tie(searched) -> str | None:
+    """The header's line for a winner without remat whose twin with remat was faster,
+    but within `REMAT_TIE`; None otherwise."""
+    w = searched.winner
+    twin = remat_twin(w, searched.outcomes, remat=True) if not w.candidate.remat else None
+    if (twin is None or not twin.fits(searched.limit) or twin.compiled != w.compiled
+            or twin.estimate_s >= w.estimate_s):
+        return None
+    basis = "compiled" if w.compiled else "analytic"
+    return (f"Without remat: its twin with remat is {1 - twin.estimate_s / w.estimate_s:.2%} "
+            f"faster ({seconds_text(twin.estimate_s)} {basis}), within {REMAT_TIE:.0%}: the "
+            "search takes the step that recomputes nothing.")
 
 
 def _scored(space, variables, workload, chip, calibration, placements_for) -> list:
