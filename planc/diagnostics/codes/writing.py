@@ -74,7 +74,7 @@ ENTRIES = {
         what='`planc suggest --search`: no candidate fits the limit (the closest named, with its peak and how far over), or none of those compiled could be',
         why='Every mesh, ZeRO-1 and remat choice the search weighed needs more memory per device than the limit: 98% of the chip\'s usable HBM, or `--budget`.',
         example='a 70B model on 16 v5e chips',
-        fix='More devices, a larger `--budget` (up to what the chip holds), fewer tokens per step, or, with a `--step`, a builder that takes `remat`: the help names those that apply.'),
+        fix='More devices, a larger `--budget` (up to what the chip holds), fewer tokens per step, or, with a `--step`, a builder that takes `remat`: the help names those that apply; where `--max-candidates` cut the space, a larger one first (the help says how many were left out).'),
     'P511': dict(
         severity='note',
         title='a searched candidate could not be compiled',

@@ -96,6 +96,7 @@ class Searched:
     chip: object
     compiles: int
     cut: int
+    cut_at: int = MAX_CANDIDATES  # the most candidates scored of each space
     diagnostics: list = field(default_factory=list)
 
 
@@ -143,7 +144,8 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
         winner = chosen(pool)
         if winner is not None:
             break
-    return Searched(outcomes, winner, limit, workload, chip, done, cut, diagnostics)
+    return Searched(outcomes, winner, limit, workload, chip, done, cut, max_candidates,
+                    diagnostics)
 
 
 def chosen(pool) -> Outcome | None:
@@ -272,7 +274,18 @@ def nothing_fits(searched: Searched, holds: int | None = None) -> Diagnostic:
                 f"{human_bytes(closest.peak)} ({how} peak), {human_bytes(over)} over; the "
                 f"most is {part} ({human_bytes(size)}"
                 f"{', analytic' if closest.compiled else ''})", None,
-        help=(_ways_to_fit(searched, holds),))
+        help=(*_cut_help(searched), _ways_to_fit(searched, holds)))
+
+
+def _cut_help(searched: Searched) -> tuple:
+    """The help's line for a space cut at `--max-candidates`: the candidates left out
+    are the ones with the most mesh axes and the largest sizes, which split the most and
+    so are the likeliest to fit; the cut may be why nothing did."""
+    if not searched.cut:
+        return ()
+    return (f"the search weighed only the first {searched.cut_at:,} candidates of each "
+            f"space (--max-candidates) and left {searched.cut:,} out (P512): those split "
+            "the model the most, so one of them may fit; raise --max-candidates first",)
 
 
 def margin_limit(holds: int) -> int:
