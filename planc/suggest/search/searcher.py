@@ -40,8 +40,8 @@ MARGIN = 0.02
 MAX_COMPILES = 8
 # How far over the limit an analytic peak may be and still be compiled: bench/search.py
 # measured it at 1.11-1.30x the compiled peak on a Llama-3-8B step (an overestimate,
-# before the activations were counted as XLA keeps them) and 0.31-1.19x on a small
-# decoder (`--size small`).
+# before the activations were counted as XLA keeps them) and 0.24-1.19x on a small
+# decoder (`--size small`; 0.15-1.51x before).
 ANALYTIC_SLACK = 1.5
 MAX_CANDIDATES = 10_000
 # Twins whose times are within this are "the same time": the one without remat is chosen.
@@ -228,7 +228,7 @@ def proving_order(outcomes, limit: int):
     an estimate: a strategy whose best does not compile, or does not fit, gets its next.
     The peak can be far off (it was 3.4x the compiled one for a step of plain MLP
     layers on compile-only `v5e:2x4`, 1.5x since its activations are counted from the
-    layer's own matrices; 0.31x where XLA lays a mesh out badly), and "nothing fits"
+    layer's own matrices; 0.24x where XLA lays a mesh out badly), and "nothing fits"
     must rest on a compile wherever one can be made."""
     near = [o for o in outcomes if o.score.peak <= limit * ANALYTIC_SLACK]
     queues: dict = {}
