@@ -226,6 +226,11 @@ def _suggest_parser(sub) -> None:
     p.add_argument("--chip", metavar="NAME", help="--search: the chip a cpu:N or --devices "
                    "search is for, priced on it and its HBM the most --budget may be "
                    "(default: priced on v5e, --budget unbounded)")
+    p.add_argument("--target", choices=("jax", "keras", "torch"), help="--search: the "
+                   "framework that runs the plan; only what it runs is weighed (default: the "
+                   "model source's, e.g. keras for a Keras manifest; jax with --step)")
+    p.add_argument("--pipeline", action="store_true", help="--search: weigh only pipeline "
+                   "plans (P515 when none can run)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="--search: text (the plan) or json (planc.suggest/1)")
     p.add_argument("-o", "--output", metavar="PLAN.kd", help="write the plan here (atomically)")

@@ -27,7 +27,8 @@ def run(args) -> int:
                         ("--tokens", args.tokens), ("--compiles", args.compiles),
                         ("--slices", args.slices),
                         ("--max-candidates", args.max_candidates),
-                        ("--calibration", args.calibration), ("--chip", args.chip)):
+                        ("--calibration", args.calibration), ("--chip", args.chip),
+                        ("--target", args.target), ("--pipeline", args.pipeline or None)):
         if value is not None:
             raise UsageError(f"{flag} is a --search option: add --search")
     if args.format != "text":
@@ -96,6 +97,7 @@ def _search(args) -> int:
         with Phases(enabled=sys.stderr.isatty()) as progress:
             found = search(variables, devices, topology=args.topology, step=args.step,
                            budget=budget, calibration=args.calibration, chip=args.chip,
+                           target=args.target, pipeline=args.pipeline,
                            name=_plan_name(args.output), source=args.model or args.step,
                            file=args.output or "<suggested>", progress=progress, **options)
     except PlanError as exc:

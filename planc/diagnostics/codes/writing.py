@@ -74,7 +74,7 @@ ENTRIES = {
         what='`planc suggest --search`: no candidate fits the limit (the closest named, with its peak and how far over), or none of those compiled could be',
         why='Every mesh, ZeRO-1 and remat choice the search weighed needs more memory per device than the limit: 98% of the chip\'s usable HBM, or `--budget`.',
         example='a 70B model on 16 v5e chips',
-        fix='More devices, a larger `--budget` (up to what the chip holds), fewer tokens per step, or, with a `--step`, a builder that takes `remat`: the help names those that apply.'),
+        fix='More devices, a larger `--budget` (up to what the chip holds), fewer tokens per step, or, with a `--step`, a builder that takes `remat`: the help names those that apply; where `--max-candidates` cut the space, a larger one first (the help says how many were left out).'),
     'P511': dict(
         severity='note',
         title='a searched candidate could not be compiled',
@@ -103,6 +103,20 @@ ENTRIES = {
         why='A plan chosen under a budget the chip cannot hold would not fit it, and without a `--step` no compile would say so.',
         example='`--topology v5e:1x1 --budget 40GiB` (a v5e holds 15.7 GiB)',
         fix='Drop `--budget` (the search keeps 2% under the chip\'s HBM), or give at most what the message names.'),
+    'P515': dict(
+        severity='error',
+        title='a pipeline asked for cannot run',
+        what='`planc suggest --search --pipeline`: no pipeline candidate can be made: the target runs no pipeline stages (Keras), the step\'s builder takes no `plan`, the model has no layers the target cuts into stages (stacked for JAX, numbered for torch), or no stage count divides the devices and the layers',
+        why='A search proposes only what the framework that runs the plan can run; a pipeline plan the target cannot run would be a plan nobody can use.',
+        example='`planc suggest --search --pipeline --model plans/models/gemma_2b.json --devices 16 --tokens 65536` (a Keras manifest)',
+        fix='Drop `--pipeline`, or name the framework that will run the plan (`--target jax` for stacked layers, `--target torch` for numbered ones), as the help says.'),
+    'P516': dict(
+        severity='error',
+        title='a search target planc does not know',
+        what='`search(..., target=NAME)` (Python): NAME is not `jax`, `keras` or `torch` (the CLI\'s `--target` offers only those)',
+        why='The target decides what the search may propose (pipelines, `state` rules, `on host`); planc knows it for these three only.',
+        example='`search(model, 8, tokens=4096, target="tensorflow")`',
+        fix='Name `jax`, `keras` or `torch`, or leave `target` out to take the model source\'s.'),
     'P519': dict(
         severity='error',
         title='internal error: a suggested plan failed validation',

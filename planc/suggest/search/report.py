@@ -204,7 +204,7 @@ def document(result) -> dict:
         "chip": s.chip.name,
         "workload": {"tokens": w.tokens, "batch": w.batch, "state": w.state,
                      "layers": w.layers, "hidden": w.hidden,
-                     "matmul_params": w.matmul_params},
+                     "matmul_params": w.matmul_params, "target": w.target.name},
         "space": {"scored": len(s.outcomes), "compiled": s.compiles, "left_out": s.cut},
         "candidates": [r for r in rows if r["kind"] != "why_not"],
         "why_not": [r for r in rows if r["kind"] == "why_not"],

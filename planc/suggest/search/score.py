@@ -32,11 +32,15 @@ The time is `planc cost`'s per-op model, in aggregate: the ops on the core add u
   a small step's rose from 15.1 to 19.7 MiB with its slots on the host, a step of larger
   activations' fell from 819 to 443 MiB): the compile decides.
 - **Peak bytes**: parameters, gradients and optimizer slots at their layouts, the
-  activations kept for the backward pass, per layer `T_loc * hidden * (10 + 24 / t)`
-  bytes at 16 bits (Korthikanti et al., "Reducing Activation Recomputation in Large
-  Transformer Models", 2022, table 2, without the attention scores a fused attention
-  never stores), only each layer's input with remat plus one layer recomputed, the
-  logits and their gradient in f32, and one layer's weights gathered under FSDP.
+  activations kept for the backward pass, per layer `T_loc * (whole + split / t)`
+  elements, as XLA keeps them (`workload.kept_of`: the inputs of the layer's matrices
+  and nonlinearities, each once; without attention or MLP matrices to count, `T_loc *
+  hidden * (10 + 24 / t)` bytes at 16 bits, Korthikanti et al., "Reducing Activation
+  Recomputation in Large Transformer Models", 2022, table 2, without the attention
+  scores a fused attention never stores), only each layer's input with remat plus one
+  layer recomputed, the logits and their gradient in f32, and under FSDP every layer's
+  weights gathered (one layer's with remat) and the gradients whole over `fsdp`; or the
+  update's, when larger: parameters, gradients, the slots and their new values.
 
 With pipeline stages (`pipeline`): the most loaded stage's parameters, 1F1B's S
 microbatches of its L / S layers in flight on the first stage, compute stretched by the
@@ -107,14 +111,20 @@ class Score:
 
 
 def peak_parts(parts: dict, host: int) -> dict:
-    """The parts whose sum is the peak: the passes' (`parts`), or with `host` bytes of
-    slots on the host, the update's when it is larger (the parameters, their gradients
-    and the slots brought back to device memory)."""
+    """The parts whose sum is the peak: the passes' (`parts`), or the update's when it is
+    larger: the parameters, their gradients and the slots, with `host` bytes of slots on
+    the host those brought back to device memory, else those in device memory and their
+    new values beside them (XLA writes the new slots before it frees the old: on
+    compile-only `v5e:2x4` a data-parallel step's peak is the update's, 0.95-1.05x
+    this)."""
     if host:
         update = {"parameters": parts["parameters"], "gradients": parts["gradients"],
                   "optimizer": host}
-        if sum(update.values()) > sum(parts.values()):
-            return update
+    else:
+        update = {"parameters": parts["parameters"], "gradients": parts["gradients"],
+                  "optimizer": parts["optimizer"], "new optimizer state": parts["optimizer"]}
+    if sum(update.values()) > sum(parts.values()):
+        return update
     return parts
 
 
@@ -172,14 +182,25 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     here, tokens = w.layers / s, t_loc / m
     looped = pipe is not None and pipe.stacked
     in_flight = (m + s - 1) if looped else s if pipe is not None else 1
-    layer = tokens * w.hidden * (10 + 24 / t) * act / 2
+    if w.kept is not None:
+        layer = tokens * (w.kept[0] + w.kept[1] / t) * act
+    else:  # no attention or MLP matrices to count by: a GPT layer's, unfused
+        layer = tokens * w.hidden * (10 + 24 / t) * act / 2
     stored = in_flight * ((here * tokens * w.hidden * act + layer) if remat else here * layer)
     # A vocabulary-parallel head keeps its slice of the logits; a whole one, all of them.
     split_vocab = t > 1 and w.vocab % t == 0 and not c.whole_vocab
     vocab = w.vocab / t if split_vocab else w.vocab
     logits = 2 * tokens * vocab * 4
+    # Under FSDP, XLA combines the all-gathers of the layers' weights and keeps what they
+    # gathered for the backward pass (with remat, the layer recomputed gathers its own
+    # again), and combines the reduce-scatters of their gradients, so those are whole
+    # over `fsdp` until the step's end. Stages gather once per iteration (`plan.pipeline`).
     gathered = (split * f / max(here, 1)) if f > 1 else 0
-    parts = {"parameters": params, "gradients": 2 * params if looped else params,
+    grads = 2 * params if looped else params
+    if f > 1 and pipe is None:
+        grads += split * (f - 1)
+        gathered = gathered if remat else split * f
+    parts = {"parameters": params, "gradients": grads,
              "optimizer": slots - host,
              "activations": int(stored), "logits": int(logits), "gathered": int(gathered)}
     peak = sum(peak_parts(parts, host).values())

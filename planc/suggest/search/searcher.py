@@ -34,6 +34,7 @@ from planc.suggest.roles import detect_roles
 from planc.suggest.search.report import document, rule_for, rows_of, table_lines, why_not
 from planc.suggest.search.score import Score, loads, score
 from planc.suggest.search.space import Candidate, candidates, unwritable
+from planc.suggest.search.target import pipeline_refused
 from planc.suggest.search.workload import Workload, tokens_of_batch, workload_of
 from planc.suggest.sizes import size_text
 from planc.suggest.suggester import describe_model, model_variables, written
@@ -47,10 +48,15 @@ __all__ = ["search", "SearchResult", "Outcome", "Searched", "search_space", "mar
 MARGIN = 0.02
 MAX_COMPILES = 8
 # How far over the limit an analytic peak may be and still be compiled: bench/search.py
-# measured it at 1.11-1.30x the compiled peak on a Llama-3-8B step (an overestimate) and
-# 0.15-1.51x on a small decoder.
+# measured it at 1.11-1.30x the compiled peak on a Llama-3-8B step (an overestimate,
+# before the activations were counted as XLA keeps them) and 0.24-1.19x on a small
+# decoder (`--size small`; 0.15-1.51x before).
 ANALYTIC_SLACK = 1.5
 MAX_CANDIDATES = 10_000
+# Twins whose times are within this are "the same time": the one without remat is chosen.
+# planc cost's estimates of one step's two compiles differ by less where the step is
+# bound by what remat does not add (collectives, the update's HBM traffic).
+REMAT_TIE = 0.01
 
 
 @dataclass
@@ -100,6 +106,7 @@ class Searched:
     chip: object
     compiles: int
     cut: int
+    cut_at: int = MAX_CANDIDATES  # the most candidates scored of each space
     diagnostics: list = field(default_factory=list)
 
 
@@ -121,7 +128,8 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
            step: str | None = None, tokens: int | None = None, state: int = 3,
            budget: int | None = None, calibration: str | None = None, chip: str | None = None,
            compiles: int = MAX_COMPILES, max_candidates: int = MAX_CANDIDATES,
-           slices: int = 1, name: str = "suggested", source: str | None = None,
+           slices: int = 1, target: str | None = None, pipeline: bool = False,
+           name: str = "suggested", source: str | None = None,
            file: str = "<suggested>", progress: Phases | None = None) -> SearchResult:
     """The fastest plan for `model` (or the step's parameters) that fits, on `devices` or
     `topology`, ranked by the analytic cost model and, with `step` (`MODULE:ATTR`, as
@@ -132,9 +140,12 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
 
     `tokens` per step is needed without a step (with one, it is read from the batch).
     `slices` > 1 searches `slices` slices of `topology`, and which axis spans them.
-    `state` is 1 + optimizer slots (3 for Adam). Raises `PlanError`: P509 for what the
-    search cannot start without, P514 for a `budget` past what the chip (a TPU
-    topology's, or `chip`) holds, P510 when no candidate fits. `progress` shows the
+    `state` is 1 + optimizer slots (3 for Adam). `target` names the framework that runs
+    the plan (`jax`, `keras`, `torch`; default the source's, `target.target_of`): only
+    what it runs is weighed. `pipeline` weighs only pipeline plans. Raises `PlanError`:
+    P509 for what the search cannot start without, P514 for a `budget` past what the chip
+    (a TPU topology's, or `chip`) holds, P515 for a pipeline asked for that cannot run,
+    P516 for a target planc does not know, P510 when no candidate fits. `progress` shows the
     candidates scored, then each compile, on a terminal (`planc.progress.Phases`).
 
     >>> from planc.variables import Variable
@@ -154,6 +165,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     if slices > 1 and topology is None:
         raise PlanError((_needs("a multi-slice search places its meshes on a topology: "
                                 "pass --topology"),))
+    runs = _target(target, model, source, step)
     batch_leaves, takes_remat, takes_plan = (), False, False
     if step is not None:
         from planc.suggest.search.prove import step_facts
@@ -178,7 +190,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     # Pipelines likewise: with a step, only when its builder takes the plan to run.
     work = _workload(variables, tokens, state, batch_leaves,
                      takes_remat if step is not None else True, pipeline=step is None,
-                     takes_plan=takes_plan)
+                     takes_plan=takes_plan, target=runs, pipeline_only=pipeline)
     # The devices' memory is a chip's on a TPU topology (its own, whatever `chip` prices
     # it as) or where `chip` is named; a budget past it would choose, without a step to
     # compile, a plan the devices cannot hold.
@@ -300,8 +312,21 @@ def _placements(topo, row):
     return placements_for
 
 
+def _target(name, model, source, step):
+    from planc.suggest.search.target import TARGETS, target_for, target_of
+
+    if name is None:  # the CLI hands the variables read, and the source by its name
+        found = target_of(model, step)
+        return found if found.name is not None else target_of(source)
+    if name not in TARGETS:
+        raise PlanError((error("P516", f"planc knows no target `{name}` to search for", None,
+                               help=f"name one of {', '.join(sorted(TARGETS))}, or none: the "
+                                    "model source's"),))
+    return target_for(name, f"--target {name}")
+
+
 def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline,
-              takes_plan=False) -> Workload:
+              takes_plan=False, *, target, pipeline_only) -> Workload:
     batch = None
     if tokens is None:
         found = tokens_of_batch(batch_leaves)
@@ -312,7 +337,7 @@ def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline,
         tokens, batch = found
     return workload_of(variables, tokens=tokens, state=state, batch=batch,
                        remat_option=takes_remat, pipeline_option=pipeline,
-                       plan_option=takes_plan)
+                       plan_option=takes_plan, target=target, pipeline_only=pipeline_only)
 
 
 def _why(searched) -> list[str]:
@@ -323,13 +348,16 @@ def _why(searched) -> list[str]:
              f"{human_bytes(w.peak)}, step {seconds_text(w.estimate_s)}).",
              f"Its largest term: {w.score.largest().name}. The tables at the end say what "
              "else was weighed."]
+    lines += searched.workload.target.header_lines()
     if w.candidate.host_slots:
         lines.append("Slots on host: no candidate fits with its optimizer slots in device "
                      "memory. Their time over the host link is not priced (P821), so the "
                      "step time is a lower bound.")
+    tie = remat_tie(searched)
+    if tie:
+        lines.append(tie)
     if w.candidate.remat:
-        plain = replace(w.candidate, remat=False)
-        twin = next((o for o in searched.outcomes if o.candidate == plain), None)
+        twin = remat_twin(w, searched.outcomes, remat=False)
         without = (f"; without it: {why_not(twin, w, searched.limit)[0]}"
                    if twin is not None else "")
         lines.append("With remat: run each layer under `jax.checkpoint` (the step's "
@@ -351,6 +379,8 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
     done = cut = 0
     for host in (False, True):
         space = candidates(variables, roles, devices, workload, slices, host=host)
+        if not host and not space and workload.pipeline_only:
+            raise PlanError((pipeline_refused(workload, devices),))
         left = max(0, len(space) - max_candidates)
         if left:
             dropped = sorted({c.family for c in space[max_candidates:]})
@@ -380,10 +410,44 @@ def search_space(variables, roles, devices: int, workload: Workload, chip, calib
             done += _prove(scored, limit, _compiling(prove, compiles, progress), compiles,
                            diagnostics)
         pool = [o for o in outcomes if o.fits(limit) and (o.compiled or prove is None)]
-        winner = min(pool, key=lambda o: (o.estimate_s, o.peak, o.candidate.key), default=None)
+        winner = chosen(pool)
         if winner is not None:
             break
-    return Searched(outcomes, winner, limit, workload, chip, done, cut, diagnostics)
+    return Searched(outcomes, winner, limit, workload, chip, done, cut, max_candidates,
+                    diagnostics)
+
+
+def chosen(pool) -> Outcome | None:
+    """The fastest of `pool` (then the smallest peak, then the fewest axes); but a remat
+    winner gives way to its twin without remat when that is within `REMAT_TIE` of its
+    time: the two compile to the same time, and a step that recomputes nothing is the
+    simpler one to run and debug."""
+    best = min(pool, key=lambda o: (o.estimate_s, o.peak, o.candidate.key), default=None)
+    twin = remat_twin(best, pool, remat=False) if best is not None and best.candidate.remat \
+        else None
+    if twin is not None and twin.estimate_s <= best.estimate_s * (1 + REMAT_TIE):
+        return twin
+    return best
+
+
+def remat_twin(o, outcomes, remat: bool) -> Outcome | None:
+    """The outcome of `o`'s candidate with `remat` as given, if `outcomes` hold it."""
+    want = replace(o.candidate, remat=remat)
+    return next((x for x in outcomes if x.candidate == want), None)
+
+
+def remat_tie(searched) -> str | None:
+    """The header's line for a winner without remat whose twin with remat was faster,
+    but within `REMAT_TIE`; None otherwise."""
+    w = searched.winner
+    twin = remat_twin(w, searched.outcomes, remat=True) if not w.candidate.remat else None
+    if (twin is None or not twin.fits(searched.limit) or twin.compiled != w.compiled
+            or twin.estimate_s >= w.estimate_s):
+        return None
+    basis = "compiled" if w.compiled else "analytic"
+    return (f"Without remat: its twin with remat is {1 - twin.estimate_s / w.estimate_s:.2%} "
+            f"faster ({seconds_text(twin.estimate_s)} {basis}), within {REMAT_TIE:.0%}: the "
+            "search takes the step that recomputes nothing.")
 
 
 def _scored(space, variables, workload, chip, calibration, placements_for) -> list:
@@ -458,9 +522,10 @@ def proving_order(outcomes, limit: int):
     compiled fits, the others, smallest analytic peak first. The analytic model ranks a
     strategy's own variants more surely than it ranks strategies, and its peak is only
     an estimate: a strategy whose best does not compile, or does not fit, gets its next.
-    The peak can be far over (3.4x the compiled one for a step of plain MLP layers on
-    compile-only `v5e:2x4`, whose activations the transformer formula overcounts), and
-    "nothing fits" must rest on a compile wherever one can be made."""
+    The peak can be far off (it was 3.4x the compiled one for a step of plain MLP
+    layers on compile-only `v5e:2x4`, 1.5x since its activations are counted from the
+    layer's own matrices; 0.24x where XLA lays a mesh out badly), and "nothing fits"
+    must rest on a compile wherever one can be made."""
     near = [o for o in outcomes if o.score.peak <= limit * ANALYTIC_SLACK]
     queues: dict = {}
     for o in near:
@@ -507,7 +572,18 @@ def nothing_fits(searched: Searched, holds: int | None = None) -> Diagnostic:
                 f"{human_bytes(closest.peak)} ({how} peak), {human_bytes(over)} over; the "
                 f"most is {part} ({human_bytes(size)}"
                 f"{', analytic' if closest.compiled else ''})", None,
-        help=(_ways_to_fit(searched, holds),))
+        help=(*_cut_help(searched), _ways_to_fit(searched, holds)))
+
+
+def _cut_help(searched: Searched) -> tuple:
+    """The help's line for a space cut at `--max-candidates`: the candidates left out
+    are the ones with the most mesh axes and the largest sizes, which split the most and
+    so are the likeliest to fit; the cut may be why nothing did."""
+    if not searched.cut:
+        return ()
+    return (f"the search weighed only the first {searched.cut_at:,} candidates of each "
+            f"space (--max-candidates) and left {searched.cut:,} out (P512): those split "
+            "the model the most, so one of them may fit; raise --max-candidates first",)
 
 
 def margin_limit(holds: int) -> int:

@@ -165,7 +165,7 @@ def candidates(variables, roles, devices: int, workload, slices: int = 1,
     when the slices divide it): `model` never crosses the DCN. With `host`, the
     candidates with their slots on the host instead (none without optimizer state), and
     no pipelines (their stages already split the slots)."""
-    if host and workload.state <= 1:
+    if host and (workload.state <= 1 or not workload.target.state or workload.pipeline_only):
         return []
     variables = tuple(variables)
     roles = roles if roles is not None else detect_roles(variables)
@@ -174,7 +174,7 @@ def candidates(variables, roles, devices: int, workload, slices: int = 1,
         if workload.batch is not None and workload.batch % (data * fsdp):
             continue
         choices = [choice]
-        if workload.state > 1:
+        if workload.state > 1 and workload.target.state:
             zero = with_zero1(choice, variables, roles)
             if zero is not None:
                 choices.append(zero)
@@ -184,8 +184,9 @@ def candidates(variables, roles, devices: int, workload, slices: int = 1,
             for remat in _remat(workload):
                 for dcn in _dcn_axes(c.sizes, slices):
                     out.append(Candidate(c, remat, dcn, slices))
-    numbered = workload.pipeline_option and workload.numbered is not None
-    if (numbered or workload.stacked_pipelines) and slices == 1 and not host:
+    if workload.pipeline_only:
+        out = []
+    if (workload.numbered_pipelines or workload.stacked_pipelines) and slices == 1 and not host:
         out += _pipelined(variables, roles, devices, workload)
     out.sort(key=lambda c: c.key)
     return out
@@ -199,7 +200,7 @@ def _pipelined(variables, roles, devices, workload) -> list[Candidate]:
     out = []
     for count in divisors(devices):
         numbered = None
-        if workload.numbered is not None:
+        if workload.numbered_pipelines:
             numbered = pipeline_for(variables, roles, workload.numbered, count)
             if numbered is None:
                 continue

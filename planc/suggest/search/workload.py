@@ -11,7 +11,10 @@ The model's figures come from its variables' roles (`planc.suggest.roles`):
 - `row_parallel`: the matrices tensor parallelism splits on their input side (attention
   output, MLP down projection), over all layers: each costs one all-reduce of the
   activations forward and one backward (Megatron's f/g pair);
-- `vocab`: the embedding's vocabulary size (0 without one), for the logits.
+- `vocab`: the embedding's vocabulary size (0 without one), for the logits;
+- `kept`: `(whole, split)`, the elements per token of one layer its backward pass needs
+  kept, unsplit and split over `model` (see `kept_of`); None where the layers have no
+  attention or MLP matrices to count them by.
 
 The tokens per step come from `--tokens`, or from the step's batch: an integer leaf is
 token ids (every element a token), a float leaf of rank >= 2 has one token per element of
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 
 from planc.suggest.roles import detect_roles, model_facts
 from planc.suggest.search.pipeline import layers_of, numbers_by_prefix
+from planc.suggest.search.target import NUMBERED, STACKED, UNKNOWN, Target
 from planc.variables import itemsize
 
 __all__ = ["Workload", "workload_of", "tokens_of_batch"]
@@ -63,17 +67,29 @@ class Workload:
     pipeline_option: bool = False  # weigh pipeline stages (no step: see `pipeline`)
     stacked: bool = False  # the layers are stacked on one array (a scanned model)
     plan_option: bool = False  # the step builder takes `plan=` (so it can pipeline)
+    kept: tuple | None = None  # (whole, split) elements per token a layer keeps (`kept_of`)
+    target: Target = UNKNOWN  # what the framework that runs the plan runs (`target`)
+    pipeline_only: bool = False  # a pipeline was asked for (`--pipeline`): only those
 
     @property
     def stacked_pipelines(self) -> bool:
         """Whether stacked layers may be cut into stages: without a step, or with a
         builder that takes the plan (and so runs `plan.pipeline`)."""
-        return self.stacked and (self.pipeline_option or self.plan_option)
+        return (self.stacked and (self.pipeline_option or self.plan_option)
+                and STACKED in self.target.pipelines)
+
+    @property
+    def numbered_pipelines(self) -> bool:
+        """Whether numbered layers may be cut into stages: without a step, for a target
+        that runs stage rules."""
+        return (self.pipeline_option and self.numbered is not None
+                and NUMBERED in self.target.pipelines)
 
 
 def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
                 roles=None, remat_option: bool = False,
-                pipeline_option: bool = False, plan_option: bool = False) -> Workload:
+                pipeline_option: bool = False, plan_option: bool = False,
+                target: Target = UNKNOWN, pipeline_only: bool = False) -> Workload:
     """The `Workload` of training `variables` on `tokens` tokens per step."""
     variables = tuple(variables)
     roles = roles if roles is not None else detect_roles(variables)
@@ -81,6 +97,8 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
     matmul = rows = 0
     embeddings = []
     dtypes: Counter = Counter()
+    kept: Counter = Counter()  # the sizes of the matrices whose outputs, inputs are kept
+    kinds = set()
     for v, r in zip(variables, roles):
         dtypes[v.dtype] += v.size
         if v.rank < 2:
@@ -89,6 +107,8 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
             embeddings.append(v)
             continue
         matmul += v.size
+        kept[_kept_kind(r)] += v.size
+        kinds.add(r.kind)
         if r.kind == "attention_out" or (r.kind == "mlp" and "down" in r.label):
             rows += v.shape[0] if r.dim_names[:1] == ("layers",) else 1
     vocab = head_params = 0
@@ -99,15 +119,46 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
         vocab = max(d for d in head.shape if d != facts.hidden) if len(set(head.shape)) > 1 \
             else head.shape[0]
     main = max(dtypes.items(), key=lambda t: (t[1], t[0]))[0] if dtypes else "float32"
+    layers = _layers(variables, facts)
     return Workload(tokens=tokens, batch=batch, state=state,
                     act_bytes=max(1, int(itemsize(main))), hidden=facts.hidden,
-                    layers=_layers(variables, facts), matmul_params=matmul,
+                    layers=layers, matmul_params=matmul,
+                    kept=kept_of(kept, kinds, facts.hidden, layers),
                     row_parallel=rows, vocab=vocab, head_params=head_params,
                     embedding_bytes=sum(v.nbytes for v in embeddings),
                     param_bytes=sum(v.nbytes for v in variables), remat_option=remat_option,
                     numbered=None if facts.stacked else layers_of(variables),
                     pipeline_option=pipeline_option, stacked=bool(facts.stacked),
-                    plan_option=plan_option)
+                    plan_option=plan_option, target=target, pipeline_only=pipeline_only)
+
+
+def _kept_kind(role) -> str | None:
+    """Which activations of a layer a matrix's role says are kept for the backward: the
+    output of query/key/value and of MLP up/gate projections (the input of attention
+    and of the nonlinearity), the input of the attention output; a down projection's
+    input is the nonlinearity's output, which XLA recomputes in its fusion."""
+    if role.kind == "attention" or (role.kind == "mlp" and "down" not in role.label):
+        return "out"
+    if role.kind == "attention_out":
+        return "in"
+    return None
+
+
+def kept_of(sizes, kinds, hidden: int, layers: int) -> tuple | None:
+    """`(whole, split)`: the elements per token one layer keeps for its backward pass, as
+    XLA keeps them (compile-only `v5e:2x4`, `bench/search.py`): the inputs of its
+    matrices and of its nonlinearities, each once, with the elementwise work between them
+    recomputed in its fusion. Unsplit over `model`: the input of the attention block and
+    of the MLP (`hidden` each, where the layer has one); split (column-parallel): the
+    outputs of query, key, value and up/gate projections, and the input of the attention
+    output. `sizes` holds the sizes of the matrices of each (`_kept_kind`), `kinds` the
+    layers' roles. Korthikanti et al.'s table 2, which `score` used before, counts
+    5 + 12 / t elements of `hidden` for a GPT layer with dropout, two layer norms and no
+    fusion: 1.2-1.45x what XLA kept of the small decoder of `bench/search.py`."""
+    if not sizes.get("out") or not hidden or not layers:
+        return None
+    split = (sizes["out"] + sizes.get("in", 0)) / (hidden * layers)
+    return hidden * (("attention" in kinds) + ("mlp" in kinds)), split
 
 
 def _layers(variables, facts) -> int:

@@ -207,6 +207,24 @@ def test_a_space_too_large_is_cut_with_a_note_saying_what_was_left_out():
     assert found.to_dict()["space"]["left_out"] == found.searched.cut
 
 
+def test_a_cut_search_that_fits_nothing_says_in_p510_that_the_cut_may_be_why():
+    budget = 800 << 20
+    assert search(decoder(), 16, tokens=16 * 4096, budget=budget).searched.winner
+    with pytest.raises(PlanError) as exc:
+        search(decoder(), 16, tokens=16 * 4096, budget=budget, max_candidates=4)
+    (d,) = exc.value.diagnostics[:1]
+    assert d.code == "P510"
+    assert d.help[0].startswith("the search weighed only the first 4 candidates of each "
+                                "space (--max-candidates) and left ")
+    assert "raise --max-candidates" in d.help[0]
+
+
+def test_a_p510_of_an_uncut_search_does_not_blame_the_cut():
+    with pytest.raises(PlanError) as exc:
+        search(decoder(), 16, tokens=16 * 4096, budget=10 << 20)
+    assert not any("--max-candidates" in line for line in exc.value.diagnostics[0].help)
+
+
 def test_on_a_topology_an_axis_that_closes_a_ring_is_priced_over_two_links():
     from planc.cli.common import prepare_jax
 

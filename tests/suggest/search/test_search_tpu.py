@@ -62,8 +62,8 @@ def test_a_two_slice_winner_compiles_on_the_two_slices():
     assert any(p.kind == "dcn" for p in w.cost.placements.values())
 
 
-# Plain MLP layers, 16,384 tokens: the transformer formula of the analytic peak
-# overcounts their activations some 2-3x against what XLA:TPU keeps.
+# Plain MLP layers, 16,384 tokens: their analytic peaks are 1.2-1.5x over what XLA:TPU
+# keeps (the update's new slots, and the activations, counted where XLA keeps fewer).
 MLP = mlp_builder(1024, 4, 16, 1024)
 
 
@@ -71,6 +71,10 @@ def test_a_search_compiles_before_saying_nothing_fits_however_far_over_the_analy
         tmp_path, monkeypatch):
     import sys
 
+    from planc.suggest.search import searcher
+
+    # a slack under those ratios puts every candidate "far" over the limit
+    monkeypatch.setattr(searcher, "ANALYTIC_SLACK", 1.2)
     prepare_jax("v5e:2x4")
     (tmp_path / "mlp_step.py").write_text(MLP)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -79,6 +83,6 @@ def test_a_search_compiles_before_saying_nothing_fits_however_far_over_the_analy
                    file="mlp.kd")
     sys.modules.pop("mlp_step", None)
     s = found.searched
-    # Every candidate's analytic peak is over 1.5x the limit: none is "near" it.
-    assert all(o.score.peak > 1.5 * s.limit for o in s.outcomes)
+    # Every candidate's analytic peak is over the slack: none is "near" the limit.
+    assert all(o.score.peak > 1.2 * s.limit for o in s.outcomes)
     assert s.winner.compiled and s.winner.compiled_peak <= s.limit
