@@ -158,4 +158,11 @@ ENTRIES = {
         why='A plan can keep to such a budget and still not fit the chip: the budget no longer says what it is there to say.',
         example='`budget(per_device = 40 GiB)` with `--topology v5e:2x4` (a v5e holds 15.7 GiB)',
         fix='Lower the budget to what the chip holds, or lint against the topology the budget was meant for.'),
+    'P823': dict(
+        severity='warning',
+        title='`budget(step)` met only by a lower bound',
+        what='`planc cost`: the step has a loop whose trip count planc cannot read (P814), so its estimate counts that loop once and is a lower bound; the estimate is within `budget(step = DURATION)`, but the step itself may not be',
+        why='A budget reported as met by a figure that only bounds the step from below would pass a plan that may run slower than it promises.',
+        example='`budget(step = 1 s)` for a step with a `jax.lax.while_loop` that ends when a value converges',
+        fix='Give the loop a fixed length (`jax.lax.scan`, or `fori_loop` with constant bounds) so planc counts it, or measure the step on the chip.'),
 }

@@ -1,0 +1,65 @@
+"""The edges of `planc cost`'s report said as they are: an upper bound planc cannot know
+is unknown, a budget met only by a lower bound is not "fits", and a collective over a
+reshaped parameter is still that parameter's."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import planc
+from planc.reports.cost import render_text
+
+F32 = jnp.float32
+WIDTH, BATCH = 512, 512
+
+
+def converging_step(params, opt_state, x):
+    def cond(carry):
+        return jnp.sum(carry[0]) < 1e6  # ends on a value: no trip count to read
+    def body(carry):
+        h, w = carry
+        return jnp.tanh(h @ w) + 1.0, w
+    h, _ = jax.lax.while_loop(cond, body, (x, params["w"]))
+    return params, opt_state, jnp.sum(h)
+
+
+PARAMS = {"w": jax.ShapeDtypeStruct((WIDTH, WIDTH), F32)}
+BATCH_SHAPE = jax.ShapeDtypeStruct((BATCH, WIDTH), F32)
+
+
+def converging(budget=""):
+    plan = planc.loads("mesh(data = 8)\ndata_parallel\n" + budget, file="loop.kd")
+    return plan.cost(converging_step, PARAMS, {}, BATCH_SHAPE, topology="cpu:8")
+
+
+@pytest.fixture(scope="module")
+def within_budget():
+    return converging("budget(step = 10 s)\n")
+
+
+def test_a_loop_of_unknown_trip_count_leaves_the_upper_bound_unknown(within_budget):
+    report = within_budget
+    assert not report.exact and report.upper_s is None
+    assert report.to_dict()["time"]["upper_s"] is None
+    assert json.loads(json.dumps(report.to_dict()))["time"]["upper_s"] is None
+    assert "upper unknown" in render_text(report)
+    # The shares are still fractions of what was counted.
+    assert 0 < sum(share for _, share in report.bottleneck) <= 1 + 1e-9
+
+
+def test_a_budget_met_only_by_a_lower_bound_is_p823_not_fits(within_budget):
+    report = within_budget
+    [d] = [d for d in report.diagnostics if d.code == "P823"]
+    assert d.severity.value == "warning" and d.span.line == 3
+    assert "only by a lower bound" in d.message
+    assert report.fits is None and report.to_dict()["budget"]["fits"] is None
+    text = render_text(report)
+    assert "fits" not in text.split("budget(step")[1] and "unknown" in text.split("budget(step")[1]
+
+
+def test_a_lower_bound_already_over_the_budget_is_p813_not_p823():
+    report = converging("budget(step = 1 us)\n")
+    codes = [d.code for d in report.diagnostics]
+    assert "P813" in codes and "P823" not in codes and report.fits is False
