@@ -63,3 +63,21 @@ def test_a_lower_bound_already_over_the_budget_is_p813_not_p823():
     report = converging("budget(step = 1 us)\n")
     codes = [d.code for d in report.diagnostics]
     assert "P813" in codes and "P823" not in codes and report.fits is False
+
+
+def test_a_collective_over_a_reshaped_parameter_is_tied_to_it():
+    # The step views the (2400, 400) weight as (8, 300, 400): XLA gathers it in that
+    # shape, and sums its gradient whole in a transposed one.
+    plan = planc.loads('mesh(fsdp = 8)\nmodel_parallel(batch = fsdp)\n'
+                       'layout { "w" -> (fsdp, _) }\n', file="reshape.kd")
+
+    def step(params, opt_state, x):
+        def loss(w):
+            return jnp.mean(jnp.einsum("bkd,kfd->bf", x, w.reshape(8, 300, 400)) ** 2)
+        return {"w": params["w"] - 0.1 * jax.grad(loss)(params["w"])}, opt_state, None
+
+    report = plan.cost(step, {"w": jax.ShapeDtypeStruct((2400, 400), F32)}, {},
+                       jax.ShapeDtypeStruct((16, 8, 400), F32), topology="cpu:8")
+    [gather] = [t for t in report.terms if t.name == "all-gather over fsdp"]
+    assert (8, 300, 400) in gather.collective.shapes
+    assert gather.variables == ("params/w",) and gather.rules
