@@ -50,6 +50,9 @@ def run(args) -> int:
     if args.calibrate is not None:
         return _calibrate(args, plan, found, sources)
     prepare_jax(args.topology)
+    from planc.targets.cost.chip_budget import budget_past_topology
+
+    found = found + budget_past_topology(plan.ir, args.topology)  # P822, as lint says it
     from planc.targets.aot.step_builder import compile_named_step
     from planc.targets.cost.estimate import cost_of
 

@@ -154,7 +154,7 @@ ENTRIES = {
     'P822': dict(
         severity='warning',
         title='a device budget past what the topology\'s chip holds',
-        what='`planc lint --topology`: `budget(per_device = ...)` or `budget(peak = ...)` is more than the HBM a program may use on one device of the TPU topology',
+        what='`planc lint --topology`, `planc aot`, `planc cost`: `budget(per_device = ...)` or `budget(peak = ...)` is more than the HBM a program may use on one device of the TPU topology',
         why='A plan can keep to such a budget and still not fit the chip: the budget no longer says what it is there to say.',
         example='`budget(per_device = 40 GiB)` with `--topology v5e:2x4` (a v5e holds 15.7 GiB)',
         fix='Lower the budget to what the chip holds, or lint against the topology the budget was meant for.'),
