@@ -84,7 +84,7 @@ ENTRIES = {
     'P812': dict(
         severity='error',
         title='a calibration file that cannot be used',
-        what='`planc cost --calibration FILE`: the file cannot be read, is not a `planc.calibration/1` document, holds an efficiency outside (0, 1], or was fitted on another chip than the topology\'s',
+        what='`planc cost --calibration FILE` (read before the compile): the file is not a regular file, is over 1 MiB, is not UTF-8 or not JSON, names a key twice, holds a number that is not finite or an integer of more than 18 digits, has a key the schema does not have, an efficiency outside [0.01, 1], or was fitted on another chip than the topology\'s; at the line and column of the fault',
         why='Efficiencies from another chip, or malformed ones, would make every predicted time silently wrong.',
         example='a v6e calibration with `--topology v5e:2x4`',
         fix='Pass the file fitted on this chip (`planc cost --calibrate` writes one), or none: planc then prices at the chip\'s peaks and says so.'),
