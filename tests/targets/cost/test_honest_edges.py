@@ -81,3 +81,41 @@ def test_a_collective_over_a_reshaped_parameter_is_tied_to_it():
     [gather] = [t for t in report.terms if t.name == "all-gather over fsdp"]
     assert (8, 300, 400) in gather.collective.shapes
     assert gather.variables == ("params/w",) and gather.rules
+
+
+def test_the_json_report_is_byte_identical_from_process_to_process(tmp_path):
+    # Two processes with different hash seeds, with a calibration, an unknown upper
+    # bound and a budget met only by a lower bound in the document.
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    (tmp_path / "loop.kd").write_text("mesh(data = 8)\ndata_parallel\nbudget(step = 10 s)\n")
+    (tmp_path / "loopstep.py").write_text(
+        "import jax, jax.numpy as jnp\n"
+        "def step(p, s, x):\n"
+        "    def body(c):\n"
+        "        return jnp.tanh(c[0] @ c[1]) + 1.0, c[1]\n"
+        "    h, _ = jax.lax.while_loop(lambda c: jnp.sum(c[0]) < 1e6, body, (x, p['w']))\n"
+        "    return p, s, jnp.sum(h)\n"
+        f"def build():\n    return step, {{'w': jax.ShapeDtypeStruct(({WIDTH}, {WIDTH}), "
+        f"jnp.float32)}}, {{}}, jax.ShapeDtypeStruct(({BATCH}, {WIDTH}), jnp.float32)\n")
+    (tmp_path / "cal.json").write_text(json.dumps(
+        {"schema": "planc.calibration/1", "chip": "v5e", "overlap": 0.5,
+         "efficiency": {"matmul": 0.6, "hbm": 0.7, "ici": 0.8, "dcn": 0.9}}))
+    outs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed,
+               "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+        done = subprocess.run(
+            [sys.executable, "-m", "planc", "cost", "loop.kd", "--step", "loopstep:build",
+             "--topology", "cpu:8", "--calibration", "cal.json", "--format", "json"],
+            cwd=tmp_path, env=env, capture_output=True, timeout=300)
+        assert done.returncode == 0, done.stderr.decode()
+        outs.append(done.stdout)
+    assert outs[0] == outs[1]
+    doc = json.loads(outs[0])
+    assert doc["time"]["upper_s"] is None and doc["budget"]["fits"] is None
+    assert "P823" in [d["code"] for d in doc["diagnostics"]]
