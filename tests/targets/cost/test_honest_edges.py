@@ -45,6 +45,12 @@ def test_a_loop_of_unknown_trip_count_leaves_the_upper_bound_unknown(within_budg
     assert report.to_dict()["time"]["upper_s"] is None
     assert json.loads(json.dumps(report.to_dict()))["time"]["upper_s"] is None
     assert "upper unknown" in render_text(report)
+    from planc.reports import aot as aot_reports
+    from planc.reports.cost import document
+    from planc.reports.html.data import cost_data
+
+    page = cost_data(document(report, []), aot_reports.document(report.aot, []))
+    assert ["upper", None] in page["cost"]["time"]  # the page writes null as "unknown"
     # The shares are still fractions of what was counted.
     assert 0 < sum(share for _, share in report.bottleneck) <= 1 + 1e-9
 
