@@ -7,7 +7,7 @@ ENTRIES = {
     'P801': dict(
         severity='error',
         title='unknown topology name',
-        what='`planc aot` / `planc lint --topology`: a topology name JAX does not accept (a did-you-mean from the names it does)',
+        what='`planc lint --topology` / `planc aot` / `planc cost`: a topology name that is empty, malformed, larger than planc describes, or one JAX does not accept (a did-you-mean from the names it does)',
         why='Nothing can be compiled or checked for a topology JAX cannot describe.',
         example='`--topology v5litepod-8`',
         fix='Write the generation and the chip grid as `jax.experimental.topologies` takes them (`v5e:2x4`, `v4:2x2x2`, `v6e:16x16`), or `cpu:N` for N simulated CPU devices.'),
@@ -119,7 +119,7 @@ ENTRIES = {
     'P817': dict(
         severity='warning',
         title="the partitioner fully rematerializes a tensor",
-        what="`planc aot` / `planc cost`: XLA's SPMD partitioner warned of an involuntary full rematerialization while compiling the step; planc names the parameter (and its rule) whose shard has that shape, or the activation's op",
+        what="`planc aot` / `planc cost`: XLA's SPMD partitioner warned of an involuntary full rematerialization while compiling the step (on stderr with XLA:CPU, in libtpu's log file with XLA:TPU: planc reads both); planc names the parameter (and its rule) whose shard has that shape, or the activation's op",
         why='Every device then holds the whole tensor: memory and collectives the plan did not ask for, named by XLA only as an HLO instruction.',
         example='a value laid out `(("fsdp", "tp"), _)` and then `(_, tp)`',
         fix='Lay the two uses out alike, or constrain the value between them to a layout both reach by an all-to-all.'),
