@@ -199,7 +199,7 @@ def test_an_empty_topology_name_is_refused_not_ignored(tmp_path, capsys):
     plan = tmp_path / "p.kd"
     plan.write_text("mesh(d = auto)\ndata_parallel\n")
     assert main(["lint", str(plan), "--topology", ""]) == 2
-    assert "unknown topology ``" in capsys.readouterr().err
+    assert "error[P801]: the topology name is empty" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["lint", "aot", "cost"])
