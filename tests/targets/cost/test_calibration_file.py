@@ -105,3 +105,22 @@ def test_planc_cost_refuses_a_bad_calibration_before_it_imports_or_compiles_the_
     err = capsys.readouterr().err
     assert code == 2 and "error[P812]" in err and "cal.json:2:32" in err
     assert "nosuch" not in err
+
+
+def test_plan_cost_refuses_a_bad_calibration_before_it_traces_the_step(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    import planc
+
+    path = tmp_path / "cal.json"
+    path.write_text(HEAD + ' "efficiency": {"matmul": 0}}')
+
+    def step(params, opt_state, batch):
+        raise AssertionError("traced")  # reaching the step would be P805
+
+    with pytest.raises(planc.PlanError) as exc:
+        planc.loads("mesh(data = 8)\ndata_parallel\n").cost(
+            step, {"w": jax.ShapeDtypeStruct((8,), jnp.float32)}, {},
+            jax.ShapeDtypeStruct((8,), jnp.float32), topology="cpu:8", calibration=str(path))
+    assert [d.code for d in exc.value.diagnostics] == ["P812"]
