@@ -365,8 +365,11 @@ class Plan:
         True
         """
         from planc.targets.aot.jax_step import aot
+        from planc.targets.cost.calibration import read_before_compile
         from planc.targets.cost.estimate import cost_of
 
+        if isinstance(topology, str):  # a bad calibration file costs no compile
+            calibration = read_before_compile(calibration, self._ir, topology, chip)
         compiled = aot(self._ir, step, params, opt_state, batch, topology=topology,
                        donate=donate, optimizer=optimizer, loss=loss)
         return cost_of(self._ir, compiled, calibration=calibration, chip=chip)

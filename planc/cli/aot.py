@@ -42,6 +42,9 @@ def run(args) -> int:
         raise UsageError("planc aot needs --topology NAME: a TPU topology such as v5e:2x4 "
                          "(needs planc[tpu]), or cpu:N for N simulated CPU devices")
     prepare_jax(args.topology)
+    from planc.targets.cost.chip_budget import budget_past_topology
+
+    found = found + budget_past_topology(plan.ir, args.topology)  # P822, as lint says it
     from planc.reports.html import refuse_too_many
     from planc.targets.aot.step_builder import compile_named_step
 

@@ -50,15 +50,22 @@ def run(args) -> int:
     if args.calibrate is not None:
         return _calibrate(args, plan, found, sources)
     prepare_jax(args.topology)
+    from planc.targets.cost.chip_budget import budget_past_topology
+
+    found = found + budget_past_topology(plan.ir, args.topology)  # P822, as lint says it
     from planc.targets.aot.step_builder import compile_named_step
     from planc.targets.cost.estimate import cost_of
 
+    from planc.targets.cost.calibration import read_before_compile
+
     try:
+        # A bad calibration file is refused before the compile, not after it.
+        calibration = read_before_compile(args.calibration, plan.ir, args.topology, args.chip)
         with compiling(args):
             compiled, built = compile_named_step(plan.ir, steps[0], args.topology,
                                                  donate=not args.no_donate,
                                                  plan_of=lambda ir: plan)
-        report = cost_of(plan.ir, compiled, calibration=args.calibration, chip=args.chip)
+        report = cost_of(plan.ir, compiled, calibration=calibration, chip=args.chip)
     except PlanError as exc:
         diags = found + list(exc.diagnostics)
         as_json = args.format == "json"

@@ -66,8 +66,12 @@ def run(args) -> int:
     seen = {(d.code, d.message) for d in result.diagnostics}
     diags = [d for d in found if (d.code, d.message) not in seen] + result.diagnostics
     emit_diagnostics(diags, result.sources, args, failures=failures, files=plans)
+    coded = [f for f in failures if f.code != "P325"]  # an input read, and refused (P801)
+    if coded and args.format == "text":
+        emit_diagnostics(coded, {}, args, stream=sys.stderr, to_file=False)
     for f in failures:
-        say(f.message)
+        if f.code == "P325":
+            say(f.message)
     code = EXIT_USAGE if failures else exit_code(diags, args.strict)
     if code == 0 and not args.quiet:
         say(_summary(result, diags))
@@ -103,13 +107,13 @@ def _topology_check(name: str, failures: list):
     found without compiling (`planc.targets.aot.feasibility`), and of its device budgets
     against the chip's memory (`planc.targets.cost.chip_budget`). jax loads only here, on
     the CPU platform unless one is chosen: the topology is described, never run on. A
-    topology that cannot be loaded is an input that cannot be read (exit 2)."""
+    topology that cannot be loaded (an empty, malformed or too large name) is P801 or
+    P802, as for `planc aot`, and exits 2."""
     from planc.cli.common import prepare_jax
-    from planc.reports.lint import failure
 
     prepare_jax(name)
     from planc.targets.aot.feasibility import lint_topology, slice_count
-    from planc.targets.aot.topology import TopologyError, load_topology, shown_name
+    from planc.targets.aot.topology import TopologyError, load_topology
     from planc.targets.cost.chip_budget import budget_past_chip
 
     def check(ir):
@@ -119,10 +123,8 @@ def _topology_check(name: str, failures: list):
             return count, problems + budget_past_chip(ir, load_topology(name, slice_count(ir)))
         except TopologyError as exc:
             d = exc.diagnostic
-            shown = shown_name(name)
-            message = f"--topology {shown}: {d.message}" + "".join(f"; {h}" for h in d.help)
-            if not any(f.message == message for f in failures):
-                failures.append(failure(message, shown))
+            if not any(f.message == d.message for f in failures):
+                failures.append(d if d.span or d.file else d._replace(file=ir.file))
             return None, []
 
     return check

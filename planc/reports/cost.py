@@ -37,7 +37,9 @@ def render_text(report) -> str:
              + ("" if report.exact else " (lower bounds: a loop's trip count is unknown)"),
              "",
              f"time per step   lower {seconds_text(report.lower_s)}  estimate "
-             f"{seconds_text(report.estimate_s)}  upper {seconds_text(report.upper_s)}",
+             f"{seconds_text(report.estimate_s)}  upper "
+             + (seconds_text(report.upper_s) if report.upper_s is not None else
+                "unknown (a loop's trip count is unknown)"),
              "calibration     " + (f"{report.calibration.file} ({report.calibration.chip})"
                                     if report.calibration.file else
                                     "none: the chip's peak rates, nothing overlapped"),
@@ -58,7 +60,8 @@ def render_text(report) -> str:
             links = "DCN" if t.links == "dcn" else f"{t.links} link{'s' if t.links != 1 else ''}"
             lines.append(f"  {t.name:<{width}}  {t.collective.count:>5} x  "
                          f"{human_bytes(t.sent):>10}  {seconds_text(t.seconds):>9}  ({links})")
-    lines += ["", "bottleneck (share of the upper bound)"]
+    lines += ["", "bottleneck (share of the upper bound)" if report.upper_s is not None
+              else "bottleneck (share of the terms counted)"]
     for t, share in report.bottleneck:
         lines.append(f" {percent_text(share):>5}  {t.name}  {seconds_text(t.seconds)}")
         if t.variables:
@@ -68,7 +71,8 @@ def render_text(report) -> str:
         for rule in t.rules[:3]:
             lines.append(f"        rule {rule}")
     if report.budget_step is not None:
-        verdict = "fits" if report.fits else "OVER BUDGET"
+        verdict = ("fits" if report.fits else "OVER BUDGET" if report.fits is False else
+                   "unknown: only a lower bound is within it")
         lines += ["", f"budget(step = {seconds_text(report.budget_step)}): {verdict}"]
     return "\n".join(lines) + "\n"
 
@@ -116,7 +120,8 @@ def cost_diff(old, new) -> dict:
                             "delta": new_axes.get(key, 0) - old_axes.get(key, 0)}
                            for key in sorted(set(old_axes) | set(new_axes))],
         "time": {k: {"old": getattr(old, k), "new": getattr(new, k),
-                     "delta": getattr(new, k) - getattr(old, k)}
+                     "delta": (None if getattr(old, k) is None or getattr(new, k) is None
+                               else getattr(new, k) - getattr(old, k))}
                  for k in ("lower_s", "estimate_s", "upper_s")},
     }
 

@@ -7,7 +7,7 @@ ENTRIES = {
     'P801': dict(
         severity='error',
         title='unknown topology name',
-        what='`planc aot` / `planc lint --topology`: a topology name JAX does not accept (a did-you-mean from the names it does)',
+        what='`planc lint --topology` / `planc aot` / `planc cost`: a topology name that is empty, malformed, larger than planc describes, or one JAX does not accept (a did-you-mean from the names it does)',
         why='Nothing can be compiled or checked for a topology JAX cannot describe.',
         example='`--topology v5litepod-8`',
         fix='Write the generation and the chip grid as `jax.experimental.topologies` takes them (`v5e:2x4`, `v4:2x2x2`, `v6e:16x16`), or `cpu:N` for N simulated CPU devices.'),
@@ -84,7 +84,7 @@ ENTRIES = {
     'P812': dict(
         severity='error',
         title='a calibration file that cannot be used',
-        what='`planc cost --calibration FILE`: the file cannot be read, is not a `planc.calibration/1` document, holds an efficiency outside (0, 1], or was fitted on another chip than the topology\'s',
+        what='`planc cost --calibration FILE` (read before the compile): the file is not a regular file, is over 1 MiB, is not UTF-8 or not JSON, names a key twice, holds a number that is not finite or an integer of more than 18 digits, has a key the schema does not have, an efficiency outside [0.01, 1], or was fitted on another chip than the topology\'s; at the line and column of the fault',
         why='Efficiencies from another chip, or malformed ones, would make every predicted time silently wrong.',
         example='a v6e calibration with `--topology v5e:2x4`',
         fix='Pass the file fitted on this chip (`planc cost --calibrate` writes one), or none: planc then prices at the chip\'s peaks and says so.'),
@@ -119,7 +119,7 @@ ENTRIES = {
     'P817': dict(
         severity='warning',
         title="the partitioner fully rematerializes a tensor",
-        what="`planc aot` / `planc cost`: XLA's SPMD partitioner warned of an involuntary full rematerialization while compiling the step; planc names the parameter (and its rule) whose shard has that shape, or the activation's op",
+        what="`planc aot` / `planc cost`: XLA's SPMD partitioner warned of an involuntary full rematerialization while compiling the step (on stderr with XLA:CPU, in libtpu's log file with XLA:TPU: planc reads both); planc names the parameter (and its rule) whose shard has that shape, or the activation's op",
         why='Every device then holds the whole tensor: memory and collectives the plan did not ask for, named by XLA only as an HLO instruction.',
         example='a value laid out `(("fsdp", "tp"), _)` and then `(_, tp)`',
         fix='Lay the two uses out alike, or constrain the value between them to a layout both reach by an all-to-all.'),
@@ -154,10 +154,17 @@ ENTRIES = {
     'P822': dict(
         severity='warning',
         title='a device budget past what the topology\'s chip holds',
-        what='`planc lint --topology`: `budget(per_device = ...)` or `budget(peak = ...)` is more than the HBM a program may use on one device of the TPU topology',
+        what='`planc lint --topology`, `planc aot`, `planc cost`: `budget(per_device = ...)` or `budget(peak = ...)` is more than the HBM a program may use on one device of the TPU topology',
         why='A plan can keep to such a budget and still not fit the chip: the budget no longer says what it is there to say.',
         example='`budget(per_device = 40 GiB)` with `--topology v5e:2x4` (a v5e holds 15.7 GiB)',
         fix='Lower the budget to what the chip holds, or lint against the topology the budget was meant for.'),
+    'P823': dict(
+        severity='warning',
+        title='`budget(step)` met only by a lower bound',
+        what='`planc cost`: the step has a loop whose trip count planc cannot read (P814), so its estimate counts that loop once and is a lower bound; the estimate is within `budget(step = DURATION)`, but the step itself may not be',
+        why='A budget reported as met by a figure that only bounds the step from below would pass a plan that may run slower than it promises.',
+        example='`budget(step = 1 s)` for a step with a `jax.lax.while_loop` that ends when a value converges',
+        fix='Give the loop a fixed length (`jax.lax.scan`, or `fori_loop` with constant bounds) so planc counts it, or measure the step on the chip.'),
     'P826': dict(
         severity='error',
         title="a batch that does not fit the Keras model",

@@ -207,7 +207,7 @@ function drawCost() {
   var c = data.cost, s = section("cost");
   s.hidden = false;
   s.appendChild(plainTable(["", "seconds per step"], c.time.map(function (t) {
-    return [t[0], seconds(t[1])];
+    return [t[0], t[1] === null ? "unknown" : seconds(t[1])];
   }), [false, true]));
   s.appendChild(el("p", "note", "MFU " + c.mfu + " on " + c.chip +
     "; calibration: " + c.calibration +

@@ -26,7 +26,7 @@ import jax
 from planc.diagnostics import Diagnostic, Span, error
 from planc.ir import PlanIR
 from planc.targets.aot.arguments import StepProblem
-from planc.targets.aot import native_stderr
+from planc.targets.aot import native_stderr, tpu_log
 from planc.targets.aot.remat import read_remats
 
 __all__ = ["Compiled", "output_shapes", "mirrored_outputs", "compile_step", "MEMORY_FIELDS"]
@@ -166,12 +166,13 @@ def compile_step(ir: PlanIR, mesh, step, arguments, out_shardings, donate: tuple
         raise StepProblem(_step_failed(ir, "lower", exc)) from None
     try:
         doing = f"XLA was compiling the step for {mesh.devices.size} {platform.upper()} devices"
-        with native_stderr.captured(doing) as written:
+        with native_stderr.captured(doing) as written, tpu_log.logged() as logged:
             compiled = lowered.compile()
     except Exception as exc:
         _pass_on(written)
         raise StepProblem(_compile_failed(ir, exc)) from None
-    remats = _pass_on(written)
+    # XLA:TPU writes the partitioner's warnings to libtpu's log, XLA:CPU to stderr.
+    remats = _pass_on(written) + (read_remats("".join(logged))[0] if platform == "tpu" else [])
     seconds = time.perf_counter() - start
     stats = compiled.memory_analysis()
     memory = {name: int(getattr(stats, field, 0) or 0) for name, field in MEMORY_FIELDS.items()}

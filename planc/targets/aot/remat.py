@@ -1,10 +1,11 @@
 """The partitioner's "involuntary full rematerialization" warnings, caught while a step
 compiles and named in the plan's words (P817).
 
-XLA's SPMD partitioner writes them to the process's native stderr (openxla/xla #15207):
+XLA's SPMD partitioner writes them to the process's native stderr on XLA:CPU
+(openxla/xla #15207), and to libtpu's log files on XLA:TPU (`planc.targets.aot.tpu_log`):
 it could not go from one sharding of a tensor to another without every device holding
 the whole tensor, and it names only an HLO instruction. Here the compile runs with file
-descriptor 2 captured (`planc.targets.aot.native_stderr`); each warning becomes a `Remat` (the two
+descriptor 2 captured (`planc.targets.aot.native_stderr`) and libtpu's log read; each warning becomes a `Remat` (the two
 shardings, the instruction's shape on one device, its `op_name`), every other line is
 written back to stderr as XLA wrote it, and `remat_diagnostics` names the parameter the
 instruction is, or is shaped like, with the rule that laid it out.

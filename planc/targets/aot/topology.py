@@ -127,8 +127,11 @@ def load_topology(name: str, slices: int = 1) -> Topology:
     """The devices of topology `name`, `slices` slices of it; `TopologyError` when the
     name is unknown or libtpu is missing."""
     if not isinstance(name, str) or not name.strip():
-        raise TopologyError(_unknown(str(name), "a topology is named like `v5e:2x4` or "
-                                     "`cpu:8`"))
+        raise TopologyError(error(
+            "P801", "the topology name is empty" if isinstance(name, str) else
+            f"a topology is named by a string, not {type(name).__name__}", None,
+            help="name one like `v5e:2x4` (a TPU generation and its chip grid) or `cpu:8` "
+                 "(8 simulated CPU devices)"))
     _refuse_too_large(name.strip(), slices)
     key = (name.strip(), slices)
     if key not in _LOADED:

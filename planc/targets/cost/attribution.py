@@ -10,6 +10,12 @@ sum and the slice, as when float32 weights are cast to bfloat16 in the step, sto
 Allowing for a scanned stack (one layer of the stacked dimension) and for the transposed
 layout XLA may give a gradient. Several parameters of one shape are all named;
 a collective that no parameter explains (activations, a loss) names none, and says so.
+
+Where no parameter has the collective's shape, one it is a reshape of explains it: XLA
+moves a reshape across the collective, so a `(2400, 4000)` weight the step views as
+`(8, 300, 4000)` is gathered as `f32[8,300,4000]`. A reshape here only splits or merges
+neighbouring dimensions: the same elements, with every boundary of the coarser shape
+one of the finer's.
 """
 
 from __future__ import annotations
@@ -38,6 +44,28 @@ def _same(dims: tuple, shape: tuple) -> bool:
     return False
 
 
+def _reshaped(dims: tuple, shape: tuple) -> bool:
+    """`dims` is `shape`, or one layer of it, with neighbouring dimensions split or merged.
+
+    >>> _reshaped((8, 300, 4000), (2400, 4000)), _reshaped((4000, 2400), (2400, 4000))
+    (True, False)
+    """
+    def bounds(d):
+        out, n = set(), 1
+        for x in d:
+            if x != 1:
+                n *= x
+                out.add(n)
+        return out
+
+    mine = bounds(dims)
+    for candidate in (shape, shape[1:]):
+        theirs = bounds(candidate)
+        if mine and max(mine) == max(theirs, default=0) and (mine <= theirs or theirs <= mine):
+            return True
+    return False
+
+
 def explain(collective, parameters) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(variable paths, rule labels) behind `collective`, each in parameter order."""
     axes = tuple(collective.axes or ())
@@ -47,14 +75,17 @@ def explain(collective, parameters) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if collective.kind in ("all-reduce", "all-to-all", "collective-permute"):
         users = users or [p for p in parameters]
     found = []
-    for p in (users if collective.kind != "all-reduce" else parameters):
-        if collective.kind == "all-gather":
-            targets = (_gathered(p, axes),)
-        elif collective.kind == "all-reduce":
-            targets = (p.shard, _gathered(p, axes))
-        else:
-            targets = (p.shard,)
-        if any(_same(tuple(dims), t) for dims in collective.shapes for t in targets):
-            found.append(p)
+    for like in (_same, _reshaped):  # a reshape only where no shape is the same
+        for p in (users if collective.kind != "all-reduce" else parameters):
+            if collective.kind == "all-gather":
+                targets = (_gathered(p, axes),)
+            elif collective.kind == "all-reduce":
+                targets = (p.shard, _gathered(p, axes))
+            else:
+                targets = (p.shard,)
+            if any(like(tuple(dims), t) for dims in collective.shapes for t in targets):
+                found.append(p)
+        if found:
+            break
     rules = tuple(dict.fromkeys(p.rule for p in found if p.rule))
     return tuple(p.path for p in found), rules

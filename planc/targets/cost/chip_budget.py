@@ -2,7 +2,8 @@
 
 `budget(per_device = SIZE)` and `budget(peak = SIZE)` are the plan's own promises, and
 lint checks the variables against them. On a named TPU topology the chip's HBM bounds
-both as well: a budget past it is one the plan could meet and still not fit.
+both as well: a budget past it is one the plan could meet and still not fit. `planc lint
+--topology`, `planc aot` and `planc cost` say so alike.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from planc.resolve import human_bytes
 from planc.targets.aot.topology import Topology
 from planc.targets.cost.chips import chip_for
 
-__all__ = ["budget_past_chip"]
+__all__ = ["budget_past_chip", "budget_past_topology"]
 
 
 def budget_past_chip(ir: PlanIR, topology: Topology) -> list[Diagnostic]:
@@ -42,3 +43,17 @@ def budget_past_chip(ir: PlanIR, topology: Topology) -> list[Diagnostic]:
                 help=(f"a budget of at most {human_bytes(holds)}, or the topology the "
                       "budget was meant for",)))
     return out
+
+
+def budget_past_topology(ir: PlanIR, name: str) -> list[Diagnostic]:
+    """`budget_past_chip` on the topology named `name`, as the plan's `slices` make it;
+    none where the name does not load (the compile says why, P801 or P802)."""
+    from planc.targets.aot.feasibility import slice_count
+    from planc.targets.aot.topology import TopologyError, load_topology
+
+    if ir.budget is None:  # nothing to load the topology for before the compile does
+        return []
+    try:
+        return budget_past_chip(ir, load_topology(name, slice_count(ir)))
+    except TopologyError:
+        return []

@@ -4,7 +4,7 @@ compile: no second trace, lower or compile.
 The chip is the topology's (`TPU v5 lite` is the table's `v5e`); a `cpu:N` compile has
 none, and is priced as `chip=` (default `v5e`), one chip per device, its figures marked
 an estimate. Diagnostics: P812 (a calibration file for another chip, or malformed), P813
-(the estimate exceeds `budget(step)`), P814 (a loop whose trip count is unknown: every
+(the estimate exceeds `budget(step)`), P823 (a budget met only by a lower bound), P814 (a loop whose trip count is unknown: every
 figure a lower bound), P815 (no chip to price the step on), P821 (transfers to and from
 host memory, and work XLA runs on the host: not priced).
 """
@@ -17,6 +17,7 @@ from planc.targets.cost.calibration import CalibrationError, calibration_for
 from planc.targets.cost.chips import DEFAULT_CPU_CHIP, chip_to_price
 from planc.targets.cost.counting import count
 from planc.targets.cost.links import axis_placements
+from planc.targets.cost.lower_bound import budget_on_lower_bound
 from planc.targets.cost.model import bounds, terms
 from planc.targets.cost.report import CostReport, seconds_text
 
@@ -55,6 +56,8 @@ def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None 
                     f"exceeds `budget(step = {seconds_text(budget)})`", ir.budget.span or ir.anchor,
             label="this budget",
             help=_budget_help(all_terms, upper)))
+    diagnostics += budget_on_lower_bound(ir, estimate, counts.exact, aot_report.topology,
+                                         counts.unknown_loops)
     return CostReport(
         plan=ir.name, topology=aot_report.topology, chip=row.name, devices=aot_report.devices,
         estimate=aot_report.estimate, exact=counts.exact, unknown_loops=counts.unknown_loops,

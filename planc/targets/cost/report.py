@@ -8,7 +8,7 @@ JSON form, schema `planc.cost/1`:
       "plan": "mlp", "topology": "v5e:2x4", "chip": "v5e", "devices": 8,
       "estimate": false,                 # true for cpu:N, priced as `chip`
       "exact": true,                     # false: a loop's trip count is unknown (lower bounds)
-      "time": {"lower_s": ..., "upper_s": ..., "estimate_s": ...},
+      "time": {"lower_s": ..., "upper_s": ..., "estimate_s": ...},  # upper_s null when not exact
       "mfu": 0.41,                       # FLOPs / (estimate_s x the chip's bf16 peak)
       "flops": {"total": ..., "matmul": ..., "elementwise": ..., "custom": ...},
       "hbm_bytes": ...,                  # what one device reads and writes in HBM
@@ -19,9 +19,10 @@ JSON form, schema `planc.cost/1`:
                        "time_s": ..., "links": 2}, ...],  # bytes: what one device sends
       "axes": [{"axis": "fsdp", "kind": "ring", "physical_dims": [0], "links": 2}, ...],
       "bottleneck": [{"term": "all-gather over fsdp", "share": 0.41, "seconds": ...,
-                      "variables": [...], "rules": [...]}, ...],  # share: of upper_s
+                      "variables": [...], "rules": [...]}, ...],  # share: of the terms' sum
       "calibration": null | {"file": ..., "chip": ..., "efficiency": {...}, "overlap": ...},
-      "budget": null | {"step_s": 0.12, "fits": true},
+      "budget": null | {"step_s": 0.12, "fits": true},  # fits null: only a lower bound is
+                                         # within it (P823)
       "peak": ...,                       # the compiled step's peak bytes (planc aot's)
       "ok": true, "diagnostics": [...], "summary": {...}
     }
@@ -41,10 +42,11 @@ class CostReport:
     """A step's predicted time on a topology: the terms, the bounds, the bottleneck."""
 
     __slots__ = ("plan", "topology", "chip", "devices", "estimate", "exact", "unknown_loops",
-                 "lower_s", "upper_s", "estimate_s", "peak_flops", "counts", "terms",
+                 "lower_s", "counted_upper_s", "estimate_s", "peak_flops", "counts", "terms",
                  "placements", "calibration", "budget_step", "aot", "diagnostics", "sources")
 
     def __init__(self, **fields):
+        fields.setdefault("counted_upper_s", fields.pop("upper_s", None))
         for name in self.__slots__:
             setattr(self, name, fields[name])
 
@@ -59,8 +61,21 @@ class CostReport:
         return self.counts.total_flops / (self.estimate_s * self.peak_flops)
 
     @property
+    def upper_s(self) -> float | None:
+        """The sum of the calibrated terms (nothing overlaps); None where a loop's trip
+        count is unknown: the terms then count that loop once, and their sum bounds
+        nothing (`counted_upper_s` keeps it)."""
+        return self.counted_upper_s if self.exact else None
+
+    @property
     def fits(self) -> bool | None:
-        return None if self.budget_step is None else self.estimate_s <= self.budget_step
+        """Whether the estimate is within `budget(step)`; None without one, and where
+        only a lower bound is within it (a loop's trip count unknown, P823)."""
+        if self.budget_step is None:
+            return None
+        if self.estimate_s > self.budget_step:
+            return False
+        return True if self.exact else None
 
     @property
     def ok(self) -> bool:
@@ -68,9 +83,11 @@ class CostReport:
 
     @property
     def bottleneck(self):
-        """The largest terms, largest first (at most `TOP`), with their share of `upper_s`."""
+        """The largest terms, largest first (at most `TOP`), with their share of the
+        terms' sum (`upper_s` where it is known)."""
         ranked = sorted(self.terms, key=lambda t: -t.seconds)[:TOP]
-        return [(t, t.seconds / self.upper_s if self.upper_s else 0.0) for t in ranked
+        total = self.counted_upper_s
+        return [(t, t.seconds / total if total else 0.0) for t in ranked
                 if t.seconds > 0]
 
     def raise_for_errors(self) -> None:

@@ -199,7 +199,25 @@ def test_an_empty_topology_name_is_refused_not_ignored(tmp_path, capsys):
     plan = tmp_path / "p.kd"
     plan.write_text("mesh(d = auto)\ndata_parallel\n")
     assert main(["lint", str(plan), "--topology", ""]) == 2
-    assert "unknown topology ``" in capsys.readouterr().err
+    assert "error[P801]: the topology name is empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["lint", "aot", "cost"])
+@pytest.mark.parametrize("name", ["", "cpu:9999999", "v5e:" + "9" * 5000, "v5e:2x4x2x4x"])
+def test_an_empty_malformed_or_too_large_topology_is_p801_in_lint_aot_and_cost_alike(
+        tmp_path, monkeypatch, capsys, command, name):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.kd").write_text("mesh(d = auto)\ndata_parallel\n")
+    (tmp_path / "tiny.py").write_text(
+        "import jax, jax.numpy as jnp\n"
+        "def build():\n"
+        "    return (lambda p, s, x: (p, s, None)), {'w': jax.ShapeDtypeStruct((8,), "
+        "jnp.float32)}, {}, jax.ShapeDtypeStruct((8,), jnp.float32)\n")
+    step = [] if command == "lint" else ["--step", "tiny:build"]
+    assert main([command, "p.kd", *step, "--topology", name]) == 2
+    err = capsys.readouterr().err
+    assert "error[P801]" in err and " --> p.kd" in err and "Traceback" not in err
+    assert len(err) < 2000
 
 
 def test_an_axis_over_two_physical_axes_is_the_mesh_plan_mesh_builds_with_a_p816_note():

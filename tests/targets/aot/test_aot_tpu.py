@@ -1,9 +1,10 @@
 """`plan.aot` on a real TPU topology, compile-only through libtpu (the `tpu` extra): a
 two-layer MLP with Adam, FSDP 4 x model 2 on `v5e:2x4`.
 
-TPU compiles cost tens of seconds here, so there are four: planc's, the same step
-compiled by hand (the differential), one over two slices, and one that does not fit in
-HBM (which XLA refuses within seconds). `test_aot_cpu.py` has the breadth.
+TPU compiles cost tens of seconds here, so there are five: planc's, the same step
+compiled by hand (the differential), one over two slices, one that does not fit in HBM
+(which XLA refuses within seconds), and a tiny one the partitioner must rematerialize.
+`test_aot_cpu.py` has the breadth.
 """
 
 import importlib.util
@@ -142,3 +143,19 @@ def test_p807_s_parts_add_up_to_the_peak_on_tpu():
         from planc.resolve import human_bytes
 
         assert f"and {human_bytes(m['peak'] - listed)} more" in d.help[0]
+
+
+def test_a_full_rematerialization_on_a_tpu_topology_is_p817_from_libtpus_log(capsys):
+    # XLA:TPU writes the partitioner's warning to libtpu's log file, not to stderr.
+    plan = planc.loads('mesh(a = 4, b = 2)\nmodel_parallel(batch = a)\n'
+                       'layout { "w" -> ((a, b), _) }\n', file="remat.kd")
+
+    def remat_step(params, opt_state, batch):
+        w = jax.lax.with_sharding_constraint(params["w"] * 2, P(None, "b"))
+        return {"w": jnp.sin(w)}, opt_state, None
+
+    report = plan.aot(remat_step, {"w": jax.ShapeDtypeStruct((24, 40), jnp.float32)}, {},
+                      jax.ShapeDtypeStruct((8, 4), jnp.float32), topology="v5e:2x4")
+    found = [d for d in report.diagnostics if d.code == "P817"]
+    assert any("`params/w`" in d.message for d in found), [d.message for d in report.diagnostics]
+    assert "Involuntary full rematerialization" not in capsys.readouterr().err

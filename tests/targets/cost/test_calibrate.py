@@ -80,7 +80,13 @@ def test_a_step_is_never_measured_faster_than_its_lower_bound(workdir, plan):
         assert step.timing.seconds >= step.cost.lower_s
 
 
-def test_the_written_file_reproduces_the_fitted_estimates_through_planc_cost(workdir, plan):
+def test_the_written_file_reproduces_the_fitted_estimates_through_planc_cost(workdir, plan,
+                                                                           monkeypatch):
+    from planc.targets.cost import calibration as calibration_file
+
+    # XLA:CPU runs hundreds of times below a v5e's peaks: its fitted efficiencies are
+    # under the floor a chip's file is held to, which is lowered for this round trip.
+    monkeypatch.setattr(calibration_file, "FLOOR", 1e-6)
     steps = measured(plan, ["cal_steps:small", "cal_steps:large"])
     result = fit([s.sample for s in steps])
     run = CalibrationRun(steps, result, chip_named("v5e"), "cpu", 8, "jax", "2026-12-06",

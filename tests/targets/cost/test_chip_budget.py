@@ -49,3 +49,22 @@ def test_lint_topology_warns_of_it_and_strict_fails(plan_file, capsys):
     assert main(["lint", str(plan), "--topology", "v5e:2x4"]) == 0
     assert "warning[P822]" in capsys.readouterr().out
     assert main(["lint", str(plan), "--topology", "v5e:2x4", "--strict"]) == 1
+
+
+@pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
+                    reason="libtpu is not installed (pip install 'planc[tpu]')")
+@pytest.mark.parametrize("command", ["aot", "cost"])
+def test_aot_and_cost_warn_of_a_peak_budget_past_the_chip_as_lint_does(tmp_path, monkeypatch,
+                                                                      capsys, command):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "big.kd").write_text("mesh(data = 8)\ndata_parallel\nbudget(peak = 40 GiB)\n")
+    (tmp_path / "tiny.py").write_text(
+        "import jax, jax.numpy as jnp\n"
+        "def step(p, s, x):\n"
+        "    return {'w': p['w'] * 0.5}, s, None\n"
+        "def build():\n"
+        "    return step, {'w': jax.ShapeDtypeStruct((8, 8), jnp.float32)}, {}, "
+        "jax.ShapeDtypeStruct((8, 8), jnp.float32)\n")
+    code = main([command, "big.kd", "--step", "tiny:build", "--topology", "v5e:2x4"])
+    err = capsys.readouterr().err
+    assert code == 0 and "warning[P822]" in err and "`peak`, 40.0 GiB," in err
