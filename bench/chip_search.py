@@ -82,7 +82,7 @@ def main():
                  "for compile-only v5e:1x1 through libtpu"
                  + ("; the plans then run on the attached chip" if on_chip else
                     "; no chip attached: nothing run, the step times are planc cost's "
-                    "estimates (uncalibrated)"))
+                    "estimates (with the calibration planc ships)"))
     try:
         suggest([Variable("w", (8, 8))], 1)
     except planc.PlanError as exc:
@@ -125,9 +125,38 @@ def main():
                     "refused", status(bool(as_written) and as_written[0] in refused))
     if on_chip:
         _run_on_chip(found, refused, results)
+    else:
+        _measured_before(w, a.size, results)
     results.ratio("searched_peak_over_usable", w.compiled_peak / usable,
                   "(the winner's compiled peak / the chip's usable HBM; <= 0.98 fits the "
                   "search's limit)", a.json)
+
+
+# Where the chip ran this bench: its figures, as the chip wrote them (bench/chip_kit.py).
+MEASURED = Path(__file__).resolve().parent / "chip_data" / "2026-12-07" / "chip_search.json"
+
+
+def _measured_before(winner, size, results):
+    """Without a chip: the winner's estimate now, against the step time a lent chip
+    measured for the same plan (`MEASURED`), where it holds one."""
+    import json
+
+    from planc.targets.cost.report import seconds_text
+
+    if size != "full" or not MEASURED.exists():
+        return
+    doc = json.loads(MEASURED.read_text())
+    ran = next((r for r in doc["rows"] if r["figure"].startswith("the searched plan on the chip")),
+               None)
+    if ran is None or f"`{winner.candidate.family}`" not in ran["figure"]:
+        return  # another winner than the chip ran: nothing to compare
+    measured = ran["raw"]["measured_s"]
+    off = winner.compiled_s / measured - 1
+    results.row(f"the searched plan's estimate against the step the chip ran "
+                f"({', '.join(doc['notes'][-1:])}; {doc.get('date', '')})",
+                f"{seconds_text(winner.compiled_s)} vs {seconds_text(measured)} measured "
+                f"({off:+.1%})", "within 15%", status(abs(off) <= 0.15),
+                estimate_s=winner.compiled_s, measured_s=measured)
 
 
 def _run_on_chip(found, refused, results):

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 from planc.targets.aot import hlo as hlo_text
 from planc.targets.aot.hlo import Instruction, Module, arrays
@@ -73,24 +74,19 @@ _DIM_LABELS = re.compile(r"\bdim_labels=(\w+)_(\w+)->(\w+)")
 _PRECISION = re.compile(r"\boperand_precision=\{(\w+)")
 
 
+@dataclass(slots=True)
 class Op:
     """One instruction the device runs, as the per-op model reads it: `name`, `opcode`,
     `where` it runs (`core`, `dma` or `collective`), its `matmul` FLOPs by operand type
     (MXU passes multiplied in), its `hbm_bytes`, and `times`, how often it runs in a
     step. Figures are per run."""
 
-    __slots__ = ("name", "opcode", "where", "matmul", "hbm_bytes", "times")
-
-    def __init__(self, name, opcode, where, matmul, hbm_bytes, times):
-        self.name = name
-        self.opcode = opcode
-        self.where = where
-        self.matmul = matmul
-        self.hbm_bytes = hbm_bytes
-        self.times = times
-
-    def __repr__(self):
-        return f"<Op {self.opcode} %{self.name} x{self.times} ({self.where})>"
+    name: str
+    opcode: str
+    where: str
+    matmul: dict
+    hbm_bytes: int
+    times: int
 
 
 class Counts:

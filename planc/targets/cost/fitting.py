@@ -30,33 +30,31 @@ profile take well under a second.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from planc.targets.cost.calibration import TERMS, Calibration
-from planc.targets.cost.model import Term, bounds, op_terms
+from planc.targets.cost.calibration import FLOOR, TERMS, Calibration
+from planc.targets.cost.model import Profile, Term, bounds, op_terms
 
 __all__ = ["Sample", "Fit", "fit", "estimate", "efficiency_key", "FLOOR", "sample_of"]
 
-# The lowest efficiency the search tries: far below any real step on a chip (a tiny step
-# on a v5e runs at a few percent); it bounds the search, nothing else.
-FLOOR = 1e-9
+# The lowest efficiency the search tries: the floor a calibration file may hold
+# (`calibration.FLOOR`), so a fitted file always reads back.
 # The range of `op_s` searched, in seconds: from nothing to a millisecond an op.
 _OP_S = (1e-9, 1e-3)
 _STEPS = 16  # points tried on each side of the current value, per coordinate and round
 _FINEST = 1e-5  # the smallest step (a fraction of each figure's range) the search refines to
 
 
+@dataclass(slots=True)
 class Sample:
     """One measured step: `name`, its core and DMA ops at the chip's peaks (`profile`, a
     `model.Profile`), its `collectives` at the peaks (`Term`s), and `measured_s`, the
     seconds it took on the chip."""
 
-    __slots__ = ("name", "profile", "collectives", "measured_s")
-
-    def __init__(self, name, profile, collectives, measured_s):
-        self.name = name
-        self.profile = profile
-        self.collectives = tuple(collectives)
-        self.measured_s = float(measured_s)
+    name: str
+    profile: Profile
+    collectives: tuple
+    measured_s: float
 
 
 def sample_of(name: str, report, measured_s: float) -> Sample:
@@ -66,23 +64,21 @@ def sample_of(name: str, report, measured_s: float) -> Sample:
     from planc.targets.cost.model import profile
 
     return Sample(name, profile(report.counts.ops, chip_named(report.chip)),
-                  [t for t in report.terms if t.kind == "collective"], measured_s)
+                  tuple(t for t in report.terms if t.kind == "collective"), float(measured_s))
 
 
+@dataclass(slots=True)
 class Fit:
     """The fitted `efficiency` (by `TERMS`), `overlap` and `op_s`; `fitted`, what some step
     decided; `unfitted`, what kept its uncalibrated value; `estimates`, each sample's
     estimate under the fit, in the samples' order."""
 
-    __slots__ = ("efficiency", "overlap", "op_s", "fitted", "unfitted", "estimates")
-
-    def __init__(self, efficiency, overlap, op_s, fitted, unfitted, estimates):
-        self.efficiency = efficiency
-        self.overlap = overlap
-        self.op_s = op_s
-        self.fitted = fitted
-        self.unfitted = unfitted
-        self.estimates = estimates
+    efficiency: dict
+    overlap: float
+    op_s: float
+    fitted: tuple
+    unfitted: tuple
+    estimates: tuple
 
     @property
     def calibration(self) -> Calibration:

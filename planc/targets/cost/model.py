@@ -39,6 +39,8 @@ of the calibration), at least the DMA copies' time. `lower_s <= estimate_s <= up
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 __all__ = ["Term", "Profile", "profile", "op_terms", "terms", "bounds", "moved_bytes", "matmul_term", "hbm_term",
            "collective_term", "launch_term", "CORE_KINDS"]
 
@@ -103,20 +105,18 @@ def launch_term(ops: float, calibration) -> Term:
     return Term("op launches", "launch", ops * calibration.op_s, 0.0, ops=ops)
 
 
+@dataclass(slots=True)
 class Profile:
     """The ops of one step at the chip's peaks, what any calibration then prices
     (`op_terms`): per core op its matrix seconds, its memory seconds and how often it
-    runs, and the DMA copies' seconds and runs. Built once per step (`profile`); a fit
-    prices it thousands of times."""
+    runs (arrays), and the DMA copies' seconds and runs. Built once per step (`profile`);
+    a fit prices it thousands of times."""
 
-    __slots__ = ("matmul", "memory", "runs", "dma_s", "dma_runs")
-
-    def __init__(self, matmul, memory, runs, dma_s, dma_runs):
-        self.matmul = matmul
-        self.memory = memory
-        self.runs = runs
-        self.dma_s = dma_s
-        self.dma_runs = dma_runs
+    matmul: object
+    memory: object
+    runs: object
+    dma_s: float
+    dma_runs: int
 
 
 def profile(ops, chip) -> Profile:
