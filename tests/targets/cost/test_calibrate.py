@@ -113,7 +113,8 @@ def test_the_document_names_where_it_was_measured_and_what_it_fitted(workdir, pl
     m = doc["measured"]
     assert (m["device_kind"], m["jax"], m["date"], m["repeats"]) == ("cpu", "0.10.2",
                                                                      "2026-12-06", 3)
-    assert set(m["fitted"]) | set(m["unfitted"]) == {"matmul", "hbm", "ici", "dcn", "overlap"}
+    assert set(m["fitted"]) | set(m["unfitted"]) == {"matmul", "hbm", "ici", "dcn", "op_s",
+                                                      "overlap"}
     [row] = m["steps"]
     assert row["step"] == "cal_steps:small" and row["measured_s"] >= row["lower_s"]
     # No step here crosses slices: DCN is not measured, and keeps the chip's peak.
