@@ -32,7 +32,9 @@ lower bound that says so (`Counts.exact`).
   bytes, how many times it runs, and where it runs. XLA:TPU runs one op at a time on the
   TensorCore (`core`); asynchronous copies and slices are DMAs beside it (`dma`), and
   collectives are priced by their links (`collective`). An async op is one transfer:
-  its `-start` carries the bytes, its `-done` only waits.
+  its `-start` carries the bytes, its `-done` only waits. The ops XLA's schedule runs
+  between a collective's start and its done are `under` it: what the collective can
+  hide behind.
 """
 
 from __future__ import annotations
@@ -78,8 +80,9 @@ _PRECISION = re.compile(r"\boperand_precision=\{(\w+)")
 class Op:
     """One instruction the device runs, as the per-op model reads it: `name`, `opcode`,
     `where` it runs (`core`, `dma` or `collective`), its `matmul` FLOPs by operand type
-    (MXU passes multiplied in), its `hbm_bytes`, and `times`, how often it runs in a
-    step. Figures are per run."""
+    (MXU passes multiplied in), its `hbm_bytes`, `times`, how often it runs in a step,
+    and whether it runs `under` a collective (between an asynchronous collective's start
+    and its done, or a fusion with a collective inside). Figures are per run."""
 
     name: str
     opcode: str
@@ -87,6 +90,7 @@ class Op:
     matmul: dict
     hbm_bytes: int
     times: int
+    under: bool = False  # runs while a collective is in flight: it can hide it
 
 
 class Counts:
@@ -130,7 +134,12 @@ def count(hlo: str) -> Counts:
         times = runs.times.get(name, 0)
         if not times or name in fused:
             continue
+        in_flight = set()  # the asynchronous collectives started and not yet done
         for ins in instrs:
+            if ins.opcode in _COLLECTIVES and ins.opcode.endswith("-start"):
+                in_flight.add(ins.name)
+            elif ins.opcode in _COLLECTIVES and ins.opcode.endswith("-done") and ins.operands:
+                in_flight.discard(ins.operands[0])
             if ins.opcode in _FREE:
                 continue
             if ins.opcode == "copy-start" or _on_host(module, ins):
@@ -156,8 +165,22 @@ def count(hlo: str) -> Counts:
             # collective op itself is left to the links.
             where = ("collective" if ins.opcode in _COLLECTIVES
                      else "dma" if ins.opcode in _DMA else "core")
-            out.ops.append(Op(ins.name, ins.opcode, where, kinds, moved, times))
+            if where == "core" and _scalar(ins):
+                continue  # the scalar unit's index arithmetic: no op of the core to start
+            # The ops the schedule runs while a collective is in flight, and a fusion
+            # with a collective inside, can hide that collective's time.
+            under = bool(in_flight) or _is_collective_fusion(module, ins)
+            out.ops.append(Op(ins.name, ins.opcode, where, kinds, moved, times,
+                              under and where == "core"))
     return out
+
+
+def _scalar(ins: Instruction) -> bool:
+    """Whether `ins` only computes scalars (a loop's counter, a dynamic slice's index):
+    XLA:TPU runs those on the scalar unit beside the vector and matrix units, with no op
+    of their own to start. A scanned step runs thousands of them."""
+    found = arrays(ins.shape)
+    return bool(found) and all(not dims for _, dims, _ in found)
 
 
 def _moved_by(module: Module, ins: Instruction, users) -> int:

@@ -22,8 +22,10 @@ and collectives over the links. So, per device and per step (`Counts.ops`):
 starting it), or the DMA copies or a collective alone, whichever is longest: no step
 runs faster. `upper_s`: every op's terms one after the other (its FLOPs, then its bytes),
 calibrated, and every copy and collective after the core: nothing overlaps.
-`estimate_s`: the core's ops, plus the collective time not hidden under them (`overlap`
-of the calibration), at least the DMA copies' time. `lower_s <= estimate_s <= upper_s`.
+`estimate_s`: the core's ops, plus the collective time not hidden under them: a
+collective hides only under the ops XLA's schedule runs while it is in flight (between
+its start and its done, or inside the fusion it was fused into), or under the
+calibration's `overlap` share if that is more; at least the DMA copies' time. `lower_s <= estimate_s <= upper_s`.
 
     >>> from planc.targets.cost.chips import chip_named
     >>> from planc.targets.cost.calibration import UNCALIBRATED
@@ -117,6 +119,7 @@ class Profile:
     runs: object
     dma_s: float
     dma_runs: int
+    under: object = None  # per core op: whether it runs while a collective is in flight
 
 
 def profile(ops, chip) -> Profile:
@@ -124,7 +127,7 @@ def profile(ops, chip) -> Profile:
     import numpy as np
 
     rates = {}
-    matmul, memory, runs = [], [], []
+    matmul, memory, runs, under = [], [], [], []
     dma_s, dma_runs = 0.0, 0
     for op in ops:
         seconds = op.hbm_bytes / chip.hbm_bytes_per_s
@@ -141,8 +144,10 @@ def profile(ops, chip) -> Profile:
             matmul.append(peak)
             memory.append(seconds)
             runs.append(op.times)
+            under.append(op.under)
     return Profile(np.array(matmul, dtype=np.float64), np.array(memory, dtype=np.float64),
-                   np.array(runs, dtype=np.float64), dma_s, dma_runs)
+                   np.array(runs, dtype=np.float64), dma_s, dma_runs,
+                   np.array(under, dtype=bool))
 
 
 def op_terms(step: Profile, calibration) -> list[Term]:
@@ -167,6 +172,12 @@ def op_terms(step: Profile, calibration) -> list[Term]:
     if step.dma_runs:
         out.append(Term("DMA copies", "dma", step.dma_s / e_hbm, step.dma_s,
                         ops=step.dma_runs))
+    if step.under is not None and step.under.any():
+        # Not a part of the step but a span of it: the core's time a collective in
+        # flight can hide behind (`bounds`).
+        out.append(Term("under collectives", "window", float(seconds[step.under].sum()),
+                        float(peak[step.under].sum()), serial_seconds=0.0,
+                        ops=int(step.runs[step.under].sum())))
     return out
 
 
@@ -208,7 +219,12 @@ def bounds(all_terms, calibration) -> tuple[float, float, float]:
     lower = max([sum(t.peak_seconds for t in core), sum(t.peak_seconds for t in dma)]
                 + [t.peak_seconds for t in talk])
     upper = sum(t.serial_seconds for t in all_terms)
-    hidden = 1.0 - calibration.overlap
-    estimate = max(sum(t.seconds for t in core) + hidden * sum(t.seconds for t in talk),
+    talk_s = sum(t.seconds for t in talk)
+    # A collective hides under the core's ops the schedule runs while it is in flight
+    # (the `window`), or under the calibration's `overlap` share, whichever is more; the
+    # rest adds to the core's time.
+    window = sum(t.seconds for t in all_terms if t.kind == "window")
+    hidden = min(talk_s, max(window, calibration.overlap * talk_s))
+    estimate = max(sum(t.seconds for t in core) + talk_s - hidden,
                    sum(t.seconds for t in dma), max((t.seconds for t in talk), default=0.0))
     return lower, upper, min(max(estimate, lower), upper)

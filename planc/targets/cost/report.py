@@ -85,7 +85,9 @@ class CostReport:
     def bottleneck(self):
         """The largest terms, largest first (at most `TOP`), with their share of the
         terms' sum (`upper_s` where it is known)."""
-        ranked = sorted(self.terms, key=lambda t: -t.seconds)[:TOP]
+        # a window is a span of the core's terms, not a part of the step
+        parts = [t for t in self.terms if t.kind != "window"]
+        ranked = sorted(parts, key=lambda t: -t.seconds)[:TOP]
         total = self.counted_upper_s
         return [(t, t.seconds / total if total else 0.0) for t in ranked
                 if t.seconds > 0]

@@ -9,7 +9,7 @@ import pytest
 from planc.targets.cost.calibration import UNCALIBRATED, Calibration
 from planc.targets.cost.chips import chip_named
 from planc.targets.cost.counting import count
-from planc.targets.cost.model import bounds, op_terms, profile
+from planc.targets.cost.model import Term, bounds, op_terms, profile
 
 V5E = chip_named("v5e")
 PROGRAMS = Path(__file__).resolve().parents[3] / "bench" / "chip_data" / "2026-12-07" / "hlo"
@@ -75,3 +75,43 @@ def test_ops_in_a_loop_count_once_per_run_of_its_body():
     flops = sum(sum(op.matmul.values()) * op.times for op in counts.ops)
     assert flops == counts.matmul_by_dtype["bf16"]  # the scan's 8 layers multiplied in
     assert max(op.times for op in counts.ops) == 8
+
+
+# A ring step as MaxText's flags compile FSDP: a permute in flight while a matmul runs,
+# a loop counter on the scalar unit, and an elementwise op after the permute is done.
+RING = """
+ENTRY %main (a: bf16[1024,1024], b: bf16[1024,1024], i: s32[]) -> bf16[1024,1024] {
+  %a = bf16[1024,1024]{1,0} parameter(0)
+  %b = bf16[1024,1024]{1,0} parameter(1)
+  %i = s32[] parameter(2)
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %ps = (bf16[1024,1024]{1,0}, bf16[1024,1024]{1,0}, u32[], u32[]) collective-permute-start(%b), channel_id=1, source_target_pairs={{0,1},{1,0}}
+  %d = bf16[1024,1024]{1,0} dot(%a, %a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %pd = bf16[1024,1024]{1,0} collective-permute-done(%ps)
+  ROOT %t = bf16[1024,1024]{1,0} tanh(%pd)
+}
+"""
+
+
+def test_the_scalar_units_index_arithmetic_is_no_op_to_start():
+    assert "next" not in ops_of(RING)
+
+
+def test_an_op_run_while_a_collective_is_in_flight_is_under_it_and_one_after_is_not():
+    ops = ops_of(RING)
+    assert ops["d"].under and not ops["t"].under
+    assert ops["ps"].where == "collective"
+
+
+def test_a_collective_hides_only_under_the_ops_run_while_it_is_in_flight():
+    step = op_terms(profile(count(RING).ops, V5E), UNCALIBRATED)
+    window = next(t for t in step if t.kind == "window")
+    core = sum(t.seconds for t in step if t.kind in ("compute", "memory", "launch"))
+
+    def with_talk(seconds):
+        talk = Term("collective-permute over data", "collective", seconds, seconds, links=1)
+        return bounds(step + [talk], UNCALIBRATED)[2]
+
+    assert with_talk(window.seconds / 2) == pytest.approx(core)  # hidden whole
+    assert with_talk(3 * window.seconds) == pytest.approx(core + 2 * window.seconds)
