@@ -95,7 +95,7 @@ def main():
         shipped = report.calibration.file or "none (the peak rates)"
         near = published is not None and abs(estimated / published - 1) <= 0.15
         results.row(f"{label}: planc's estimate (the per-op model, calibration {shipped}; "
-                    "every collective unhidden)",
+                    "a collective hidden only under the ops run while it is in flight)",
                     f"{seconds_text(report.estimate_s)} a step, upper "
                     f"{seconds_text(report.upper_s)}; MFU {estimated:.1%}"
                     + ("" if published is None else f" ({estimated / published - 1:+.1%} of "

@@ -18,9 +18,9 @@ and collectives over the links. So, per device and per step (`Counts.ops`):
   full array, all-reduce 2(n-1)/n, all-to-all (n-1)/n, a permute its buffer), over the
   links the axes hold (`planc.targets.cost.links`) or the DCN.
 
-`lower_s`: the core's ops at the chip's peaks (each op its larger term, nothing for
-starting it), or the DMA copies or a collective alone, whichever is longest: no step
-runs faster. `upper_s`: every op's terms one after the other (its FLOPs, then its bytes),
+`lower_s`: the largest single term at the chip's peaks: all the step's matrix FLOPs,
+or all its HBM bytes, or the DMA copies, or one collective alone: no step runs faster,
+whatever runs beside what. `upper_s`: every op's terms one after the other (its FLOPs, then its bytes),
 calibrated, and every copy and collective after the core: nothing overlaps.
 `estimate_s`: the core's ops, plus the collective time not hidden under them: a
 collective hides only under the ops XLA's schedule runs while it is in flight (between
@@ -159,15 +159,17 @@ def op_terms(step: Profile, calibration) -> list[Term]:
     mm, mem = step.matmul / e_mm, step.memory / e_hbm
     bound = mm > mem
     seconds = np.maximum(mm, mem) * step.runs
-    peak = np.maximum(step.matmul, step.memory) * step.runs
     serial = (mm + mem) * step.runs
 
-    def part(name, kind, where):
-        return Term(name, kind, float(seconds[where].sum()), float(peak[where].sum()),
+    def part(name, kind, where, work):
+        # `seconds`: the ops this limit binds, calibrated; `peak_seconds`: all the step's
+        # work of this kind at the chip's peak (`lower_s` is the largest such term)
+        return Term(name, kind, float(seconds[where].sum()), float((work * step.runs).sum()),
                     serial_seconds=float(serial[where].sum()),
                     ops=int(step.runs[where].sum()))
 
-    out = [part("matmul compute", "compute", bound), part("HBM traffic", "memory", ~bound),
+    out = [part("matmul compute", "compute", bound, step.matmul),
+           part("HBM traffic", "memory", ~bound, step.memory),
            launch_term(int(step.runs.sum()), calibration)]
     if step.dma_runs:
         out.append(Term("DMA copies", "dma", step.dma_s / e_hbm, step.dma_s,
@@ -175,9 +177,8 @@ def op_terms(step: Profile, calibration) -> list[Term]:
     if step.under is not None and step.under.any():
         # Not a part of the step but a span of it: the core's time a collective in
         # flight can hide behind (`bounds`).
-        out.append(Term("under collectives", "window", float(seconds[step.under].sum()),
-                        float(peak[step.under].sum()), serial_seconds=0.0,
-                        ops=int(step.runs[step.under].sum())))
+        out.append(Term("under collectives", "window", float(seconds[step.under].sum()), 0.0,
+                        serial_seconds=0.0, ops=int(step.runs[step.under].sum())))
     return out
 
 
@@ -216,8 +217,7 @@ def bounds(all_terms, calibration) -> tuple[float, float, float]:
     core = [t for t in all_terms if t.kind in CORE_KINDS]
     dma = [t for t in all_terms if t.kind == "dma"]
     talk = [t for t in all_terms if t.kind == "collective"]
-    lower = max([sum(t.peak_seconds for t in core), sum(t.peak_seconds for t in dma)]
-                + [t.peak_seconds for t in talk])
+    lower = max((t.peak_seconds for t in all_terms), default=0.0)
     upper = sum(t.serial_seconds for t in all_terms)
     talk_s = sum(t.seconds for t in talk)
     # A collective hides under the core's ops the schedule runs while it is in flight
