@@ -181,11 +181,11 @@ LIMITS = {
         "nothing to split: the search weighs the step as written and with remat (and the "
         "slots on the host, were neither to fit), and XLA:TPU's own compile refuses the "
         "step as written (P809), as the chip would. Where no chip is attached, as here, "
-        "nothing runs; running the searched plan, and the chip's own refusal of the other, "
-        "need `PLANC_CHIP=1 python bench/chip_search.py` on a TPU VM, which no session "
-        "since the search was built has had lent. One chip cannot show the issue's "
-        "comparison with `suggest`'s plan for a model that does not fit replicated: "
-        "`suggest` splits, and needs 2 devices (P503)."),
+        "nothing runs: the winner's estimate is held against the step time a lent TPU v5e "
+        "measured for the same plan (`bench/chip_data/2026-12-07/chip_search.json`: TPU v5 "
+        "lite, JAX 0.10.2, 2026-12-07, where the search of then estimated it at 192 ms). "
+        "One chip cannot show the issue's comparison with `suggest`'s plan for a model that "
+        "does not fit replicated: `suggest` splits, and needs 2 devices (P503)."),
     "chip_cost": (
         "the step times were measured on a lent TPU v5e chip (TPU v5 lite, JAX 0.10.2, "
         "2026-12-07; `bench/chip_data/2026-12-07/chip_cost.json`, as the chip wrote them). "
@@ -198,13 +198,16 @@ LIMITS = {
         "long sequences (where XLA:TPU's softmax reduce-windows grow wide) were not "
         "measured."),
     "maxtext_mfu": (
-        "a compile of each model (1-2 minutes on this machine); no chip was lent, so the "
-        "MFU is planc's best case, the highest any run of the step could reach at the "
-        "chip's peaks, held against what MaxText measured on real v5e-256 pods: a bound "
-        "under it would be wrong. The estimate between the bounds is uncalibrated (peak "
-        "rates, nothing overlapped) until a calibration is fitted on a chip. MaxText's "
-        "attention is a Pallas kernel whose FLOPs XLA does not describe; this step's is "
-        "XLA's, so every attention FLOP is in the HLO."),
+        "a compile of each model (1-2 minutes on this machine); no pod was lent, so the "
+        "checks stand in for one: the best-case MFU, the highest any run of the step could "
+        "reach at the chip's peaks, must not fall under what MaxText measured on real "
+        "v5e-256 pods (a bound under it would be wrong), and the estimate, priced with the "
+        "calibration fitted on one real v5e chip, must come within 15% of it. One chip has "
+        "no collectives, so the links are priced at their peaks and a collective hides only "
+        "under the ops the compiled schedule runs while it is in flight. The step is not "
+        "MaxText's own: its attention is XLA's, which writes the scores to HBM where "
+        "MaxText's Pallas kernel does not, and its per-device batch is 4 where MaxText's "
+        "16B ran 6."),
     "search": (
         "the analytic search is milliseconds per candidate (roles once, then each layout "
         "and score from shapes; the shown rows' plans validated by planc's front end); "
