@@ -69,8 +69,8 @@ def run(args) -> int:
     coded = [f for f in failures if f.code != "P325"]  # an input read, and refused (P801)
     if coded and args.format == "text":
         emit_diagnostics(coded, {}, args, stream=sys.stderr, to_file=False)
-    for f in failures:
-        if f.code == "P325":
+    for f in failures:  # a machine format's reader still hears why on stderr
+        if f.code == "P325" or args.format != "text":
             say(f.message)
     code = EXIT_USAGE if failures else exit_code(diags, args.strict)
     if code == 0 and not args.quiet:
