@@ -10,7 +10,7 @@ says why each is lazy).
 
 import sys
 
-__all__ = ["import_module", "module_source", "lazy_face"]
+__all__ = ["import_module", "module_found", "module_source", "lazy_face"]
 
 
 def import_module(name: str):
@@ -21,11 +21,19 @@ def import_module(name: str):
     return sys.modules[name]
 
 
+def module_found(name: str) -> bool:
+    """Whether the module of absolute name `name` is installed, found without importing
+    it (its parent packages are imported, as finding it needs)."""
+    import importlib.util  # here: only these look-ups need it
+
+    return importlib.util.find_spec(name) is not None
+
+
 def module_source(name: str) -> str:
     """The source text of the module of absolute name `name`, found on the path and read
     without running it (its parent packages are imported, as finding it needs): a module
     written to be copied imports what only its copies need (jax, Keras)."""
-    import importlib.util  # here: only the emitters read a module unrun
+    import importlib.util  # here: only these look-ups need it
 
     spec = importlib.util.find_spec(name)
     if spec is None or spec.loader is None:
