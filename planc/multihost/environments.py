@@ -17,10 +17,10 @@ hang. The values JAX uses are its own: this module never overrides them.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 from planc.frozen import Frozen
+from planc.lazy import module_found
 
 # The names `cluster { detect = "..." }` takes: JAX's `cluster_detection_method` names,
 # "k8s" (JAX's Kubernetes support has no name of its own), "auto" and "none".
@@ -229,7 +229,7 @@ def _ompi(environ) -> Environment:
 
 def _k8s(environ) -> Environment:
     warnings = ()
-    if importlib.util.find_spec("kubernetes") is None:
+    if not module_found("kubernetes"):
         warnings = ("kubernetes-package",)
     process_id = (_int(environ, "JOB_COMPLETION_INDEX") if "JOB_COMPLETION_INDEX" in environ
                   else None)
@@ -259,7 +259,7 @@ def _present(name: str, environ) -> bool:
     if name in ("gcetpu", "mpi4py"):
         # A TPU VM is known by its metadata server and mpi4py by MPI itself: only JAX
         # can tell, once asked by name.
-        return importlib.util.find_spec("libtpu" if name == "gcetpu" else "mpi4py") is not None
+        return module_found("libtpu" if name == "gcetpu" else "mpi4py")
     return False
 
 

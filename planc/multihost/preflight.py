@@ -23,13 +23,13 @@ Nothing here imports jax.
 from __future__ import annotations
 
 import errno
-import importlib.util
 import ipaddress
 import socket
 import threading
 import time
 
 from planc.diagnostics import Diagnostic, error
+from planc.lazy import module_found
 from planc.multihost import environments, slurmstep
 from planc.multihost.spec import ClusterSpec, parse_address
 
@@ -60,7 +60,7 @@ def check(spec: ClusterSpec, ir, environ, *, deadline: float | None = None,
         out.extend(_addresses(spec, host, env, span, deadline))
     out.extend(_proxies(environ, host, span))
     out.extend(_counts(spec, environ, span))
-    if spec.environment == "k8s" and importlib.util.find_spec("kubernetes") is None:
+    if spec.environment == "k8s" and not module_found("kubernetes"):
         out.append(error("P611", "Kubernetes detected (KUBERNETES_SERVICE_HOST is set) but the "
                          "`kubernetes` package is not installed: JAX cannot find the job",
                          span, help="pip install 'jax[k8s]' (or kubernetes), or give "

@@ -15,7 +15,6 @@ being run. Pieces are joined two blank lines apart, as top-level code is laid ou
 from __future__ import annotations
 
 import functools
-import importlib.util
 import inspect
 import keyword
 import os
@@ -23,6 +22,7 @@ import re
 
 from planc.diagnostics import PlanError, error
 from planc.ir import PlanIR
+from planc.lazy import module_source
 
 __all__ = ["literal", "docstring_name", "mesh_constants", "check_constants", "refuse_errors",
            "refuse_backtracking", "refuse_names_without_model", "section_source", "runtime_source"]
@@ -143,12 +143,11 @@ def section_source(module_name: str, section: str) -> str:
     """The text of `section` of module `module_name`: the lines after its line
     `# -- copied into emitted modules: SECTION --`, to the next such line or the end.
 
-    The module is found and its source read without running it: a module written to be
-    copied imports what the emitted module imports (jax, or Keras), which writing the
-    module needs neither of.
+    The module is read without running it (`planc.lazy.module_source`): a module written
+    to be copied imports what the emitted module imports (jax, or Keras), which writing
+    the module needs neither of.
     """
-    spec = importlib.util.find_spec(module_name)
-    text = inspect.getsource(importlib.util.module_from_spec(spec))
+    text = module_source(module_name)
     start = text.index(f"{_MARKER}{section} --")
     start = text.index("\n", start) + 1
     end = text.find("\n" + _MARKER, start)
