@@ -10,7 +10,7 @@ the resolver for validation, `planc.targets.jax.sharding` for JAX shardings,
 from __future__ import annotations
 
 import os
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 from planc.check.binding import bind_devices
 from planc.check.checker import check, check_file
@@ -20,6 +20,11 @@ from planc.variables import path_of
 # Fields of an assignment (a named tuple: variable, layout, ...), read at C speed when a
 # large model's layouts are collected.
 _VARIABLE, _LAYOUT = itemgetter(0), itemgetter(1)
+
+
+def _ir_field(path: str, doc: str | None = None) -> property:
+    """A read-only property of a `Plan` that is its IR's `path` (`"mesh.names"`)."""
+    return property(attrgetter("_ir." + path), doc=doc)
 
 
 class Plan:
@@ -67,9 +72,7 @@ class Plan:
         """The frozen IR that every backend reads."""
         return self._ir
 
-    @property
-    def name(self) -> str:
-        return self._ir.name
+    name = _ir_field("name")
 
     @property
     def fingerprint(self) -> str:
@@ -80,39 +83,19 @@ class Plan:
 
         return fingerprint(self._ir)
 
-    @property
-    def file(self) -> str:
-        return self._ir.file
-
-    @property
-    def params(self) -> dict[str, int | str]:
-        return self._ir.param_dict
-
-    @property
-    def axis_names(self) -> tuple[str, ...]:
-        return self._ir.mesh.names
-
-    @property
-    def mesh_shape(self) -> tuple[int | None, ...]:
-        """Global axis sizes in mesh order; None marks an unresolved `auto`."""
-        return self._ir.mesh.shape
+    file = _ir_field("file")
+    params = _ir_field("param_dict")
+    axis_names = _ir_field("mesh.names")
+    mesh_shape = _ir_field("mesh.shape", "Global axis sizes in mesh order; None marks an "
+                                         "unresolved `auto`.")
 
     @property
     def mesh_axes(self) -> dict[str, int | None]:
         return dict(zip(self.axis_names, self.mesh_shape))
 
-    @property
-    def device_count(self) -> int | None:
-        return self._ir.mesh.device_count
-
-    @property
-    def distribution_kind(self) -> str:
-        """`"data_parallel"` or `"model_parallel"`."""
-        return self._ir.distribution
-
-    @property
-    def batch_axes(self) -> tuple[str, ...]:
-        return self._ir.batch_axes
+    device_count = _ir_field("mesh.device_count")
+    distribution_kind = _ir_field("distribution", '`"data_parallel"` or `"model_parallel"`.')
+    batch_axes = _ir_field("batch_axes")
 
     @property
     def microbatches(self) -> int | None:
@@ -127,30 +110,13 @@ class Plan:
         """
         return self._ir.stages.microbatches if self._ir.stages is not None else None
 
-    @property
-    def match(self) -> str:
-        return self._ir.match
-
-    @property
-    def overlap(self) -> str:
-        return self._ir.overlap
-
-    @property
-    def rules(self):
-        return self._ir.rules
-
-    @property
-    def default(self):
-        return self._ir.default
-
-    @property
-    def output_rules(self):
-        return self._ir.outputs
-
-    @property
-    def diagnostics(self):
-        """Warnings and notes found while checking the plan (errors raise instead)."""
-        return self._ir.diagnostics
+    match = _ir_field("match")
+    overlap = _ir_field("overlap")
+    rules = _ir_field("rules")
+    default = _ir_field("default")
+    output_rules = _ir_field("outputs")
+    diagnostics = _ir_field("diagnostics", "Warnings and notes found while checking the plan "
+                                           "(errors raise instead).")
 
     def with_devices(self, devices: int) -> "Plan":
         """This plan on `devices` devices: `auto` resolved, every `check` evaluated.

@@ -45,17 +45,24 @@ class Rules(CheckerBase):
                     default_stmt = r
                     default = Rule(-1, None, layout, r.span, r.keyword)
                     continue
-                pat = r.pattern
-                if pat.value in seen:
-                    self.err("P111", f"duplicate rule for \"{pat.raw}\"", pat.span,
-                             label="repeated pattern",
-                             secondary=(Label(seen[pat.value].pattern.span, "first rule here"),),
-                             help="remove one of them (Keras refuses duplicate keys too)")
+                if not self._first_of_its_pattern(r, seen, "rule", "remove one of them "
+                                                  "(Keras refuses duplicate keys too)"):
                     continue
-                seen[pat.value] = r
+                pat = r.pattern
                 self._pattern(pat)
                 rules.append(Rule(len(rules), pat.value, layout, r.span, pat.span, pat.raw))
         return tuple(rules), default
+
+    def _first_of_its_pattern(self, r, seen: dict, what: str, fix: str) -> bool:
+        """Whether rule `r` is the first with its pattern (kept in `seen`); P111 if not."""
+        pat = r.pattern
+        first = seen.setdefault(pat.value, r)
+        if first is r:
+            return True
+        self.err("P111", f"duplicate {what} for \"{pat.raw}\"", pat.span,
+                 label="repeated pattern",
+                 secondary=(Label(first.pattern.span, "first rule here"),), help=fix)
+        return False
 
     def _pattern(self, pat: ast.StrLit) -> bool:
         """Whether `pat` is a pattern the matcher can run; a diagnostic when it is not."""
@@ -102,14 +109,10 @@ class Rules(CheckerBase):
         for section in sections:
             for r in section.rules:
                 transpose = self._rename_options(r)
-                pat = r.pattern
-                if pat.value in seen:
-                    self.err("P111", f"duplicate rename rule for \"{pat.raw}\"", pat.span,
-                             label="repeated pattern",
-                             secondary=(Label(seen[pat.value].pattern.span, "first rule here"),),
-                             help="the first rule always wins; remove the other")
+                if not self._first_of_its_pattern(r, seen, "rename rule",
+                                                  "the first rule always wins; remove the other"):
                     continue
-                seen[pat.value] = r
+                pat = r.pattern
                 if self._pattern(pat):
                     self._template(r.template, pat)
                 out.append(Rename(len(out), pat.value, r.template.value, transpose, r.span,

@@ -19,7 +19,6 @@ from planc.syntax.keywords import RESERVED
 
 def run(args) -> int:
     from planc.suggest import suggest
-    from planc.suggest.sizes import parse_size
 
     if args.search:
         return _search(args)
@@ -39,12 +38,7 @@ def run(args) -> int:
                      why="a plan needs at least 2 devices to split anything")
     tp = _count(args.tp, "--tp", low=1) if args.tp is not None else None
     state = _count(args.state, "--state", low=1) if args.state is not None else 1
-    budget = None
-    if args.budget is not None:
-        try:
-            budget = parse_size(args.budget)
-        except ValueError as exc:
-            raise UsageError(f"--budget: {exc}") from None
+    budget = _budget(args.budget)
     variables = load_variables(args.model)
     name = _plan_name(args.output)
     suggestion = suggest(variables, devices, budget=budget, strategy=args.strategy, tp=tp,
@@ -54,13 +48,23 @@ def run(args) -> int:
     return EXIT_OK
 
 
+def _budget(value: str | None) -> int | None:
+    """`--budget`'s bytes; None without one."""
+    if value is None:
+        return None
+    from planc.suggest.sizes import parse_size
+
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise UsageError(f"--budget: {exc}") from None
+
+
 _USAGE_CODES = frozenset({"P801", "P802", "P811", "P812", "P815"})
 
 
 def _search(args) -> int:
     import json
-
-    from planc.suggest.sizes import parse_size
 
     if args.model is None and args.step is None:
         raise UsageError("planc suggest --search needs --model SRC or --step MODULE:ATTR")
@@ -70,12 +74,7 @@ def _search(args) -> int:
     devices = _count(args.devices, "--devices", low=1) if args.devices is not None else None
     if devices is None and args.topology is None:
         raise UsageError("planc suggest --search needs --devices N or --topology NAME")
-    budget = None
-    if args.budget is not None:
-        try:
-            budget = parse_size(args.budget)
-        except ValueError as exc:
-            raise UsageError(f"--budget: {exc}") from None
+    budget = _budget(args.budget)
     from planc.suggest.search import MAX_CANDIDATES, MAX_COMPILES, search
 
     def count(value, option, default, high=None):

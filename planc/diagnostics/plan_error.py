@@ -47,3 +47,24 @@ class PlanError(InputError):
     @property
     def errors(self) -> tuple[Diagnostic, ...]:
         return tuple(d for d in self.diagnostics if d.is_error)
+
+
+class Diagnosed:
+    """What a result that carries a plan's `diagnostics` (and the `sources` they quote)
+    says of them: the validation, compile and cost reports alike."""
+
+    __slots__ = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when no diagnostic is an error."""
+        return not any(d.is_error for d in self.diagnostics)
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.is_error)
+
+    def raise_for_errors(self) -> None:
+        """Raise `PlanError` carrying every diagnostic if any of them is an error."""
+        if not self.ok:
+            raise PlanError(self.diagnostics, dict(self.sources))

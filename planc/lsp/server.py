@@ -186,20 +186,22 @@ def _open_text(uri: str) -> str | None:
     return None if document is None else document.source
 
 
-def _context(uri: str, pos: t.Position):
+def _context(params: t.TextDocumentPositionParams):
+    """(the document's state, its open text, its file, line, column) at a request's
+    position; the text is None where the document is not open."""
+    uri = params.text_document.uri
     text = _open_text(uri)
     if text is None:
-        return None, None, 0, 0
-    line, col = protocol.from_client(text, pos, server.workspace.position_codec)
-    return server.docs.get(uri), text, line, col
+        return None, None, None, 0, 0
+    line, col = protocol.from_client(text, params.position, server.workspace.position_codec)
+    return server.docs.get(uri), text, path_of(uri), line, col
 
 
 @server.feature(t.TEXT_DOCUMENT_HOVER)
 def _hover(ls: PlancServer, params: t.HoverParams):
-    doc, text, line, col = _context(params.text_document.uri, params.position)
+    doc, text, file, line, col = _context(params)
     if text is None:
         return None
-    file = path_of(params.text_document.uri)
     good = doc.good if doc else None
     if good is not None and good.text == text:
         rule = nav.rule_at(good.ir, file, line, col)
@@ -230,10 +232,9 @@ def _markdown(text: str) -> t.Hover:
 
 @server.feature(t.TEXT_DOCUMENT_DEFINITION)
 def _definition(ls: PlancServer, params: t.DefinitionParams):
-    doc, text, line, col = _context(params.text_document.uri, params.position)
+    doc, text, file, line, col = _context(params)
     if text is None:
         return None
-    file = path_of(params.text_document.uri)
     target = nav.include_at(text, file, line, col)
     if target is not None:
         zero = t.Position(line=0, character=0)

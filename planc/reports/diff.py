@@ -133,27 +133,35 @@ def changes(old_rows: list[dict], new_rows: list[dict], renamed: dict | None = N
     """Each variable whose layout, shard shape or bytes per device differ between the
     two tables, or that is in only one (module docstring: CHANGE). With `renamed` (old
     axis name -> new), an old layout is compared under the new names."""
-    old = {r["path"]: r for r in old_rows}
-    new = {r["path"]: r for r in new_rows}
     out = []
-    for path, row in new.items():
-        before = old.get(path)
+    for path, before, row in _by_path(old_rows, new_rows):
         if before is None:
             out.append({"path": path, "kind": "added", "fields": [], "old": None,
                         "new": _cell(row)})
-            continue
-        compared = dict(before, axes=_renamed(before.get("axes"), renamed)) if renamed \
-            else before
-        fields = [name for name, keys in _FIELDS
-                  if any(compared.get(k) != row.get(k) for k in keys)]
-        if fields:
-            out.append({"path": path, "kind": "changed", "fields": fields,
-                        "old": _cell(before), "new": _cell(row)})
+        elif row is None:
+            out.append({"path": path, "kind": "removed", "fields": [], "old": _cell(before),
+                        "new": None})
+        else:
+            compared = dict(before, axes=_renamed(before.get("axes"), renamed)) if renamed \
+                else before
+            fields = [name for name, keys in _FIELDS
+                      if any(compared.get(k) != row.get(k) for k in keys)]
+            if fields:
+                out.append({"path": path, "kind": "changed", "fields": fields,
+                            "old": _cell(before), "new": _cell(row)})
+    return out
+
+
+def _by_path(old_rows: list[dict], new_rows: list[dict]):
+    """(path, old row, new row) of each variable of either table, None where it has none:
+    the new table's in its order, then those only in the old."""
+    old = {r["path"]: r for r in old_rows}
+    new = {r["path"]: r for r in new_rows}
+    for path, row in new.items():
+        yield path, old.get(path), row
     for path, row in old.items():
         if path not in new:
-            out.append({"path": path, "kind": "removed", "fields": [], "old": _cell(row),
-                        "new": None})
-    return out
+            yield path, row, None
 
 
 def renamed_axes(old: dict, new: dict) -> dict[str, str]:
@@ -302,13 +310,10 @@ _GOLDEN_FIELDS = (("shape", ("shape",)), ("dtype", ("dtype",)),
 
 def _golden_changes(old_rows: list[dict], new_rows: list[dict]) -> list[dict]:
     """`changes`, with every field of `_GOLDEN_FIELDS` compared."""
-    old = {r["path"]: r for r in old_rows}
-    new = {r["path"]: r for r in new_rows}
     out = []
-    for path, row in new.items():
-        before = old.get(path)
-        if before is None:
-            out.append({"path": path, "kind": "added"})
+    for path, before, row in _by_path(old_rows, new_rows):
+        if before is None or row is None:
+            out.append({"path": path, "kind": "added" if before is None else "removed"})
             continue
         fields = [name for name, keys in _GOLDEN_FIELDS
                   if any(before.get(k) != row.get(k) for k in keys)]
@@ -319,7 +324,6 @@ def _golden_changes(old_rows: list[dict], new_rows: list[dict]) -> list[dict]:
         if fields:
             out.append({"path": path, "kind": "changed", "fields": fields,
                         "old": _golden_cell(before), "new": _golden_cell(row)})
-    out += [{"path": path, "kind": "removed"} for path in old if path not in new]
     return out
 
 

@@ -59,7 +59,8 @@
 from __future__ import annotations
 
 
-from planc.diagnostics import Diagnostic, PlanError, severity_counts
+from planc.diagnostics import Diagnostic, severity_counts
+from planc.diagnostics.plan_error import Diagnosed
 from planc.diagnostics.text import counted
 from planc.frozen import Frozen
 from planc.ir import PlanIR
@@ -70,7 +71,7 @@ from planc.resolve.resolution import Assignment, ResolvedLayout
 _NO_SOURCES = object()
 
 
-class Report(Frozen):
+class Report(Frozen, Diagnosed):
     """The result of `validate`: diagnostics, each variable's layout, and memory.
 
     `diagnostics` are sorted by `Diagnostic.sort_key` and hold what validation against
@@ -103,15 +104,6 @@ class Report(Frozen):
             self.sources = {}
 
     @property
-    def ok(self) -> bool:
-        """True when no diagnostic is an error."""
-        return not any(d.is_error for d in self.diagnostics)
-
-    @property
-    def errors(self) -> tuple[Diagnostic, ...]:
-        return tuple(d for d in self.diagnostics if d.is_error)
-
-    @property
     def layouts(self) -> dict[str, ResolvedLayout]:
         """`{path: layout}` in model order."""
         return {a.variable.path: a.layout for a in self.assignments}
@@ -122,11 +114,6 @@ class Report(Frozen):
         `state` rule's layout, or its own where no state rule matches it."""
         slots = self.slots or self.assignments
         return {a.variable.path: s.layout for a, s in zip(self.assignments, slots)}
-
-    def raise_for_errors(self) -> None:
-        """Raise `PlanError` carrying every diagnostic if any of them is an error."""
-        if not self.ok:
-            raise PlanError(self.diagnostics, dict(self.sources))
 
     # -- rendering ------------------------------------------------------------------------
 

@@ -95,14 +95,20 @@ def large_replicated_findings(ir: PlanIR, assignments, nbytes, replicated,
             span, label = ir.layout_span or ir.mesh.span, "no rule here splits it"
             why = "no rule matches it"
         message = (f"`{v.path}` {list(v.shape)} ({human_bytes(v.nbytes)}) is replicated on "
-                   f"{on}: {why}")
-        if len(members) > 1:
-            others = [m.variable.path for m in members[1:]]
-            shown = ", ".join(f"`{p}`" for p in others[:3]) + (" ..." if len(others) > 3 else "")
-            message += f" (and {len(others)} more: {shown})"
+                   f"{on}: {why}{_and_the_others(members, '')}")
         out.append(warning("P310", message, span, label=label, help=_split_help(v, ir, sizes),
                            variable=v.path, rule=rule.where if rule else None))
     return out
+
+
+def _and_the_others(members: list[Assignment], what: str) -> str:
+    """` (and WHAT3 more: `a`, `b`, `c`)`: the other variables of one P310's group, the
+    first three named."""
+    if len(members) <= 1:
+        return ""
+    others = [m.variable.path for m in members[1:]]
+    shown = ", ".join(f"`{p}`" for p in others[:3]) + (" ..." if len(others) > 3 else "")
+    return f" (and {what}{len(others)} more: {shown})"
 
 
 def replicated_state_findings(ir: PlanIR, slots, nbytes, count: int | None,
@@ -131,11 +137,7 @@ def replicated_state_findings(ir: PlanIR, slots, nbytes, count: int | None,
                       f"{list(v.shape)} ({k} x {each}) are" if k else
                       f"the optimizer slots of `{v.path}` {list(v.shape)} ({each} each) are")
         message = (f"{slots_text} replicated on {on}: state rule {rule.label} lays them "
-                   f"out `{rule.layout.text}`")
-        if len(members) > 1:
-            others = [m.variable.path for m in members[1:]]
-            shown = ", ".join(f"`{p}`" for p in others[:3]) + (" ..." if len(others) > 3 else "")
-            message += f" (and the slots of {len(others)} more: {shown})"
+                   f"out `{rule.layout.text}`{_and_the_others(members, 'the slots of ')}")
         out.append(warning("P310", message, rule.span, label="replicates the slots",
                            help=_split_help(v, ir, sizes).replace(
                                "variables of", "optimizer slots of variables of"),

@@ -28,7 +28,7 @@ from planc.fileio import open_counted, os_error_text
 from planc.frozen import Frozen
 from planc.variables import Variable, itemsize
 from planc.sources.model import (MAX_ARRAY_BYTES, SAFETENSORS_DTYPES, SourceError,
-                                   array_problem, make_variable, one_line)
+                                   array_problem, make_variable, one_line, require_fields)
 
 # No `typing` on lint's path (docs/architecture.md, "Lint's path").
 TYPE_CHECKING = False
@@ -214,12 +214,8 @@ def _safetensors_entry(name: str, entry: Any, data_bytes: int, data_start: int,
                        origin: str) -> SafetensorsEntry:
     # Only a message quotes the name (`_who`): escaping every name up front was a fifth
     # of opening a checkpoint of 10,000 tensors (bench 15).
-    if not isinstance(entry, dict):
-        raise SourceError(f"{origin}: header entry {_who(name)} is not an object")
-    missing = [k for k in ("dtype", "shape", "data_offsets") if k not in entry]
-    if missing:
-        raise SourceError(f"{origin}: header entry {_who(name)} lacks "
-                          + ", ".join(f"'{k}'" for k in missing))
+    require_fields(entry, ("dtype", "shape", "data_offsets"), origin,
+                   lambda: f"header entry {_who(name)}")
     code = entry["dtype"]
     if not isinstance(code, str) or code not in SAFETENSORS_DTYPES:
         # Only a short code-like name is quoted: a header's free text is not echoed.

@@ -37,7 +37,7 @@ import os
 
 from planc.fileio import atomic_write
 from planc.variables import Variable
-from planc.sources.model import SourceError, finish, make_variable
+from planc.sources.model import SourceError, finish, make_variable, require_fields
 from planc.sources.headers import parse_json, read_json_file
 
 # No `typing` on lint's path (docs/architecture.md, "Lint's path").
@@ -149,12 +149,7 @@ def variables_from_manifest(data: Any, origin: str) -> tuple[Variable, ...]:
         raise SourceError(f"{origin}: 'variables' must be a list")
     out = []
     for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise SourceError(f"{origin}: variables[{i}] is not an object")
-        missing = [k for k in ("path", "shape", "dtype") if k not in entry]
-        if missing:
-            raise SourceError(f"{origin}: variables[{i}] lacks "
-                              + ", ".join(f"'{k}'" for k in missing))
+        require_fields(entry, ("path", "shape", "dtype"), origin, lambda: f"variables[{i}]")
         if not isinstance(entry["shape"], list):
             raise SourceError(f"{origin}: variables[{i}] has shape {entry['shape']!r}, "
                               f"not a list")

@@ -52,6 +52,17 @@ SAFETENSORS_DTYPES = {
 }
 
 
+def require_fields(entry: Any, keys: tuple[str, ...], origin: str, who) -> None:
+    """SourceError unless `entry`, one record of a JSON document, is an object with every
+    one of `keys`. `who()` names the record in the message; it is called only then, as
+    quoting a tensor's name costs."""
+    if not isinstance(entry, dict):
+        raise SourceError(f"{origin}: {who()} is not an object")
+    missing = [k for k in keys if k not in entry]
+    if missing:
+        raise SourceError(f"{origin}: {who()} lacks " + ", ".join(f"'{k}'" for k in missing))
+
+
 def normalize_dtype(dtype: Any) -> str:
     """The numpy-style name planc uses for `dtype`, or ValueError if it has none.
 

@@ -12,6 +12,8 @@ Why a family lost, in the order a reviewer asks:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planc.resolve import human_bytes
 from planc.suggest.layouts import FSDP, MODEL
 from planc.suggest.sizes import size_text
@@ -22,20 +24,18 @@ from planc.targets.cost.report import seconds_text
 __all__ = ["Row", "rows_of", "why_not", "rule_for", "table_lines", "document"]
 
 
+@dataclass(slots=True, eq=False)
 class Row:
     """One shown candidate: its `outcome`, its `kind` ("chosen", "pareto", "why_not"),
     its `plan` text and, for a loser, `why` and the `rule` behind it, with the `line` of
     that rule in the loser's plan (shown only where the plan is: the JSON)."""
 
-    __slots__ = ("outcome", "kind", "plan", "why", "rule", "line")
-
-    def __init__(self, outcome, kind, plan=None, why="", rule=None, line=None):
-        self.outcome = outcome
-        self.kind = kind
-        self.plan = plan
-        self.why = why
-        self.rule = rule
-        self.line = line
+    outcome: object
+    kind: str
+    plan: str | None = None
+    why: str = ""
+    rule: str | None = None
+    line: int | None = None
 
 
 def pareto(outcomes) -> list:

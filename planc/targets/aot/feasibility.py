@@ -20,6 +20,7 @@ plan's axis order, sizes and axis types, as `plan.mesh()` builds it on that hard
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from planc.check.binding import bind
 from planc.diagnostics import Diagnostic, Label, PlanError, error, note
@@ -33,16 +34,14 @@ _TRIED = 64
 _OFFERED = 3
 
 
+@dataclass(slots=True, eq=False)
 class Placement:
     """The plan bound to the topology's device count (`ir`) and its `mesh` there."""
 
-    __slots__ = ("ir", "mesh", "topology", "diagnostics")
-
-    def __init__(self, ir, mesh, topology, diagnostics):
-        self.ir = ir
-        self.mesh = mesh
-        self.topology = topology
-        self.diagnostics = diagnostics
+    ir: PlanIR
+    mesh: object
+    topology: Topology
+    diagnostics: tuple[Diagnostic, ...]
 
 
 def slice_count(ir: PlanIR) -> int:

@@ -36,7 +36,8 @@ estimate (`estimate` says so). The largest arguments are those in device memory.
 
 from __future__ import annotations
 
-from planc.diagnostics import Diagnostic, PlanError, severity_counts
+from planc.diagnostics import severity_counts
+from planc.diagnostics.plan_error import Diagnosed
 
 __all__ = ["AotReport", "Parameter", "Program", "SCHEMA", "TOP"]
 
@@ -109,7 +110,7 @@ class StagePeak:
                 "schedule_activation_bytes": self.schedule_activations}
 
 
-class AotReport:
+class AotReport(Diagnosed):
     """The step compiled for a topology: XLA's per-device figures, the collectives, the
     largest arguments, and the diagnostics (the plan's warnings; P807 when the peak
     exceeds `budget(peak)`)."""
@@ -158,19 +159,6 @@ class AotReport:
     def fits(self) -> bool | None:
         """Whether the peak fits `budget(peak)`; None without one."""
         return None if self.budget_peak is None else self.peak <= self.budget_peak
-
-    @property
-    def ok(self) -> bool:
-        return not any(d.is_error for d in self.diagnostics)
-
-    @property
-    def errors(self) -> tuple[Diagnostic, ...]:
-        return tuple(d for d in self.diagnostics if d.is_error)
-
-    def raise_for_errors(self) -> None:
-        """Raise `PlanError` with every diagnostic when one is an error (P807)."""
-        if not self.ok:
-            raise PlanError(self.diagnostics, dict(self.sources))
 
     def to_dict(self) -> dict:
         from planc.diagnostics.formats import diagnostic_dict

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass
 
 from planc import limits
 from planc.diagnostics import Diagnostic, error
@@ -59,25 +60,24 @@ class TopologyError(Exception):
         self.diagnostic = diagnostic
 
 
+@dataclass(slots=True, eq=False)
 class Topology:
     """The devices of a named topology. `devices` are every slice's, slice by slice;
     `chips` counts one slice's chips, `cores_per_chip` the hardware's TensorCores per chip;
     `one_per_chip` says each device is a whole chip of several cores (megacore);
     `estimate` is True for `cpu:N`, whose figures are XLA:CPU's."""
 
-    __slots__ = ("name", "platform", "devices", "slices", "device_kind", "chips",
-                 "cores_per_chip", "one_per_chip")
+    name: str
+    platform: str
+    devices: tuple
+    slices: int
+    device_kind: str
+    chips: int
+    cores_per_chip: int
+    one_per_chip: bool
 
-    def __init__(self, name, platform, devices, slices, device_kind, chips, cores_per_chip,
-                 one_per_chip):
-        self.name = name
-        self.platform = platform
-        self.devices = tuple(devices)
-        self.slices = slices
-        self.device_kind = device_kind
-        self.chips = chips
-        self.cores_per_chip = cores_per_chip
-        self.one_per_chip = one_per_chip
+    def __post_init__(self):
+        self.devices = tuple(self.devices)
 
     @property
     def estimate(self) -> bool:

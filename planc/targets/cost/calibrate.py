@@ -19,6 +19,8 @@ refused (P819) rather than writing figures of one machine under another's name.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planc.diagnostics import PlanError, error
 from planc.targets.cost.calibration import SCHEMA, TERMS
 from planc.targets.cost.fitting import Sample, fit, sample_of
@@ -26,39 +28,37 @@ from planc.targets.cost.fitting import Sample, fit, sample_of
 __all__ = ["calibrate", "measure_steps", "fitted_run", "CalibrationRun", "MeasuredStep"]
 
 
+@dataclass(slots=True, eq=False)
 class MeasuredStep:
     """One step of a calibration: its `spec`, its uncalibrated `CostReport` (`cost`) and
     its `Timing` on the chip (`timing`)."""
 
-    __slots__ = ("spec", "cost", "timing")
-
-    def __init__(self, spec, cost, timing):
-        self.spec = spec
-        self.cost = cost
-        self.timing = timing
+    spec: object
+    cost: object
+    timing: object
 
     @property
     def sample(self) -> Sample:
         return sample_of(self.spec, self.cost, self.timing.seconds)
 
 
+@dataclass(slots=True, eq=False)
 class CalibrationRun:
     """The measured `steps`, the `fit` and where it was measured (`chip` row,
     `device_kind`, `devices`, `jax` version, `date`, `plan`, `repeats`)."""
 
-    __slots__ = ("steps", "fit", "chip", "device_kind", "devices", "jax", "date", "plan",
-                 "repeats")
+    steps: tuple
+    fit: object
+    chip: object
+    device_kind: str
+    devices: int
+    jax: str
+    date: str
+    plan: str
+    repeats: int
 
-    def __init__(self, steps, fit, chip, device_kind, devices, jax, date, plan, repeats):
-        self.steps = tuple(steps)
-        self.fit = fit
-        self.chip = chip
-        self.device_kind = device_kind
-        self.devices = devices
-        self.jax = jax
-        self.date = date
-        self.plan = plan
-        self.repeats = repeats
+    def __post_init__(self):
+        self.steps = tuple(self.steps)
 
     def document(self) -> dict:
         """The `planc.calibration/1` file (see `planc.targets.cost.calibration`)."""

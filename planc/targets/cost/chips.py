@@ -14,29 +14,27 @@ said so in every report that uses it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 __all__ = ["Chip", "CHIPS", "chip_for", "chip_named", "chip_to_price", "DEFAULT_CPU_CHIP"]
 
 
+@dataclass(slots=True, eq=False)
 class Chip:
     """One generation's peaks, per chip: matrix FLOP/s by operand type, HBM bytes/s and
     capacity, ICI bytes/s per link and direction with the links a chip has, and DCN
     bytes/s per chip. `sources` names where each figure comes from."""
 
-    __slots__ = ("name", "kinds", "flops", "hbm_bytes_per_s", "hbm_capacity", "ici_link_bytes_per_s",
-                 "ici_links", "dcn_bytes_per_s", "wraparound_from", "sources")
-
-    def __init__(self, name, kinds, flops, hbm_bytes_per_s, hbm_capacity, ici_link_bytes_per_s,
-                 ici_links, dcn_bytes_per_s, wraparound_from, sources):
-        self.name = name
-        self.kinds = kinds
-        self.flops = flops
-        self.hbm_bytes_per_s = hbm_bytes_per_s
-        self.hbm_capacity = hbm_capacity
-        self.ici_link_bytes_per_s = ici_link_bytes_per_s
-        self.ici_links = ici_links
-        self.dcn_bytes_per_s = dcn_bytes_per_s
-        self.wraparound_from = wraparound_from
-        self.sources = sources
+    name: str
+    kinds: tuple[str, ...]
+    flops: dict[str, float]
+    hbm_bytes_per_s: float
+    hbm_capacity: int
+    ici_link_bytes_per_s: float
+    ici_links: int
+    dcn_bytes_per_s: float
+    wraparound_from: int | None
+    sources: tuple
 
     @property
     def hbm_usable(self) -> int:

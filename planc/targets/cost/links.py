@@ -17,6 +17,8 @@ slices crosses the **DCN**. `cpu:N` has no coordinates: every axis is priced as 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from planc.targets.aot.feasibility import axis_points, slice_extent, varying_dims, whole_dims
@@ -24,18 +26,16 @@ from planc.targets.aot.feasibility import axis_points, slice_extent, varying_dim
 __all__ = ["AxisPlacement", "axis_placements"]
 
 
+@dataclass(slots=True, eq=False)
 class AxisPlacement:
     """`kind` ("ring", "line", "torus", "split", "dcn"), the physical dimensions the axis runs
     over (`dims`, e.g. (0,) for x), and `links`, the link-equivalents a collective over
     it uses."""
 
-    __slots__ = ("axis", "kind", "dims", "links")
-
-    def __init__(self, axis, kind, dims, links):
-        self.axis = axis
-        self.kind = kind
-        self.dims = dims
-        self.links = links
+    axis: str
+    kind: str
+    dims: tuple[int, ...]
+    links: int
 
     def to_dict(self) -> dict:
         return {"axis": self.axis, "kind": self.kind, "physical_dims": list(self.dims),

@@ -30,7 +30,8 @@ JSON form, schema `planc.cost/1`:
 
 from __future__ import annotations
 
-from planc.diagnostics import PlanError, severity_counts
+from planc.diagnostics import severity_counts
+from planc.diagnostics.plan_error import Diagnosed
 
 __all__ = ["CostReport", "SCHEMA", "TOP", "seconds_text"]
 
@@ -38,7 +39,7 @@ SCHEMA = "planc.cost/1"
 TOP = 5  # bottleneck terms listed
 
 
-class CostReport:
+class CostReport(Diagnosed):
     """A step's predicted time on a topology: the terms, the bounds, the bottleneck."""
 
     __slots__ = ("plan", "topology", "chip", "devices", "estimate", "exact", "unknown_loops",
@@ -78,10 +79,6 @@ class CostReport:
         return True if self.exact else None
 
     @property
-    def ok(self) -> bool:
-        return not any(d.is_error for d in self.diagnostics)
-
-    @property
     def bottleneck(self):
         """The largest terms, largest first (at most `TOP`), with their share of the
         terms' sum (`upper_s` where it is known)."""
@@ -91,10 +88,6 @@ class CostReport:
         total = self.counted_upper_s
         return [(t, t.seconds / total if total else 0.0) for t in ranked
                 if t.seconds > 0]
-
-    def raise_for_errors(self) -> None:
-        if not self.ok:
-            raise PlanError(self.diagnostics, dict(self.sources))
 
     def to_dict(self) -> dict:
         from planc.diagnostics.formats import diagnostic_dict

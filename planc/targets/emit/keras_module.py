@@ -123,12 +123,7 @@ def _entries(ir: PlanIR, resolution, problems: list) -> tuple[list[str], list[st
         laid_out.setdefault(id(a.rule), []).append(a)
 
     var_lines: list[str] = []
-    rules = list(ir.rules) + ([ir.default] if ir.default is not None else [])
-    for rule in rules:
-        if splits_over_several_axes(rule):
-            problems.append(multi_axis_dimension(rule))
-            continue
-        axes = shape_free_axes(rule)
+    for rule, axes in _one_axis_a_dimension(ir.rules, ir.default, problems):
         if axes is not None:
             if rule.is_default and axes == ():
                 var_lines.append(_comment(rule, "(Keras replicates what no key matches)"))
@@ -148,12 +143,7 @@ def _entries(ir: PlanIR, resolution, problems: list) -> tuple[list[str], list[st
                              f"  # shape {list(a.variable.shape)}\n")
 
     out_lines: list[str] = []
-    outputs = list(ir.outputs) + ([ir.outputs_default] if ir.outputs_default is not None else [])
-    for rule in outputs:
-        if splits_over_several_axes(rule):
-            problems.append(multi_axis_dimension(rule))
-            continue
-        axes = shape_free_axes(rule)
+    for rule, axes in _one_axis_a_dimension(ir.outputs, ir.outputs_default, problems):
         if axes is None:
             problems.append(shape_dependent_output(rule))
             continue
@@ -163,6 +153,17 @@ def _entries(ir: PlanIR, resolution, problems: list) -> tuple[list[str], list[st
         out_lines.append(_comment(rule))
         out_lines.append(f"    {_key_literal(out_keys.key(rule))}: {_axes_literal(axes)},\n")
     return var_lines, out_lines
+
+
+def _one_axis_a_dimension(rules, default, problems: list):
+    """(rule, its axes) of `rules` then `default`, the axes None where they depend on a
+    variable's shape; a rule that splits a dimension over several axes is left out, its
+    P311 appended to `problems`."""
+    for rule in (*rules, *(() if default is None else (default,))):
+        if splits_over_several_axes(rule):
+            problems.append(multi_axis_dimension(rule))
+        else:
+            yield rule, shape_free_axes(rule)
 
 
 def _has_blocks(rule: Rule) -> bool:

@@ -24,6 +24,7 @@ string read and written again comes back byte for byte.
 from __future__ import annotations
 
 import re
+from itertools import groupby
 
 from planc.diagnostics import PlanError, error
 
@@ -121,36 +122,28 @@ class _Reader:
 
 def text_of(stages: list[list[str]]) -> str:
     """The canonical string of `stages` (see the module docstring)."""
-    words = [_stage_text(s) for s in stages]
+    runs = _runs(_stage_text(s) for s in stages)
+    if runs and runs[-1][1] > 1:
+        # the last stage has no `|` after it: it is written on its own
+        word, n = runs.pop()
+        runs += [(word, n - 1), (word, 1)]
     out = []
-    k = 0
-    while k < len(words):
-        n = 1
-        while k + n < len(words) and words[k + n] == words[k]:
-            n += 1
-        last_run = k + n == len(words)
-        if last_run and n > 1:
-            n -= 1  # the last stage has no `|` after it: it is written on its own
+    for i, (word, n) in enumerate(runs):
+        last = i + 1 == len(runs)
         if n > 1:
-            out.append(f"({words[k]}|)*{n}")
-            if k + n < len(words):
-                out.append(",")
+            out.append(f"({word}|)*{n}" + ("" if last else ","))
         else:
-            out.append(words[k] + ("|" if k + 1 < len(words) else ""))
-        k += n
+            out.append(word + ("" if last else "|"))
     return "".join(out)
 
 
 def _stage_text(stage: list[str]) -> str:
-    out = []
-    k = 0
-    while k < len(stage):
-        n = 1
-        while k + n < len(stage) and stage[k + n] == stage[k]:
-            n += 1
-        out.append(stage[k] + (f"*{n}" if n > 1 else ""))
-        k += n
-    return "".join(out)
+    return "".join(symbol + (f"*{n}" if n > 1 else "") for symbol, n in _runs(stage))
+
+
+def _runs(items) -> list[tuple[str, int]]:
+    """(item, how many times it stands in a row), run by run."""
+    return [(item, len(list(run))) for item, run in groupby(items)]
 
 
 # Megatron's names for the parts the string places: the layout's E, m and L.
