@@ -501,13 +501,19 @@ NAMED_MODEL = [Variable("dense/kernel", (16, 32), "float32", ("embed", "mlp")),
                Variable("other/kernel", (16, 16), "float32", ("embed", None))]
 
 
-def test_flax_leaves_out_with_a_note_a_path_rule_that_restates_the_own_names(
-        plan_file, tmp_path, capsys):
+def flax_rules_with(plan_file, tmp_path, rule):
+    """`compile --target flax` of the axes table and one path rule, for `NAMED_MODEL`."""
     model = tmp_path / "flax.json"
     write_manifest(NAMED_MODEL, model)
-    plan = plan_file(TABLE_ONLY + 'layout {\n  "dense/kernel" -> (fsdp, _)\n}\n')
+    plan = plan_file(TABLE_ONLY + "layout {\n  " + rule + "\n}\n")
     out = tmp_path / "rules.py"
-    assert compile_cli(plan, "--target", "flax", "--model", model, "-o", out) == 0
+    return compile_cli(plan, "--target", "flax", "--model", model, "-o", out), out
+
+
+def test_flax_leaves_out_with_a_note_a_path_rule_that_restates_the_own_names(
+        plan_file, tmp_path, capsys):
+    code, out = flax_rules_with(plan_file, tmp_path, '"dense/kernel" -> (fsdp, _)')
+    assert code == 0
     err = capsys.readouterr().err
     assert err.startswith('note[P143]: rule "dense/kernel" -> (fsdp, _) gives the variable '
                           "it lays out what its own names give") and "plan.kd:8:3" in err
@@ -517,11 +523,8 @@ def test_flax_leaves_out_with_a_note_a_path_rule_that_restates_the_own_names(
 
 def test_flax_refuses_a_path_rule_naming_the_variables_whose_layout_would_change(
         plan_file, tmp_path, capsys):
-    model = tmp_path / "flax.json"
-    write_manifest(NAMED_MODEL, model)
-    plan = plan_file(TABLE_ONLY + 'layout {\n  "other/kernel" -> (_, fsdp)\n}\n')
-    out = tmp_path / "rules.py"
-    assert compile_cli(plan, "--target", "flax", "--model", model, "-o", out) == 1
+    code, out = flax_rules_with(plan_file, tmp_path, '"other/kernel" -> (_, fsdp)')
+    assert code == 1
     err = capsys.readouterr().err
     assert ("error[P311]: flax's logical axis rules cannot say the rule \"other/kernel\" -> "
             "(_, fsdp), and without it 1 variable would be laid out otherwise: "
