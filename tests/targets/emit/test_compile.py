@@ -10,6 +10,7 @@ import pytest
 
 import planc
 from conftest import PLANS, ROOT
+from helpers import compile_in_a_fresh_python
 from planc.cli import main
 from planc.fingerprint import fingerprint
 from planc.sources import write_manifest
@@ -446,14 +447,9 @@ def test_the_runtime_runs_in_the_package_for_its_stand_in_plan():
 
 def test_compile_loads_neither_jax_nor_keras(tmp_path):
     # The emitters read the runtime they copy without running it.
-    code = ("import sys, planc.cli\n"
-            "codes = [planc.cli.main(['compile', sys.argv[1], '--target', target, '-o', "
-            "sys.argv[2] + '.' + target]) for target in ('jax', 'keras', 'json')]\n"
-            "print(codes, sorted({m.split('.')[0] for m in sys.modules} "
-            "& {'jax', 'keras', 'numpy'}))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(PLANS / "mlp_data_parallel.kd"),
-                          str(tmp_path / "out")], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[0, 0, 0] []"
+    assert compile_in_a_fresh_python(PLANS / "mlp_data_parallel.kd", tmp_path / "out",
+                                     ("jax", "keras", "json"),
+                                     {"jax", "keras", "numpy"}) == "[0, 0, 0] []"
 
 
 def test_emitted_misfit_message_says_the_layout_does_not_fit(plan_file, tmp_path):
