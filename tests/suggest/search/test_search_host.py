@@ -18,7 +18,7 @@ from planc.suggest.search.workload import workload_of
 from planc.targets.cost.calibration import UNCALIBRATED
 from planc.targets.cost.chips import chip_named
 
-from .test_search_analytic import decoder
+from .test_search_analytic import assert_every_row_lints_clean, decoder
 
 GiB = 2**30
 # float32 weights and Adam's two slots on 2 devices: the best candidate needs ~1.39 GiB
@@ -69,12 +69,7 @@ def test_the_chosen_plan_counts_the_slots_in_host_memory_not_the_devices(offload
 
 
 def test_every_row_of_a_search_with_slots_on_the_host_lints_clean(offloaded):
-    for row in offloaded.rows:
-        ir = check(row.plan, "row.kd")
-        report = validate(ir, VARIABLES, 2)
-        loud = [d for d in (*ir.diagnostics, *report.diagnostics)
-                if d.severity in (Severity.ERROR, Severity.WARNING)]
-        assert not loud, (row.outcome.candidate.family, loud)
+    assert_every_row_lints_clean(offloaded.rows, VARIABLES, 2)
 
 
 def test_the_why_not_table_says_why_the_slots_are_not_in_device_memory(offloaded):
