@@ -4,7 +4,6 @@ with the slots out of the peak and the HBM traffic, written as `state` rules `on
 that lint clean, and, with a step, proved by compiling on `cpu:8`."""
 
 import json
-import sys
 
 import pytest
 
@@ -166,15 +165,11 @@ HEAVY = mlp_builder(512, 2, 8, 16)
 
 
 def test_with_a_step_the_winner_with_slots_on_the_host_is_proved_by_compiling_it(
-        tmp_path, monkeypatch):
-    (tmp_path / "heavy_step.py").write_text(HEAVY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+        search_step):
     # Every candidate compiles to 9.5 MiB or more per device with its slots on the
     # device (18 MiB of weights, 36 MiB of slots over 8 devices), ~5 MiB without them.
-    found = search(step="heavy_step:build", topology="cpu:8", budget=8 << 20, compiles=2,
-                   file="heavy.kd")
-    sys.modules.pop("heavy_step", None)
+    found = search_step("heavy_step", HEAVY, topology="cpu:8", budget=8 << 20, compiles=2,
+                        file="heavy.kd")
     w = found.searched.winner
     assert w.candidate.host_slots and w.compiled and w.compiled_peak <= 8 << 20
     slots = w.candidate.choice.slots_needs(3)
