@@ -29,6 +29,15 @@ def imported(tmp_path, capsys, *args) -> Path:
     return out
 
 
+def import_refused(tmp_path, capsys, text, name="c.yml"):
+    """`planc import` of a config of `text` named `name`, which must exit 1: the config's
+    path and what was said on stderr."""
+    config = tmp_path / name
+    config.write_text(text)
+    assert main(["import", str(config)]) == 1
+    return config, capsys.readouterr().err
+
+
 def normal(spec):
     return tuple(None if not e else (e,) if isinstance(e, str) else tuple(e) for e in spec)
 
@@ -107,11 +116,8 @@ def test_flax_rules_from_python_and_from_json_give_one_plan(tmp_path, capsys):
 
 
 def test_a_rule_naming_an_axis_outside_the_mesh_points_into_the_yaml(tmp_path, capsys):
-    bad = tmp_path / "bad.yml"
-    bad.write_text("mesh_axes: [data, fsdp]\nlogical_axis_rules: [\n  [embed, fsdp],\n"
-                   "  [mlp, tensor],\n]\n")
-    assert main(["import", str(bad)]) == 1
-    err = capsys.readouterr().err
+    _, err = import_refused(tmp_path, capsys, "mesh_axes: [data, fsdp]\nlogical_axis_rules: [\n"
+                            "  [embed, fsdp],\n  [mlp, tensor],\n]\n", name="bad.yml")
     assert "error[P525]: axis `tensor` is not in the mesh" in err and "bad.yml:4:9" in err
 
 
@@ -129,10 +135,9 @@ def test_yaml_that_does_not_parse_is_P533_at_its_place(tmp_path, capsys):
     ("ici_fsdp_parallelism: -1\nici_data_parallelism: -1", "two mesh axes are `-1`"),
 ])
 def test_bad_parallelism_settings_are_refused(tmp_path, capsys, setting, message):
-    bad = tmp_path / "c.yml"
-    bad.write_text(f"mesh_axes: [data, fsdp]\n{setting}\nlogical_axis_rules: [[embed, fsdp]]\n")
-    assert main(["import", str(bad)]) == 1
-    assert message in capsys.readouterr().err
+    _, err = import_refused(tmp_path, capsys, f"mesh_axes: [data, fsdp]\n{setting}\n"
+                            "logical_axis_rules: [[embed, fsdp]]\n")
+    assert message in err
 
 
 def test_a_plan_with_path_rules_is_refused_by_the_flax_target_at_each_rule(tmp_path, capsys):
@@ -149,10 +154,9 @@ def test_yaml_aliases_are_refused_not_expanded(tmp_path, capsys):
     # Nine levels of nine aliases each would stand for 9**7 values ("billion laughs").
     lines = ['a0: &a0 ["lol", "lol", "lol"]']
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 8)]
-    bomb = tmp_path / "bomb.yml"
-    bomb.write_text("\n".join(lines) + "\nmesh_axes: [data]\nlogical_axis_rules: *a7\n")
-    assert main(["import", str(bomb)]) == 1
-    assert "anchors and aliases" in capsys.readouterr().err
+    _, err = import_refused(tmp_path, capsys, "\n".join(lines) + "\nmesh_axes: [data]\n"
+                            "logical_axis_rules: *a7\n", name="bomb.yml")
+    assert "anchors and aliases" in err
 
 
 PIPELINE = ("mesh_axes: [stage, fsdp]\nici_pipeline_parallelism: 4\nici_fsdp_parallelism: 2\n"
@@ -194,10 +198,7 @@ def test_repeats_of_one_are_gpipe(tmp_path, capsys):
      "4 stages x 3 repeats x 1 layers per stage is not the 16"),
 ])
 def test_repeats_maxtext_would_refuse_are_p522(tmp_path, capsys, settings, says):
-    config = tmp_path / "pipeline.yml"
-    config.write_text(PIPELINE + settings)
-    assert main(["import", str(config)]) == 1
-    err = capsys.readouterr().err
+    _, err = import_refused(tmp_path, capsys, PIPELINE + settings, name="pipeline.yml")
     assert "error[P522]" in err and says in err
 
 
@@ -223,10 +224,8 @@ def test_a_table_whose_activation_batch_is_not_the_batch_is_p311(tmp_path, capsy
 
 def test_a_config_without_an_activation_batch_rule_is_p540_never_the_first_axis(
         tmp_path, capsys):
-    config = tmp_path / "c.yml"
-    config.write_text("mesh_axes: [stage, fsdp]\nlogical_axis_rules: [[embed, fsdp]]\n")
-    assert main(["import", str(config)]) == 1
-    err = capsys.readouterr().err
+    config, err = import_refused(tmp_path, capsys,
+                                 "mesh_axes: [stage, fsdp]\nlogical_axis_rules: [[embed, fsdp]]\n")
     assert "error[P540]" in err and f"{config}:2:21" in err
 
 
@@ -242,19 +241,14 @@ def test_a_key_written_twice_is_p539_at_the_second(tmp_path, capsys):
 
 
 def test_a_key_written_twice_in_a_nested_mapping_is_p539(tmp_path, capsys):
-    config = tmp_path / "c.yml"
-    config.write_text("mesh_axes: [data]\nlogical_axis_rules: [[activation_batch, data]]\n"
-                      "extra: {a: 1, b: 2, a: 3}\n")
-    assert main(["import", str(config)]) == 1
-    err = capsys.readouterr().err
+    config, err = import_refused(tmp_path, capsys, "mesh_axes: [data]\n"
+                                 "logical_axis_rules: [[activation_batch, data]]\n"
+                                 "extra: {a: 1, b: 2, a: 3}\n")
     assert "error[P539]" in err and f"{config}:3:21" in err
 
 
 def test_a_config_larger_than_any_maxtext_config_is_p538_unread(tmp_path, capsys):
-    config = tmp_path / "c.yml"
-    config.write_text("mesh_axes: [data]\n" + "# padding\n" * 60_000)
-    assert main(["import", str(config)]) == 1
-    err = capsys.readouterr().err
+    config, err = import_refused(tmp_path, capsys, "mesh_axes: [data]\n" + "# padding\n" * 60_000)
     assert "error[P538]" in err and f"{config}:1:1" in err and "512 KiB" in err
 
 
@@ -267,11 +261,9 @@ def test_a_yaml_config_that_is_not_utf8_is_named_as_yaml(tmp_path, capsys):
 
 
 def test_microbatches_as_many_as_stages_of_an_auto_stage_axis_are_p522(tmp_path, capsys):
-    config = tmp_path / "c.yml"
-    config.write_text("mesh_axes: [stage, fsdp]\nici_pipeline_parallelism: -1\n"
-                      "num_pipeline_repeats: 2\nlogical_axis_rules: [[activation_batch, fsdp]]\n")
-    assert main(["import", str(config)]) == 1
-    err = capsys.readouterr().err
+    config, err = import_refused(tmp_path, capsys, "mesh_axes: [stage, fsdp]\n"
+                                 "ici_pipeline_parallelism: -1\nnum_pipeline_repeats: 2\n"
+                                 "logical_axis_rules: [[activation_batch, fsdp]]\n")
     assert "error[P522]" in err and "`num_pipeline_microbatches: -1`" in err
     assert f"{config}:2:" in err
 
