@@ -10,20 +10,13 @@ import pytest
 import planc
 from planc.cli import main
 
+from ..mlp_plans import FSDP_TP
+
 keras = pytest.importorskip("keras")
 
 WIDTH, HIDDEN, BATCH = 32, 64, 16
 
-PLAN = """
-plan keras_mlp
-mesh(fsdp = 4, model = 2)
-model_parallel(batch = fsdp)
-layout {
-    "dense_0/kernel" -> (fsdp, model)
-    "dense_1/kernel" -> (model, fsdp)
-    "dense_.*/bias"  -> replicated
-}
-"""
+PLAN = "\nplan keras_mlp" + FSDP_TP
 
 # The builders `--step` names. A functional model's variable paths are its layers' names,
 # so the plan's rules read `dense_0/kernel`.
