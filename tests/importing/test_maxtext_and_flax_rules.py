@@ -38,6 +38,15 @@ def import_refused(tmp_path, capsys, text, name="c.yml"):
     return config, capsys.readouterr().err
 
 
+def compile_to(tmp_path, target, name, text):
+    """`planc compile` of a plan of `text` for `target` into `name`: the exit code, and
+    the plan's and the output's paths."""
+    plan = tmp_path / "p.kd"
+    plan.write_text(text)
+    out = tmp_path / name
+    return main(["compile", str(plan), "--target", target, "-o", str(out)]), plan, out
+
+
 def normal(spec):
     return tuple(None if not e else (e,) if isinstance(e, str) else tuple(e) for e in spec)
 
@@ -141,11 +150,10 @@ def test_bad_parallelism_settings_are_refused(tmp_path, capsys, setting, message
 
 
 def test_a_plan_with_path_rules_is_refused_by_the_flax_target_at_each_rule(tmp_path, capsys):
-    plan = tmp_path / "p.kd"
-    plan.write_text('mesh(fsdp = 2, tp = 4)\nmodel_parallel(batch = fsdp)\n'
-                    'axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (embed, tp)\n}\n')
-    out = tmp_path / "out.py"
-    assert main(["compile", str(plan), "--target", "flax", "-o", str(out)]) == 1
+    code, _, out = compile_to(tmp_path, "flax", "out.py",
+                              'mesh(fsdp = 2, tp = 4)\nmodel_parallel(batch = fsdp)\n'
+                              'axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (embed, tp)\n}\n')
+    assert code == 1
     err = capsys.readouterr().err
     assert "error[P311]" in err and "p.kd:7:3" in err and not out.exists()
 
@@ -203,21 +211,19 @@ def test_repeats_maxtext_would_refuse_are_p522(tmp_path, capsys, settings, says)
 
 
 def test_the_batch_survives_a_compile_to_maxtext_and_an_import(tmp_path, capsys):
-    plan = tmp_path / "p.kd"
-    plan.write_text("mesh(stage = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
-                    "axes {\n  embed -> fsdp\n}\n")
-    out = tmp_path / "c.yml"
-    assert main(["compile", str(plan), "--target", "maxtext", "-o", str(out)]) == 0
+    code, _, out = compile_to(tmp_path, "maxtext", "c.yml",
+                              "mesh(stage = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
+                              "axes {\n  embed -> fsdp\n}\n")
+    assert code == 0
     assert ["activation_batch", "fsdp"] in yaml.safe_load(out.read_text())["logical_axis_rules"]
     assert planc.load_plan(imported(tmp_path, capsys, out)).ir.batch_axes == ("fsdp",)
 
 
 def test_a_table_whose_activation_batch_is_not_the_batch_is_p311(tmp_path, capsys):
-    plan = tmp_path / "p.kd"
-    plan.write_text("mesh(data = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
-                    "axes {\n  activation_batch -> data\n  embed -> fsdp\n}\n")
-    out = tmp_path / "c.yml"
-    assert main(["compile", str(plan), "--target", "maxtext", "-o", str(out)]) == 1
+    code, plan, out = compile_to(tmp_path, "maxtext", "c.yml",
+                                 "mesh(data = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
+                                 "axes {\n  activation_batch -> data\n  embed -> fsdp\n}\n")
+    assert code == 1
     err = capsys.readouterr().err
     assert "error[P311]" in err and f"{plan}:4:3" in err and not out.exists()
 
