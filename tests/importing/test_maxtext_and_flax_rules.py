@@ -15,12 +15,6 @@ from planc.cli import main
 
 DATA = Path(__file__).parent / "data"
 BASE = DATA / "maxtext_base.yml"
-TESTS = Path(__file__).parents[1]
-
-
-@pytest.fixture(autouse=True)
-def _models_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(TESTS))
 
 
 def imported(tmp_path, capsys, *args) -> Path:
