@@ -41,6 +41,13 @@ def compile_to(tmp_path, target, name, text):
     return main(["compile", str(plan), "--target", target, "-o", str(out)]), plan, out
 
 
+def compile_refused(tmp_path, capsys, target, name, text):
+    """`compile_to` that must exit 1 writing nothing: the plan's path and stderr."""
+    code, plan, out = compile_to(tmp_path, target, name, text)
+    assert code == 1 and not out.exists()
+    return plan, capsys.readouterr().err
+
+
 def normal(spec):
     return tuple(None if not e else (e,) if isinstance(e, str) else tuple(e) for e in spec)
 
@@ -144,12 +151,10 @@ def test_bad_parallelism_settings_are_refused(tmp_path, capsys, setting, message
 
 
 def test_a_plan_with_path_rules_is_refused_by_the_flax_target_at_each_rule(tmp_path, capsys):
-    code, _, out = compile_to(tmp_path, "flax", "out.py",
-                              'mesh(fsdp = 2, tp = 4)\nmodel_parallel(batch = fsdp)\n'
-                              'axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (embed, tp)\n}\n')
-    assert code == 1
-    err = capsys.readouterr().err
-    assert "error[P311]" in err and "p.kd:7:3" in err and not out.exists()
+    _, err = compile_refused(tmp_path, capsys, "flax", "out.py",
+                             'mesh(fsdp = 2, tp = 4)\nmodel_parallel(batch = fsdp)\n'
+                             'axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (embed, tp)\n}\n')
+    assert "error[P311]" in err and "p.kd:7:3" in err
 
 
 def test_yaml_aliases_are_refused_not_expanded(tmp_path, capsys):
@@ -214,12 +219,10 @@ def test_the_batch_survives_a_compile_to_maxtext_and_an_import(tmp_path, capsys)
 
 
 def test_a_table_whose_activation_batch_is_not_the_batch_is_p311(tmp_path, capsys):
-    code, plan, out = compile_to(tmp_path, "maxtext", "c.yml",
-                                 "mesh(data = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
-                                 "axes {\n  activation_batch -> data\n  embed -> fsdp\n}\n")
-    assert code == 1
-    err = capsys.readouterr().err
-    assert "error[P311]" in err and f"{plan}:4:3" in err and not out.exists()
+    plan, err = compile_refused(tmp_path, capsys, "maxtext", "c.yml",
+                                "mesh(data = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
+                                "axes {\n  activation_batch -> data\n  embed -> fsdp\n}\n")
+    assert "error[P311]" in err and f"{plan}:4:3" in err
 
 
 def test_a_config_without_an_activation_batch_rule_is_p540_never_the_first_axis(
