@@ -58,3 +58,19 @@ def stderr_on_a_terminal(*argv, cwd) -> tuple[int, str]:
     seen = read_pty(master)
     os.close(master)
     return proc.wait(timeout=120), seen.decode().replace("\r\n", "\n")
+
+
+def compile_in_a_fresh_python(plan, out, targets, frameworks) -> str:
+    """`planc compile PLAN --target T -o OUT.T` for each target, in an interpreter that has
+    imported nothing yet: its exit codes, then which of `frameworks` it imported, sorted."""
+    import subprocess
+    import sys
+
+    code = ("import sys, planc.cli\n"
+            "codes = [planc.cli.main(['compile', sys.argv[1], '--target', target, '-o', "
+            f"sys.argv[2] + '.' + target]) for target in {tuple(targets)!r}]\n"
+            "print(codes, sorted({m.split('.')[0] for m in sys.modules} "
+            f"& set({sorted(frameworks)!r})))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(plan), str(out)],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()

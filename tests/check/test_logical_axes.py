@@ -13,11 +13,15 @@ def loads(body: str):
     return planc.loads(MESH + body)
 
 
-def errors(body: str) -> list[tuple[str, int, int]]:
+def refused(body: str):
+    """The diagnostics of a plan `loads` must refuse."""
     with pytest.raises(PlanError) as caught:
         loads(body)
-    return [(d.code, d.span.line, d.span.column) for d in caught.value.diagnostics
-            if d.is_error]
+    return caught.value.diagnostics
+
+
+def errors(body: str) -> list[tuple[str, int, int]]:
+    return [(d.code, d.span.line, d.span.column) for d in refused(body) if d.is_error]
 
 
 def codes(body: str) -> list[str]:
@@ -75,9 +79,7 @@ def test_a_name_mapped_to_a_name_is_refused_so_no_cycle_can_be_written():
 
 
 def test_an_entry_naming_an_unknown_mesh_axis_suggests_the_near_one():
-    with pytest.raises(PlanError) as caught:
-        loads("axes {\n  embed -> fsdq\n}\n")
-    [d] = caught.value.diagnostics
+    [d] = refused("axes {\n  embed -> fsdq\n}\n")
     assert d.code == "P101" and "did you mean `fsdp`?" in d.help[0]
 
 
@@ -86,9 +88,7 @@ def test_an_entry_naming_one_axis_twice_is_refused():
 
 
 def test_an_unknown_name_in_a_layout_suggests_a_logical_name():
-    with pytest.raises(PlanError) as caught:
-        loads('axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (embd, _)\n}\n')
-    [d] = caught.value.diagnostics
+    [d] = refused('axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (embd, _)\n}\n')
     assert d.code == "P101" and "logical name `embd`" in d.message
     assert "did you mean `embed`?" in d.help[0]
 

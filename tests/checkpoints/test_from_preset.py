@@ -76,6 +76,15 @@ def copy_of(presets, tmp_path, name="gemma"):
     return target
 
 
+def weights_linked_from_outside(presets, tmp_path):
+    """A copy of the preset whose weights file is a link to one beside it."""
+    directory = copy_of(presets, tmp_path)
+    outside = tmp_path / "elsewhere.weights.h5"
+    os.replace(directory / "model.weights.h5", outside)
+    os.symlink(outside, directory / "model.weights.h5")
+    return directory
+
+
 def inputs():
     return {"token_ids": np.array([[1, 5, 9, 3], [2, 4, 6, 8]], "int32"),
             "padding_mask": np.ones((2, 4), "int32")}
@@ -205,10 +214,7 @@ def test_parts_index_naming_a_file_outside_the_preset_is_p411(plan, presets, tmp
 
 def test_weights_file_linked_from_outside_the_preset_is_p411_as_a_part_would_be(
         plan, presets, plan_path, tmp_path, capsys):
-    directory = copy_of(presets, tmp_path)
-    outside = tmp_path / "elsewhere.weights.h5"
-    os.replace(directory / "model.weights.h5", outside)
-    os.symlink(outside, directory / "model.weights.h5")
+    directory = weights_linked_from_outside(presets, tmp_path)
     with pytest.raises(PlanError) as excinfo:
         plan.from_preset(keras_hub.models.GemmaBackbone, str(directory))
     assert codes(excinfo) == ["P411"]
@@ -220,10 +226,7 @@ def test_weights_file_linked_from_outside_the_preset_is_p411_as_a_part_would_be(
                                   ["lint", "PLAN", "--devices", "8", "--checkpoint"]])
 def test_a_preset_whose_weights_link_outside_it_is_one_p411_in_every_command(
         presets, plan_path, tmp_path, capsys, argv):
-    directory = copy_of(presets, tmp_path)
-    outside = tmp_path / "elsewhere.weights.h5"
-    os.replace(directory / "model.weights.h5", outside)
-    os.symlink(outside, directory / "model.weights.h5")
+    directory = weights_linked_from_outside(presets, tmp_path)
     assert main([plan_path if a == "PLAN" else a for a in argv] + [str(directory)]) == 1
     out = capsys.readouterr()
     shown = out.out + out.err

@@ -215,13 +215,19 @@ def test_restore_casts_only_to_the_dtype_asked_for(plans, saved):
                                   np.arange(8) * 0.5)
 
 
+def restored_alone(plan, saved, path, shape):
+    """The checkpoint at `saved`, opened, and the one float32 tensor `path` restored from
+    it under `plan`."""
+    checkpoint = open_checkpoint(saved)
+    sources, _ = bind_checkpoint(plan.ir, checkpoint.tensors)
+    wanted = [s for s in sources if s.variable.path == path]
+    sharding = plan.shardings({path: jax.ShapeDtypeStruct(shape, "float32")})
+    return checkpoint, orbax_save_restore.restore(plan.ir, checkpoint, wanted, sharding)
+
+
 def test_restoring_some_tensors_reads_only_theirs(plans, saved):
     _, b = plans
-    checkpoint = open_checkpoint(saved)
-    sources, _ = bind_checkpoint(b.ir, checkpoint.tensors)
-    bias = [s for s in sources if s.variable.path == "dense/bias"]
-    sharding = b.shardings({"dense/bias": jax.ShapeDtypeStruct((8,), "float32")})
-    arrays = orbax_save_restore.restore(b.ir, checkpoint, bias, sharding)
+    checkpoint, arrays = restored_alone(b, saved, "dense/bias", (8,))
     assert list(arrays) == ["dense/bias"]
     assert checkpoint.bytes_read == 8 * 4  # replicated: one copy counted, the others skipped
 

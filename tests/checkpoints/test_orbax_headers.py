@@ -16,20 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import planc
+from checkpoints.test_orbax_tensorstore import SAVED_UNDER
 from planc.checkpoints import orbax_dir
 from planc.checkpoints.orbax_headers import read_tree
 from planc.checkpoints.tensors import CheckpointError, open_checkpoint
-
-PLAN = """\
-mesh(data = 4, model = 2)
-model_parallel(batch = data)
-layout {
-  "layers/.*/kernel" -> (model, data)
-  "embed" -> (data, _)
-  default -> replicated
-}
-"""
-
 
 def arrays():
     """Nested dicts and a list of arrays of two dtypes."""
@@ -66,13 +56,13 @@ def assert_agrees_with_orbax(directory):
 
 
 def test_a_plan_save_reads_as_orbax_reads_it(plan_file, tmp_path):
-    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan = planc.load_plan(plan_file(SAVED_UNDER, "p.kd"))
     plan.save(state(plan), tmp_path / "ckpt")
     assert_agrees_with_orbax(tmp_path / "ckpt")
 
 
 def test_a_standard_checkpointer_save_reads_as_orbax_reads_it(plan_file, tmp_path):
-    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan = planc.load_plan(plan_file(SAVED_UNDER, "p.kd"))
     checkpointer = ocp_v0.StandardCheckpointer()
     checkpointer.save(tmp_path / "ckpt", {**plan.shard(arrays()), "step": 7})  # no strings
     checkpointer.wait_until_finished()
@@ -88,7 +78,7 @@ def test_an_orbax_save_of_numpy_arrays_reads_as_orbax_reads_it(tmp_path):
 def test_a_checkpoint_saved_in_parts_reads_as_orbax_reads_it(plan_file, tmp_path):
     from planc.checkpoints.sharded.orbax_save_restore import save_parts
 
-    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan = planc.load_plan(plan_file(SAVED_UNDER, "p.kd"))
     placed = plan.shard(arrays())
     save_parts(plan.ir, [{"embed": placed["embed"]},
                          {"layers/0/kernel": placed["layers"][0]["kernel"]}], tmp_path / "ckpt")
@@ -113,7 +103,7 @@ def test_lint_of_a_zarr3_checkpoint_without_ocdbt_keeps_orbaxs_warnings_off_stde
     handler = ocp_v0.PyTreeCheckpointHandler(use_ocdbt=False, use_zarr3=True)
     ocp_v0.Checkpointer(handler).save(tmp_path / "ckpt", args=ocp_v0.args.PyTreeSave(
         {"embed": np.ones((8, 4), np.float32)}))
-    result = subprocess.run([sys.executable, "-m", "planc", "lint", plan_file(PLAN, "p.kd"),
+    result = subprocess.run([sys.executable, "-m", "planc", "lint", plan_file(SAVED_UNDER, "p.kd"),
                              "--checkpoint", str(tmp_path / "ckpt"), "--devices", "8", "-q"],
                             capture_output=True, text=True, timeout=300,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -128,7 +118,7 @@ def test_a_boolean_scalar_is_left_to_orbax(tmp_path):
 
 
 def test_two_item_directories_are_left_to_orbax(plan_file, tmp_path, monkeypatch):
-    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan = planc.load_plan(plan_file(SAVED_UNDER, "p.kd"))
     plan.save(state(plan), tmp_path / "ckpt")
     shutil.copytree(tmp_path / "ckpt" / "state", tmp_path / "ckpt" / "other")
     asked = []
@@ -141,7 +131,7 @@ def test_two_item_directories_are_left_to_orbax(plan_file, tmp_path, monkeypatch
 
 
 def test_a_missing_array_header_is_left_to_orbax(plan_file, tmp_path):
-    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan = planc.load_plan(plan_file(SAVED_UNDER, "p.kd"))
     plan.save(state(plan), tmp_path / "ckpt")
     metadata = tmp_path / "ckpt" / "state" / "_METADATA"
     text = metadata.read_text()
@@ -151,7 +141,7 @@ def test_a_missing_array_header_is_left_to_orbax(plan_file, tmp_path):
 
 @pytest.mark.parametrize("damage", ["", "{", '{"tree_metadata": 3, "use_ocdbt": true}'])
 def test_damaged_tree_metadata_is_left_to_orbax(plan_file, tmp_path, damage):
-    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan = planc.load_plan(plan_file(SAVED_UNDER, "p.kd"))
     plan.save(state(plan), tmp_path / "ckpt")
     (tmp_path / "ckpt" / "state" / "_METADATA").write_text(damage)
     assert read(tmp_path / "ckpt") is None
@@ -179,7 +169,7 @@ def test_listing_an_orbax_checkpoint_imports_neither_jax_nor_orbax(plan_file, tm
     import subprocess
     import sys
 
-    plan = planc.load_plan(plan_file(PLAN, "p.kd"))
+    plan = planc.load_plan(plan_file(SAVED_UNDER, "p.kd"))
     plan.save(state(plan), tmp_path / "ckpt")
     code = ("import sys\nfrom planc.checkpoints.tensors import open_checkpoint\n"
             f"tensors = open_checkpoint({str(tmp_path / 'ckpt')!r}).tensors\n"
@@ -198,7 +188,7 @@ def pristine(tmp_path_factory):
     """A plan.save checkpoint (Orbax's v1 layout, zarr3) and a StandardCheckpointer one
     (v0, zarr2), saved once for every fuzzed case."""
     root = tmp_path_factory.mktemp("orbax-fuzz")
-    (root / "p.kd").write_text(PLAN)
+    (root / "p.kd").write_text(SAVED_UNDER)
     plan = planc.load_plan(root / "p.kd")
     plan.save(state(plan), root / "v1")
     checkpointer = ocp_v0.StandardCheckpointer()

@@ -11,6 +11,7 @@ import pytest
 import tensorstore as ts
 
 import planc
+from checkpoints.test_orbax import restored_alone
 from planc.checkpoints.binding import bind_checkpoint
 from planc.checkpoints.sharded import orbax_save_restore, orbax_tensorstore
 from planc.checkpoints.tensors import CheckpointError, open_checkpoint
@@ -124,11 +125,7 @@ def test_a_read_larger_than_the_bytes_in_flight_still_restores(plans, saved, mon
 
 def test_a_replicated_shard_is_read_once_and_copied_to_every_device(plans, saved):
     a, _ = plans
-    checkpoint = open_checkpoint(saved)
-    sources, _ = bind_checkpoint(a.ir, checkpoint.tensors)
-    bias = [s for s in sources if s.variable.path == "layers/0/bias"]
-    sharding = a.shardings({"layers/0/bias": jax.ShapeDtypeStruct((8,), "float32")})
-    arrays = orbax_save_restore.restore(a.ir, checkpoint, bias, sharding)
+    checkpoint, arrays = restored_alone(a, saved, "layers/0/bias", (8,))
     assert checkpoint.bytes_read == 8 * 4
     shards = arrays["layers/0/bias"].addressable_shards
     assert len(shards) == 8

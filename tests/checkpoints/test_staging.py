@@ -14,7 +14,7 @@ import pytest
 import safetensors.numpy
 
 import planc
-from checkpoints.test_load import MANY_PLAN, PLAN, many_tensors, tensors
+from checkpoints.test_load import MANY_PLAN, PLAN, loading_many_tensors, many_tensors, tensors
 from checkpoints.test_orbax_tensorstore import assert_same_arrays, restored
 from checkpoints.test_orbax_tensorstore import plans, saved  # noqa: F401  (fixtures)
 from conftest import ROOT
@@ -87,12 +87,8 @@ def test_a_staged_cast_is_the_host_paths_cast(tmp_path, staged, monkeypatch):
 
 
 def test_each_shard_is_read_once_through_the_staging_buffers(tmp_path, staged):
-    written = many_tensors(40)
-    path = tmp_path / "m.safetensors"
-    safetensors.numpy.save_file(written, str(path))
-    with open_checkpoint(path) as ckpt:
-        planc.loads(MANY_PLAN).load(ckpt)
-        assert ckpt.bytes_read == sum(a.nbytes for a in written.values())
+    read, size = loading_many_tensors(tmp_path)
+    assert read == size
 
 
 def test_a_staged_orbax_load_places_orbaxs_own_restores_bytes(plans, saved, staged):  # noqa: F811

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,28 +16,12 @@ from pygments.token import Comment, Error, Keyword, Name, Number, String  # noqa
 from planc.highlight import PlancLexer  # noqa: E402
 from planc.syntax.keywords import CONTEXTUAL, RESERVED  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-# Every plan file of the repository (the zoo, and the documentation's examples).
-PLANS = sorted(ROOT.glob("plans/**/*.kd")) + sorted(ROOT.glob("examples/**/*.kd"))
-CONSTANT_WORDS = {"default", "replicated", "auto", "_"}
+from .plans import CONSTANT_WORDS, PLANS, ROOT, lexable_text, planc_tokens  # noqa: E402
 
 
 def lark_tokens(text: str):
     """(offset, type, value) of every token planc's parser reads, comments too."""
-    from planc.syntax.grammar import new_parser
-
-    return [(tok.start_pos, tok.type, str(tok))
-            for tok in new_parser().lex(text, dont_ignore=True) if tok.type != "WS"]
-
-
-def readable(path: Path) -> str:
-    """The plan's text; an example written to show a lexical error is skipped."""
-    text = path.read_text(encoding="utf-8")
-    try:
-        lark_tokens(text)
-    except Exception as exc:
-        pytest.skip(f"{path.name} does not lex on purpose: {type(exc).__name__}")
-    return text
+    return [(tok.start_pos, tok.type, str(tok)) for tok in planc_tokens(text)]
 
 
 def expected(kind: str, value: str):
@@ -64,14 +47,14 @@ def test_there_are_plans_to_check():
 
 @pytest.mark.parametrize("path", PLANS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_plan_tokenises_without_an_error_token(path):
-    text = readable(path)
+    text = lexable_text(path)
     tokens = list(PlancLexer().get_tokens(text))
     assert not [v for tok, v in tokens if tok in Error], path
 
 
 @pytest.mark.parametrize("path", PLANS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_each_keyword_string_comment_and_number_gets_its_token(path):
-    text = readable(path)
+    text = lexable_text(path)
     ours = {i: (tok, v) for i, tok, v in PlancLexer().get_tokens_unprocessed(text)}
     checked = 0
     for offset, kind, value in lark_tokens(text):

@@ -10,17 +10,15 @@ import json
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from planc.syntax.keywords import CONTEXTUAL, RESERVED
 
-ROOT = Path(__file__).resolve().parents[2]
+from .plans import CONSTANT_WORDS, PLANS, ROOT, lexable_text, lexes, planc_tokens
+
 VSCODE = ROOT / "editors" / "vscode"
 GRAMMAR = json.loads((VSCODE / "syntaxes" / "planc.tmLanguage.json").read_text())
-PLANS = sorted(ROOT.glob("plans/**/*.kd")) + sorted(ROOT.glob("examples/**/*.kd"))
-CONSTANT_WORDS = {"default", "replicated", "auto", "_"}
 # Oniguruma syntax that Python's `re` reads otherwise, or not at all: the grammar avoids
 # it, so the Python engine below means what VS Code's does.
 ONIGURUMA_ONLY = (r"\h", r"\H", r"\G", r"\K", r"\z", r"\Z", r"\p{", r"\x{", "(?~", "[:",
@@ -78,19 +76,7 @@ def expected_scope(kind: str, value: str, reserved) -> str | None:
 
 def lark_tokens(text: str):
     """(line index, column in code points, type, value) of what planc's lexer reads."""
-    from planc.syntax.grammar import new_parser
-
-    return [(tok.line - 1, tok.column - 1, tok.type, str(tok))
-            for tok in new_parser().lex(text, dont_ignore=True) if tok.type != "WS"]
-
-
-def plan_text(path: Path) -> str:
-    text = path.read_text(encoding="utf-8")
-    try:
-        lark_tokens(text)
-    except Exception as exc:
-        pytest.skip(f"{path.name} does not lex on purpose: {type(exc).__name__}")
-    return text
+    return [(tok.line - 1, tok.column - 1, tok.type, str(tok)) for tok in planc_tokens(text)]
 
 
 def test_every_pattern_compiles_and_keeps_to_the_syntax_both_engines_read_alike():
@@ -121,7 +107,7 @@ def test_every_reserved_word_of_the_grammar_gets_a_keyword_scope():
 
 @pytest.mark.parametrize("path", PLANS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_each_token_of_every_plan_gets_its_scope(path):
-    text = plan_text(path)
+    text = lexable_text(path)
     compiled = [(s, re.compile(p)) for s, p in rules()]
     lines = text.split("\n")
     ours = {(i, start): (end, scope) for i, line in enumerate(lines)
@@ -157,7 +143,7 @@ def _vscode_engine_ready() -> bool:
 @pytest.mark.skipif(not _vscode_engine_ready(),
                     reason="node and editors/vscode/node_modules (make test installs them)")
 def test_vscode_s_own_engine_gives_every_plan_the_same_scopes():
-    plans = [p for p in PLANS if _lexes(p)]
+    plans = [p for p in PLANS if lexes(p)]
     proc = subprocess.run(["node", str(VSCODE / "test" / "tokenize.js"), *map(str, plans)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -188,11 +174,3 @@ def test_the_extension_manifest_names_files_that_exist():
     assert {"planc.model", "planc.devices"} <= set(settings)
     config = json.loads((VSCODE / "language-configuration.json").read_text())
     assert config["comments"]["lineComment"] == "#"
-
-
-def _lexes(path: Path) -> bool:
-    try:
-        lark_tokens(path.read_text(encoding="utf-8"))
-    except Exception:
-        return False
-    return True

@@ -111,6 +111,14 @@ def test_hf_config_without_a_tp_plan_is_p522(tmp_path, capsys):
     assert code == 1 and "error[P522]" in err and f"{config}:1:1" in err
 
 
+def import_rules(tmp_path, capsys, text):
+    """`planc import` of a rule list of `text` onto an 8-way `model` axis: the exit code,
+    what was said on stderr, and the list's file."""
+    path = write_json_text(tmp_path / "rules.json", text)
+    code, _, err = run([path, "--mesh", "model=8"], capsys)
+    return code, err, path
+
+
 @pytest.mark.parametrize("text, where", [
     ('[["embed", ["model"]], "attn"]', "1:24"),            # an entry that is not a pair
     ('[["embed", ["model"], "x"]]', "1:2"),                # three items
@@ -120,26 +128,22 @@ def test_hf_config_without_a_tp_plan_is_p522(tmp_path, capsys):
     ('{"embed": ["model"]}', "1:1"),                       # an object, not a list ...
 ])
 def test_rule_list_that_is_not_a_list_of_pairs_is_p522(tmp_path, capsys, text, where):
-    path = write_json_text(tmp_path / "rules.json", text)
-    code, _, err = run([path, "--mesh", "model=8"], capsys)
+    code, err, path = import_rules(tmp_path, capsys, text)
     assert code == 1 and "error[P522]" in err and f"{path}:{where}" in err
 
 
 def test_rule_list_naming_an_axis_not_in_the_mesh_is_p525(tmp_path, capsys):
-    path = write_json_text(tmp_path / "rules.json", '[["embed", ["modle", null]]]')
-    code, _, err = run([path, "--mesh", "model=8"], capsys)
+    code, err, path = import_rules(tmp_path, capsys, '[["embed", ["modle", null]]]')
     assert code == 1 and "error[P525]" in err and f"{path}:1:13" in err
 
 
 def test_rule_list_regex_planc_cannot_run_points_at_the_fault(tmp_path, capsys):
-    path = write_json_text(tmp_path / "rules.json", '[["attn(?=/q)", [null]]]')
-    code, _, err = run([path, "--mesh", "model=8"], capsys)
+    code, err, path = import_rules(tmp_path, capsys, '[["attn(?=/q)", [null]]]')
     assert code == 1 and "error[P523]" in err and f"{path}:1:8" in err
 
 
 def test_source_that_is_not_json_is_p521_at_the_fault(tmp_path, capsys):
-    path = write_json_text(tmp_path / "rules.json", '[["embed", ["model"]],\n]')
-    code, _, err = run([path, "--mesh", "model=8"], capsys)
+    code, err, path = import_rules(tmp_path, capsys, '[["embed", ["model"]],\n]')
     assert code == 1 and "error[P521]" in err and f"{path}:2:1" in err
 
 
@@ -221,8 +225,7 @@ def test_keras_hub_map_on_an_auto_mesh_needs_a_device_count(capsys):
 
 
 def test_rule_list_spec_using_an_axis_twice_is_p525(tmp_path, capsys):
-    path = write_json_text(tmp_path / "rules.json", '[["w", ["model", "model"]]]')
-    code, _, err = run([path, "--mesh", "model=8"], capsys)
+    code, err, path = import_rules(tmp_path, capsys, '[["w", ["model", "model"]]]')
     assert code == 1 and "error[P525]" in err and "two dimensions" in err and f"{path}:1:8" in err
 
 
@@ -242,8 +245,7 @@ def test_hf_key_that_never_matches_a_name_is_p522(tmp_path, capsys, key):
 
 @pytest.mark.parametrize("regex", ['a\\"b', "a\nb"])
 def test_regex_no_plan_string_can_hold_is_p524(tmp_path, capsys, regex):
-    path = write_json_text(tmp_path / "rules.json", json.dumps([[regex, [None]]]))
-    code, _, err = run([path, "--mesh", "model=8"], capsys)
+    code, err, path = import_rules(tmp_path, capsys, json.dumps([[regex, [None]]]))
     assert code == 1 and "error[P524]" in err and f"{path}:1:3" in err
 
 

@@ -15,18 +15,37 @@ from planc.cli import main
 
 DATA = Path(__file__).parent / "data"
 BASE = DATA / "maxtext_base.yml"
-TESTS = Path(__file__).parents[1]
-
-
-@pytest.fixture(autouse=True)
-def _models_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(TESTS))
 
 
 def imported(tmp_path, capsys, *args) -> Path:
     out = tmp_path / "imported.kd"
     assert main(["import", *map(str, args), "-o", str(out)]) == 0, capsys.readouterr().err
     return out
+
+
+def import_refused(tmp_path, capsys, text, name="c.yml"):
+    """`planc import` of a config of `text` named `name`, which must exit 1: the config's
+    path and what was said on stderr."""
+    config = tmp_path / name
+    config.write_text(text)
+    assert main(["import", str(config)]) == 1
+    return config, capsys.readouterr().err
+
+
+def compile_to(tmp_path, target, name, text):
+    """`planc compile` of a plan of `text` for `target` into `name`: the exit code, and
+    the plan's and the output's paths."""
+    plan = tmp_path / "p.kd"
+    plan.write_text(text)
+    out = tmp_path / name
+    return main(["compile", str(plan), "--target", target, "-o", str(out)]), plan, out
+
+
+def compile_refused(tmp_path, capsys, target, name, text):
+    """`compile_to` that must exit 1 writing nothing: the plan's path and stderr."""
+    code, plan, out = compile_to(tmp_path, target, name, text)
+    assert code == 1 and not out.exists()
+    return plan, capsys.readouterr().err
 
 
 def normal(spec):
@@ -107,11 +126,8 @@ def test_flax_rules_from_python_and_from_json_give_one_plan(tmp_path, capsys):
 
 
 def test_a_rule_naming_an_axis_outside_the_mesh_points_into_the_yaml(tmp_path, capsys):
-    bad = tmp_path / "bad.yml"
-    bad.write_text("mesh_axes: [data, fsdp]\nlogical_axis_rules: [\n  [embed, fsdp],\n"
-                   "  [mlp, tensor],\n]\n")
-    assert main(["import", str(bad)]) == 1
-    err = capsys.readouterr().err
+    _, err = import_refused(tmp_path, capsys, "mesh_axes: [data, fsdp]\nlogical_axis_rules: [\n"
+                            "  [embed, fsdp],\n  [mlp, tensor],\n]\n", name="bad.yml")
     assert "error[P525]: axis `tensor` is not in the mesh" in err and "bad.yml:4:9" in err
 
 
@@ -129,30 +145,25 @@ def test_yaml_that_does_not_parse_is_P533_at_its_place(tmp_path, capsys):
     ("ici_fsdp_parallelism: -1\nici_data_parallelism: -1", "two mesh axes are `-1`"),
 ])
 def test_bad_parallelism_settings_are_refused(tmp_path, capsys, setting, message):
-    bad = tmp_path / "c.yml"
-    bad.write_text(f"mesh_axes: [data, fsdp]\n{setting}\nlogical_axis_rules: [[embed, fsdp]]\n")
-    assert main(["import", str(bad)]) == 1
-    assert message in capsys.readouterr().err
+    _, err = import_refused(tmp_path, capsys, f"mesh_axes: [data, fsdp]\n{setting}\n"
+                            "logical_axis_rules: [[embed, fsdp]]\n")
+    assert message in err
 
 
 def test_a_plan_with_path_rules_is_refused_by_the_flax_target_at_each_rule(tmp_path, capsys):
-    plan = tmp_path / "p.kd"
-    plan.write_text('mesh(fsdp = 2, tp = 4)\nmodel_parallel(batch = fsdp)\n'
-                    'axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (embed, tp)\n}\n')
-    out = tmp_path / "out.py"
-    assert main(["compile", str(plan), "--target", "flax", "-o", str(out)]) == 1
-    err = capsys.readouterr().err
-    assert "error[P311]" in err and "p.kd:7:3" in err and not out.exists()
+    _, err = compile_refused(tmp_path, capsys, "flax", "out.py",
+                             'mesh(fsdp = 2, tp = 4)\nmodel_parallel(batch = fsdp)\n'
+                             'axes {\n  embed -> fsdp\n}\nlayout {\n  "w" -> (embed, tp)\n}\n')
+    assert "error[P311]" in err and "p.kd:7:3" in err
 
 
 def test_yaml_aliases_are_refused_not_expanded(tmp_path, capsys):
     # Nine levels of nine aliases each would stand for 9**7 values ("billion laughs").
     lines = ['a0: &a0 ["lol", "lol", "lol"]']
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 8)]
-    bomb = tmp_path / "bomb.yml"
-    bomb.write_text("\n".join(lines) + "\nmesh_axes: [data]\nlogical_axis_rules: *a7\n")
-    assert main(["import", str(bomb)]) == 1
-    assert "anchors and aliases" in capsys.readouterr().err
+    _, err = import_refused(tmp_path, capsys, "\n".join(lines) + "\nmesh_axes: [data]\n"
+                            "logical_axis_rules: *a7\n", name="bomb.yml")
+    assert "anchors and aliases" in err
 
 
 PIPELINE = ("mesh_axes: [stage, fsdp]\nici_pipeline_parallelism: 4\nici_fsdp_parallelism: 2\n"
@@ -194,39 +205,30 @@ def test_repeats_of_one_are_gpipe(tmp_path, capsys):
      "4 stages x 3 repeats x 1 layers per stage is not the 16"),
 ])
 def test_repeats_maxtext_would_refuse_are_p522(tmp_path, capsys, settings, says):
-    config = tmp_path / "pipeline.yml"
-    config.write_text(PIPELINE + settings)
-    assert main(["import", str(config)]) == 1
-    err = capsys.readouterr().err
+    _, err = import_refused(tmp_path, capsys, PIPELINE + settings, name="pipeline.yml")
     assert "error[P522]" in err and says in err
 
 
 def test_the_batch_survives_a_compile_to_maxtext_and_an_import(tmp_path, capsys):
-    plan = tmp_path / "p.kd"
-    plan.write_text("mesh(stage = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
-                    "axes {\n  embed -> fsdp\n}\n")
-    out = tmp_path / "c.yml"
-    assert main(["compile", str(plan), "--target", "maxtext", "-o", str(out)]) == 0
+    code, _, out = compile_to(tmp_path, "maxtext", "c.yml",
+                              "mesh(stage = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
+                              "axes {\n  embed -> fsdp\n}\n")
+    assert code == 0
     assert ["activation_batch", "fsdp"] in yaml.safe_load(out.read_text())["logical_axis_rules"]
     assert planc.load_plan(imported(tmp_path, capsys, out)).ir.batch_axes == ("fsdp",)
 
 
 def test_a_table_whose_activation_batch_is_not_the_batch_is_p311(tmp_path, capsys):
-    plan = tmp_path / "p.kd"
-    plan.write_text("mesh(data = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
-                    "axes {\n  activation_batch -> data\n  embed -> fsdp\n}\n")
-    out = tmp_path / "c.yml"
-    assert main(["compile", str(plan), "--target", "maxtext", "-o", str(out)]) == 1
-    err = capsys.readouterr().err
-    assert "error[P311]" in err and f"{plan}:4:3" in err and not out.exists()
+    plan, err = compile_refused(tmp_path, capsys, "maxtext", "c.yml",
+                                "mesh(data = 2, fsdp = 4)\nmodel_parallel(batch = fsdp)\n"
+                                "axes {\n  activation_batch -> data\n  embed -> fsdp\n}\n")
+    assert "error[P311]" in err and f"{plan}:4:3" in err
 
 
 def test_a_config_without_an_activation_batch_rule_is_p540_never_the_first_axis(
         tmp_path, capsys):
-    config = tmp_path / "c.yml"
-    config.write_text("mesh_axes: [stage, fsdp]\nlogical_axis_rules: [[embed, fsdp]]\n")
-    assert main(["import", str(config)]) == 1
-    err = capsys.readouterr().err
+    config, err = import_refused(tmp_path, capsys,
+                                 "mesh_axes: [stage, fsdp]\nlogical_axis_rules: [[embed, fsdp]]\n")
     assert "error[P540]" in err and f"{config}:2:21" in err
 
 
@@ -242,19 +244,14 @@ def test_a_key_written_twice_is_p539_at_the_second(tmp_path, capsys):
 
 
 def test_a_key_written_twice_in_a_nested_mapping_is_p539(tmp_path, capsys):
-    config = tmp_path / "c.yml"
-    config.write_text("mesh_axes: [data]\nlogical_axis_rules: [[activation_batch, data]]\n"
-                      "extra: {a: 1, b: 2, a: 3}\n")
-    assert main(["import", str(config)]) == 1
-    err = capsys.readouterr().err
+    config, err = import_refused(tmp_path, capsys, "mesh_axes: [data]\n"
+                                 "logical_axis_rules: [[activation_batch, data]]\n"
+                                 "extra: {a: 1, b: 2, a: 3}\n")
     assert "error[P539]" in err and f"{config}:3:21" in err
 
 
 def test_a_config_larger_than_any_maxtext_config_is_p538_unread(tmp_path, capsys):
-    config = tmp_path / "c.yml"
-    config.write_text("mesh_axes: [data]\n" + "# padding\n" * 60_000)
-    assert main(["import", str(config)]) == 1
-    err = capsys.readouterr().err
+    config, err = import_refused(tmp_path, capsys, "mesh_axes: [data]\n" + "# padding\n" * 60_000)
     assert "error[P538]" in err and f"{config}:1:1" in err and "512 KiB" in err
 
 
@@ -267,11 +264,9 @@ def test_a_yaml_config_that_is_not_utf8_is_named_as_yaml(tmp_path, capsys):
 
 
 def test_microbatches_as_many_as_stages_of_an_auto_stage_axis_are_p522(tmp_path, capsys):
-    config = tmp_path / "c.yml"
-    config.write_text("mesh_axes: [stage, fsdp]\nici_pipeline_parallelism: -1\n"
-                      "num_pipeline_repeats: 2\nlogical_axis_rules: [[activation_batch, fsdp]]\n")
-    assert main(["import", str(config)]) == 1
-    err = capsys.readouterr().err
+    config, err = import_refused(tmp_path, capsys, "mesh_axes: [stage, fsdp]\n"
+                                 "ici_pipeline_parallelism: -1\nnum_pipeline_repeats: 2\n"
+                                 "logical_axis_rules: [[activation_batch, fsdp]]\n")
     assert "error[P522]" in err and "`num_pipeline_microbatches: -1`" in err
     assert f"{config}:2:" in err
 

@@ -44,20 +44,15 @@ def test_text_that_is_not_json_gets_a_parse_error_and_one_log_line(server):
     assert code == 0 and len(log) == 1 and log[0].startswith("planc lsp: error: ")
 
 
-def test_a_message_that_is_not_utf8_gets_a_parse_error(server):
-    server.send_bytes(b'{"jsonrpc": "2.0", "method": "x", "params": "\xff\xfe"}')
+@pytest.mark.parametrize("sent, error", [
+    (b'{"jsonrpc": "2.0", "method": "x", "params": "\xff\xfe"}', -32700),
+    (b"[1, 2, 3]", -32600),
+], ids=["not-utf8-is-a-parse-error", "json-not-a-message-is-an-invalid-request"])
+def test_a_message_the_server_cannot_take_gets_its_protocol_error(server, sent, error):
+    server.send_bytes(sent)
     still_serving(server)
     [err] = errors(server)
-    assert err["code"] == -32700
-    code, log = server.finish()
-    assert code == 0 and len(log) == 1
-
-
-def test_json_that_is_not_a_message_gets_invalid_request(server):
-    server.send_bytes(b"[1, 2, 3]")
-    still_serving(server)
-    [err] = errors(server)
-    assert err["code"] == -32600
+    assert err["code"] == error
     code, log = server.finish()
     assert code == 0 and len(log) == 1
 

@@ -293,16 +293,20 @@ def test_planc_cluster_on_a_bad_variable_is_a_diagnostic_not_a_traceback(tmp_pat
     assert "Traceback" not in done.stderr
 
 
+def keras_cluster_of_two(monkeypatch, port, process_id):
+    """Keras's variables for one of two processes whose coordinator is on `port` here."""
+    monkeypatch.setenv("KERAS_DISTRIBUTION_JOB_ADDRESSES", f"127.0.0.1:{port}")
+    monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
+    monkeypatch.setenv("KERAS_DISTRIBUTION_PROCESS_ID", str(process_id))
+
+
 def test_initialize_on_a_coordinator_port_in_use_is_p603_before_starting(monkeypatch):
     import jax
 
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
-        for k, v in {"KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{held.getsockname()[1]}",
-                     "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
-                     "KERAS_DISTRIBUTION_PROCESS_ID": "0"}.items():
-            monkeypatch.setenv(k, v)
+        keras_cluster_of_two(monkeypatch, held.getsockname()[1], process_id=0)
         e = error_of(initialize, plan(), timeout=5)
     assert e.code == "P603" and "is in use on this machine" in str(e)
     assert not jax.distributed.is_initialized()
@@ -311,9 +315,6 @@ def test_initialize_on_a_coordinator_port_in_use_is_p603_before_starting(monkeyp
 def test_an_unreachable_coordinator_is_p602_within_the_timeout(monkeypatch):
     with socket.socket() as held:  # bound, never listening: every connection is refused
         held.bind(("127.0.0.1", 0))
-        for k, v in {"KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{held.getsockname()[1]}",
-                     "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
-                     "KERAS_DISTRIBUTION_PROCESS_ID": "1"}.items():
-            monkeypatch.setenv(k, v)
+        keras_cluster_of_two(monkeypatch, held.getsockname()[1], process_id=1)
         e = error_of(initialize, plan(), timeout=0.5)
     assert e.code == "P602" and "within 0.5 s" in str(e)

@@ -17,14 +17,8 @@ PLAN = ('model "m.json"\nmesh(batch = auto, model = 2)\nmodel_parallel(batch = b
 
 
 @pytest.fixture
-def golden(tmp_path, capsys):
-    (tmp_path / "m.json").write_text(json.dumps(MODEL))
-    (tmp_path / "p.kd").write_text(PLAN)
-    path = tmp_path / "p.golden.json"
-    assert main(["explain", str(tmp_path / "p.kd"), "--model", str(tmp_path / "m.json"),
-                 "--devices", "8", "--format", "json", "-o", str(path)]) == 0
-    capsys.readouterr()
-    return path
+def golden(explain_golden):
+    return explain_golden(MODEL, PLAN, "p.golden.json")
 
 
 def lint(capsys, *args):

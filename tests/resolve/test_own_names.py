@@ -2,23 +2,13 @@
 plan's `axes` table where no path rule matches them; a path rule still wins, and what
 Flax would leave unsplit in silence is said."""
 
-from pathlib import Path
-
-import pytest
-
 import planc
 from planc import Variable
 from planc.resolve.resolution import Reason
 
-TESTS = Path(__file__).parents[1]
 TABLE = ("mesh(fsdp = 4, tp = 2)\nmodel_parallel(batch = fsdp)\n"
          "axes {\n  embed -> fsdp\n  mlp -> tp\n  vocab -> tp\n  q_heads -> tp\n"
          "  heads -> tp\n  kv -> _\n  norm -> _\n}\n")
-
-
-@pytest.fixture(autouse=True)
-def _models_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(TESTS))
 
 
 def report(text: str, model="models_flax:nnx_decoder", devices=8):

@@ -142,10 +142,15 @@ def test_rule_shadowed_under_overlap_first_is_a_warning():
     assert report.assignments[0].layout.axes == (None, "model")
 
 
+def two_kernels_under(head, rules):
+    """`dense/kernel` and `out/kernel` validated under a layout of `rules` after `head`."""
+    plan = make_plan(MESH + head + "layout {\n" + rules + "}\n")
+    return plan.validate([V("dense/kernel", (8, 8)), V("out/kernel", (8, 8))])
+
+
 def test_literal_rule_overriding_regex_rules_is_a_note():
-    plan = make_plan(MESH + 'layout {\n    ".*kernel" -> (_, model)\n'
-                     '    "dense/kernel" -> (model, _)\n}\n')
-    report = plan.validate([V("dense/kernel", (8, 8)), V("out/kernel", (8, 8))])
+    report = two_kernels_under("", '    ".*kernel" -> (_, model)\n'
+                                   '    "dense/kernel" -> (model, _)\n')
     d = only(report, "P308")
     assert d.severity is Severity.NOTE
     assert d.variable == "dense/kernel"
@@ -155,9 +160,8 @@ def test_literal_rule_overriding_regex_rules_is_a_note():
 
 
 def test_literal_rule_beating_an_earlier_rule_under_overlap_first_is_a_warning():
-    plan = make_plan(MESH + 'overlap first\nlayout {\n    ".*kernel" -> (_, model)\n'
-                     '    "dense/kernel" -> (model, _)\n}\n')
-    report = plan.validate([V("dense/kernel", (8, 8)), V("out/kernel", (8, 8))])
+    report = two_kernels_under("overlap first\n", '    ".*kernel" -> (_, model)\n'
+                                                  '    "dense/kernel" -> (model, _)\n')
     d = only(report, "P308")
     assert d.severity is Severity.WARNING
     assert "earlier rule" in d.message and "`overlap first` alone would pick" in d.message
@@ -166,9 +170,8 @@ def test_literal_rule_beating_an_earlier_rule_under_overlap_first_is_a_warning()
 
 
 def test_literal_rule_above_the_regex_under_overlap_first_is_only_a_note():
-    plan = make_plan(MESH + 'overlap first\nlayout {\n    "dense/kernel" -> (model, _)\n'
-                     '    ".*kernel" -> (_, model)\n}\n')
-    report = plan.validate([V("dense/kernel", (8, 8)), V("out/kernel", (8, 8))])
+    report = two_kernels_under("overlap first\n", '    "dense/kernel" -> (model, _)\n'
+                                                  '    ".*kernel" -> (_, model)\n')
     assert only(report, "P308").severity is Severity.NOTE
 
 

@@ -5,16 +5,16 @@ CLI never prints a traceback. `make fuzz` runs the same checks 100,000 times
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 
 import fuzzing
 import fuzzing_checks as checks
 import fuzzing_inputs as inputs
 from planc.diagnostics import Diagnostic, Severity, Span
 
-# Derandomized: the suite sees the same cases every run; `make fuzz` explores new ones.
-CASES = settings(max_examples=700, deadline=None, derandomize=True, database=None,
-                 suppress_health_check=list(HealthCheck))
+from .cases import fixed_cases
+
+CASES = fixed_cases(700)
 CLI_CASES = settings(CASES, max_examples=40)
 MODEL_CASES = settings(CASES, max_examples=12)
 

@@ -1,18 +1,13 @@
 """Fuzzing the import grammars (`tests/fuzzing_imports.py`): Megatron layout strings and
 MaxText YAML configs, a few hundred cases here, more under `make fuzz`."""
 
-import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 import fuzzing_imports as fuzz
 
-CASES = settings(max_examples=150, deadline=None, derandomize=True, database=None,
-                 suppress_health_check=list(HealthCheck))
+from .cases import fixed_cases
 
-
-@pytest.fixture(scope="module")
-def directory(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("fuzz-imports"))
+CASES = fixed_cases(150)
 
 
 @CASES

@@ -2,18 +2,14 @@
 a few hundred cases here, more under `make fuzz`."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fuzzing_io as fuzz
 
-CASES = settings(max_examples=300, deadline=None, derandomize=True, database=None,
-                 suppress_health_check=list(HealthCheck))
+from .cases import fixed_cases
 
-
-@pytest.fixture(scope="module")
-def directory(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("fuzz-checkpoints"))
+CASES = fixed_cases(300)
 
 
 @CASES

@@ -2,20 +2,10 @@
 `jax.eval_shape` (nothing allocated), each variable with the logical names it gives its
 dimensions."""
 
-from pathlib import Path
-
 import jax
-import pytest
 from flax import nnx
 
 from planc.sources import load_variables
-
-TESTS = Path(__file__).parents[1]
-
-
-@pytest.fixture(autouse=True)
-def _models_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(TESTS))
 
 
 def by_path(source):

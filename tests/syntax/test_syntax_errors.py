@@ -1,5 +1,7 @@
 """Syntax errors a person can act on: where, what was found, what was expected, a fix."""
 
+import pytest
+
 import planc
 from helpers import MP, only, problems
 
@@ -34,21 +36,24 @@ def test_colon_in_a_setting_is_not_called_an_arrow():
     assert code == "P004"
 
 
-def test_single_quoted_string_suggests_double_quotes():
-    d = first(MP + "layout {\n    'dense/kernel' -> (_, model)\n}\n")
-    assert (d.code, d.span.line, d.span.column, d.span.end_column) == ("P003", 4, 5, 19)
-    assert d.help == ('write "dense/kernel"',)
+@pytest.mark.parametrize("text, where, fix", [
+    (MP + "layout {\n    'dense/kernel' -> (_, model)\n}\n", ("P003", 4, 5, 19),
+     'write "dense/kernel"'),
+    ("mseh(batch = auto)\ndata_parallel\n", ("P006", 1, 1, 5), "did you mean `mesh`?"),
+    (MP + 'layout {\n    "k" -> (None, model)\n}\n', ("P008", 4, 13, 17),
+     "replace `None` with `_`"),
+], ids=["single-quoted-string-suggests-double-quotes",
+        "unknown-statement-suggests-the-near-keyword",
+        "none-for-unsplit-says-to-write-underscore"])
+def test_a_slip_with_one_right_spelling_is_located_and_given_it(text, where, fix):
+    d = first(text)
+    assert (d.code, d.span.line, d.span.column, d.span.end_column) == where
+    assert d.help == (fix,)
 
 
 def test_unterminated_string_spans_to_the_end_of_the_line():
     d = first(MP + 'layout {\n    "dense/kernel -> (_, model)\n}\n')
     assert (d.code, d.span.line, d.span.column, d.span.end_column) == ("P002", 4, 5, 32)
-
-
-def test_unknown_statement_suggests_the_near_keyword():
-    d = first("mseh(batch = auto)\ndata_parallel\n")
-    assert (d.code, d.span.line, d.span.column, d.span.end_column) == ("P006", 1, 1, 5)
-    assert d.help == ("did you mean `mesh`?",)
 
 
 def test_unknown_statement_far_from_any_keyword_lists_them():
@@ -63,12 +68,6 @@ def test_empty_layout_entry():
 
 def test_empty_first_layout_entry():
     assert only(MP + 'layout {\n    "k" -> (, model)\n}\n')[0] == "P005"
-
-
-def test_none_for_unsplit_says_to_write_underscore():
-    d = first(MP + 'layout {\n    "k" -> (None, model)\n}\n')
-    assert (d.code, d.span.line, d.span.column, d.span.end_column) == ("P008", 4, 13, 17)
-    assert d.help == ("replace `None` with `_`",)
 
 
 def test_misspelled_keyword_inside_a_layout_gets_a_did_you_mean():

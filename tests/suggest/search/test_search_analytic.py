@@ -30,6 +30,15 @@ def decoder(width=WIDTH, layers=LAYERS, vocab=VOCAB, dtype="bfloat16"):
     return vs
 
 
+def assert_every_row_lints_clean(rows, variables, devices):
+    for row in rows:
+        ir = check(row.plan, "row.kd")
+        report = validate(ir, variables, devices)
+        loud = [d for d in (*ir.diagnostics, *report.diagnostics)
+                if d.severity in (Severity.ERROR, Severity.WARNING)]
+        assert not loud, (row.outcome.candidate.family, loud)
+
+
 @pytest.fixture(scope="module")
 def found():
     return search(decoder(), 16, tokens=16 * 4096)
@@ -48,13 +57,7 @@ def test_the_limit_leaves_two_percent_of_the_chips_usable_memory(found):
 
 
 def test_every_row_is_a_plan_that_lints_clean_against_the_model(found):
-    variables = decoder()
-    for row in found.rows:
-        ir = check(row.plan, "row.kd")
-        report = validate(ir, variables, 16)
-        loud = [d for d in (*ir.diagnostics, *report.diagnostics)
-                if d.severity in (Severity.ERROR, Severity.WARNING)]
-        assert not loud, (row.outcome.candidate.family, loud)
+    assert_every_row_lints_clean(found.rows, decoder(), 16)
 
 
 def test_the_chosen_plan_is_a_candidate_of_the_json_but_for_comments(found):

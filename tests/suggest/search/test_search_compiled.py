@@ -3,7 +3,6 @@ the winner the fastest compiled one within the limit, the analytic model checked
 the compiles it ranks."""
 
 import re
-import sys
 
 import pytest
 
@@ -148,19 +147,15 @@ def build(remat=False):
 """
 
 
-def test_a_builder_that_raises_for_one_candidate_marks_that_candidate(tmp_path, monkeypatch):
+def test_a_builder_that_raises_for_one_candidate_marks_that_candidate(search_step):
     import os
 
-    (tmp_path / "flaky_step.py").write_text(BUILDER.format(root=os.getcwd()))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)
-    found = search(step="flaky_step:build", topology="cpu:8", compiles=MAX_COMPILES,
-                   file="flaky.kd")
+    found = search_step("flaky_step", BUILDER.format(root=os.getcwd()), topology="cpu:8",
+                        compiles=MAX_COMPILES, file="flaky.kd")
     failed = [o for o in found.searched.outcomes if o.failure is not None]
     assert failed and all(o.candidate.remat for o in failed)
     assert {d.code for d in found.searched.diagnostics} == {"P511"}
     assert not found.searched.winner.candidate.remat
-    sys.modules.pop("flaky_step", None)
 
 
 def test_a_step_without_a_topology_is_refused():

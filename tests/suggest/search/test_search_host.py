@@ -4,7 +4,6 @@ with the slots out of the peak and the HBM traffic, written as `state` rules `on
 that lint clean, and, with a step, proved by compiling on `cpu:8`."""
 
 import json
-import sys
 
 import pytest
 
@@ -18,7 +17,7 @@ from planc.suggest.search.workload import workload_of
 from planc.targets.cost.calibration import UNCALIBRATED
 from planc.targets.cost.chips import chip_named
 
-from .test_search_analytic import decoder
+from .test_search_analytic import assert_every_row_lints_clean, decoder
 
 GiB = 2**30
 # float32 weights and Adam's two slots on 2 devices: the best candidate needs ~1.39 GiB
@@ -69,12 +68,7 @@ def test_the_chosen_plan_counts_the_slots_in_host_memory_not_the_devices(offload
 
 
 def test_every_row_of_a_search_with_slots_on_the_host_lints_clean(offloaded):
-    for row in offloaded.rows:
-        ir = check(row.plan, "row.kd")
-        report = validate(ir, VARIABLES, 2)
-        loud = [d for d in (*ir.diagnostics, *report.diagnostics)
-                if d.severity in (Severity.ERROR, Severity.WARNING)]
-        assert not loud, (row.outcome.candidate.family, loud)
+    assert_every_row_lints_clean(offloaded.rows, VARIABLES, 2)
 
 
 def test_the_why_not_table_says_why_the_slots_are_not_in_device_memory(offloaded):
@@ -171,15 +165,11 @@ HEAVY = mlp_builder(512, 2, 8, 16)
 
 
 def test_with_a_step_the_winner_with_slots_on_the_host_is_proved_by_compiling_it(
-        tmp_path, monkeypatch):
-    (tmp_path / "heavy_step.py").write_text(HEAVY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+        search_step):
     # Every candidate compiles to 9.5 MiB or more per device with its slots on the
     # device (18 MiB of weights, 36 MiB of slots over 8 devices), ~5 MiB without them.
-    found = search(step="heavy_step:build", topology="cpu:8", budget=8 << 20, compiles=2,
-                   file="heavy.kd")
-    sys.modules.pop("heavy_step", None)
+    found = search_step("heavy_step", HEAVY, topology="cpu:8", budget=8 << 20, compiles=2,
+                        file="heavy.kd")
     w = found.searched.winner
     assert w.candidate.host_slots and w.compiled and w.compiled_peak <= 8 << 20
     slots = w.candidate.choice.slots_needs(3)

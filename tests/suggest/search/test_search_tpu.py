@@ -68,20 +68,14 @@ MLP = mlp_builder(1024, 4, 16, 1024)
 
 
 def test_a_search_compiles_before_saying_nothing_fits_however_far_over_the_analytic_peaks(
-        tmp_path, monkeypatch):
-    import sys
-
+        search_step, monkeypatch):
     from planc.suggest.search import searcher
 
     # a slack under those ratios puts every candidate "far" over the limit
     monkeypatch.setattr(searcher, "ANALYTIC_SLACK", 1.2)
     prepare_jax("v5e:2x4")
-    (tmp_path / "mlp_step.py").write_text(MLP)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)
-    found = search(step="mlp_step:build", topology="v5e:2x4", budget=300 << 20, compiles=1,
-                   file="mlp.kd")
-    sys.modules.pop("mlp_step", None)
+    found = search_step("mlp_step", MLP, topology="v5e:2x4", budget=300 << 20, compiles=1,
+                        file="mlp.kd")
     s = found.searched
     # Every candidate's analytic peak is over the slack: none is "near" the limit.
     assert all(o.score.peak > 1.2 * s.limit for o in s.outcomes)

@@ -17,6 +17,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 import planc
 from planc.cli import main
 
+from ..mlp_plans import FSDP_TP
+
 F32 = jnp.float32
 SGD_LR = 0.1
 
@@ -45,17 +47,6 @@ def adam_step(p, s, b):
     loss, g = jax.value_and_grad(loss_fn)(p, b)
     u, s = OPT.update(g, s, p)
     return optax.apply_updates(p, u), s, loss
-
-
-FSDP_TP = '''
-mesh(fsdp = 4, model = 2)
-model_parallel(batch = fsdp)
-layout {
-    "dense_0/kernel" -> (fsdp, model)
-    "dense_1/kernel" -> (model, fsdp)
-    "dense_.*/bias"  -> replicated
-}
-'''
 
 
 def by_hand(mesh_shape, names, specs, batch_axes, step, params, state, data, donate=True):

@@ -202,22 +202,6 @@ def test_an_unknown_chip_to_price_a_cpu_compile_is_p815():
     assert [d.code for d in exc.value.diagnostics] == ["P815"]
 
 
-def test_a_loop_of_unknown_length_makes_every_figure_a_labelled_lower_bound():
-    def step(params, opt_state, x):
-        def cond(carry):
-            return jnp.sum(carry[0]) < 1e6  # ends on a value: no trip count to read
-        def body(carry):
-            h, w = carry
-            return jnp.tanh(h @ w) + 1.0, w
-        h, _ = jax.lax.while_loop(cond, body, (x, params["w"]))
-        return params, opt_state, jnp.sum(h)
-    params = {"w": jax.ShapeDtypeStruct((WIDTH, WIDTH), F32)}
-    report = planc.loads("mesh(data = 8)  data_parallel").cost(
-        step, params, {}, BATCH_SHAPE, topology="cpu:8")
-    assert not report.exact and report.to_dict()["exact"] is False
-    assert [d.code for d in report.diagnostics if d.code == "P814"] == ["P814"]
-
-
 def test_a_scans_hbm_bytes_grow_with_its_layers_not_their_square():
     # Each iteration reads its layer's slice of the stacked weights and writes its
     # residuals into the stack in place: charging it the whole stack made the bytes

@@ -10,20 +10,13 @@ import pytest
 import planc
 from planc.cli import main
 
+from ..mlp_plans import FSDP_TP
+
 keras = pytest.importorskip("keras")
 
 WIDTH, HIDDEN, BATCH = 32, 64, 16
 
-PLAN = """
-plan keras_mlp
-mesh(fsdp = 4, model = 2)
-model_parallel(batch = fsdp)
-layout {
-    "dense_0/kernel" -> (fsdp, model)
-    "dense_1/kernel" -> (model, fsdp)
-    "dense_.*/bias"  -> replicated
-}
-"""
+PLAN = "\nplan keras_mlp" + FSDP_TP
 
 # The builders `--step` names. A functional model's variable paths are its layers' names,
 # so the plan's rules read `dense_0/kernel`.
@@ -80,19 +73,10 @@ def text():
 '''
 
 
-def model(compiled=False):
-    inputs = keras.Input((WIDTH,))
-    hidden = keras.layers.Dense(HIDDEN, activation="tanh", name="dense_0")(inputs)
-    m = keras.Model(inputs, keras.layers.Dense(WIDTH, name="dense_1")(hidden))
-    if compiled:
-        m.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mean_squared_error")
-    return m
-
-
-def batch(x_width=WIDTH):
-    return (jax.ShapeDtypeStruct((BATCH, x_width), jnp.float32),
-            jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.float32))
-
+# The in-process tests build the model and batch with the very builders `--step` imports.
+BUILDERS = {}
+exec(STEPS, BUILDERS)
+model, batch = BUILDERS["model"], BUILDERS["batch"]
 
 @pytest.fixture(scope="module")
 def plan():
@@ -101,8 +85,9 @@ def plan():
 
 @pytest.fixture(scope="module")
 def report(plan):
-    return plan.cost(model(), batch=batch(), optimizer=keras.optimizers.Adam(1e-3),
-                     loss="mean_squared_error", topology="cpu:8")
+    return plan.cost(model(compiled=False), batch=batch(),
+                     optimizer=keras.optimizers.Adam(1e-3), loss="mean_squared_error",
+                     topology="cpu:8")
 
 
 @pytest.fixture
@@ -120,7 +105,8 @@ def cli(capsys, *args):
 
 
 def test_a_keras_model_s_step_is_costed_from_the_compile_plan_aot_makes(plan, report):
-    compiled = plan.aot(model(), batch=batch(), optimizer=keras.optimizers.Adam(1e-3),
+    compiled = plan.aot(model(compiled=False), batch=batch(),
+                        optimizer=keras.optimizers.Adam(1e-3),
                         loss="mean_squared_error", topology="cpu:8")
     assert report.aot.memory == compiled.memory
     assert 0 < report.lower_s <= report.estimate_s <= report.upper_s
@@ -138,7 +124,7 @@ def test_the_bottleneck_names_the_keras_variable_and_the_plan_rule(report):
 
 def test_a_batch_whose_x_the_model_refuses_is_p826_with_the_model_s_input_shape(plan):
     with pytest.raises(planc.PlanError) as info:
-        plan.cost(model(compiled=True), batch=batch(x_width=WIDTH - 1), topology="cpu:8")
+        plan.cost(model(), batch=batch(x_width=WIDTH - 1), topology="cpu:8")
     (d,) = info.value.diagnostics
     assert d.code == "P826" and f"float32[{BATCH}, {WIDTH - 1}]" in d.message
     assert f"(None, {WIDTH})" in " ".join(d.help)

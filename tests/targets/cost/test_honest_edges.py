@@ -55,6 +55,12 @@ def test_a_loop_of_unknown_trip_count_leaves_the_upper_bound_unknown(within_budg
     assert 0 < sum(share for _, share in report.bottleneck) <= 1 + 1e-9
 
 
+def test_a_loop_of_unknown_length_makes_every_figure_a_labelled_lower_bound():
+    report = converging()
+    assert not report.exact and report.to_dict()["exact"] is False
+    assert [d.code for d in report.diagnostics if d.code == "P814"] == ["P814"]
+
+
 def test_a_budget_met_only_by_a_lower_bound_is_p823_not_fits(within_budget):
     report = within_budget
     [d] = [d for d in report.diagnostics if d.code == "P823"]

@@ -10,6 +10,7 @@ import pytest
 
 import planc
 from conftest import PLANS, ROOT
+from helpers import compile_in_a_fresh_python
 from planc.cli import main
 from planc.fingerprint import fingerprint
 from planc.sources import write_manifest
@@ -446,14 +447,9 @@ def test_the_runtime_runs_in_the_package_for_its_stand_in_plan():
 
 def test_compile_loads_neither_jax_nor_keras(tmp_path):
     # The emitters read the runtime they copy without running it.
-    code = ("import sys, planc.cli\n"
-            "codes = [planc.cli.main(['compile', sys.argv[1], '--target', target, '-o', "
-            "sys.argv[2] + '.' + target]) for target in ('jax', 'keras', 'json')]\n"
-            "print(codes, sorted({m.split('.')[0] for m in sys.modules} "
-            "& {'jax', 'keras', 'numpy'}))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(PLANS / "mlp_data_parallel.kd"),
-                          str(tmp_path / "out")], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[0, 0, 0] []"
+    assert compile_in_a_fresh_python(PLANS / "mlp_data_parallel.kd", tmp_path / "out",
+                                     ("jax", "keras", "json"),
+                                     {"jax", "keras", "numpy"}) == "[0, 0, 0] []"
 
 
 def test_emitted_misfit_message_says_the_layout_does_not_fit(plan_file, tmp_path):
@@ -501,13 +497,19 @@ NAMED_MODEL = [Variable("dense/kernel", (16, 32), "float32", ("embed", "mlp")),
                Variable("other/kernel", (16, 16), "float32", ("embed", None))]
 
 
-def test_flax_leaves_out_with_a_note_a_path_rule_that_restates_the_own_names(
-        plan_file, tmp_path, capsys):
+def flax_rules_with(plan_file, tmp_path, rule):
+    """`compile --target flax` of the axes table and one path rule, for `NAMED_MODEL`."""
     model = tmp_path / "flax.json"
     write_manifest(NAMED_MODEL, model)
-    plan = plan_file(TABLE_ONLY + 'layout {\n  "dense/kernel" -> (fsdp, _)\n}\n')
+    plan = plan_file(TABLE_ONLY + "layout {\n  " + rule + "\n}\n")
     out = tmp_path / "rules.py"
-    assert compile_cli(plan, "--target", "flax", "--model", model, "-o", out) == 0
+    return compile_cli(plan, "--target", "flax", "--model", model, "-o", out), out
+
+
+def test_flax_leaves_out_with_a_note_a_path_rule_that_restates_the_own_names(
+        plan_file, tmp_path, capsys):
+    code, out = flax_rules_with(plan_file, tmp_path, '"dense/kernel" -> (fsdp, _)')
+    assert code == 0
     err = capsys.readouterr().err
     assert err.startswith('note[P143]: rule "dense/kernel" -> (fsdp, _) gives the variable '
                           "it lays out what its own names give") and "plan.kd:8:3" in err
@@ -517,11 +519,8 @@ def test_flax_leaves_out_with_a_note_a_path_rule_that_restates_the_own_names(
 
 def test_flax_refuses_a_path_rule_naming_the_variables_whose_layout_would_change(
         plan_file, tmp_path, capsys):
-    model = tmp_path / "flax.json"
-    write_manifest(NAMED_MODEL, model)
-    plan = plan_file(TABLE_ONLY + 'layout {\n  "other/kernel" -> (_, fsdp)\n}\n')
-    out = tmp_path / "rules.py"
-    assert compile_cli(plan, "--target", "flax", "--model", model, "-o", out) == 1
+    code, out = flax_rules_with(plan_file, tmp_path, '"other/kernel" -> (_, fsdp)')
+    assert code == 1
     err = capsys.readouterr().err
     assert ("error[P311]: flax's logical axis rules cannot say the rule \"other/kernel\" -> "
             "(_, fsdp), and without it 1 variable would be laid out otherwise: "

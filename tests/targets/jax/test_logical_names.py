@@ -2,8 +2,6 @@
 (`plan.shardings` of an NNX state or Linen variables), and activations are constrained by
 names through the same table (`plan.logical_constraint`, `plan.logical_spec`)."""
 
-from pathlib import Path
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -13,15 +11,9 @@ from flax import nnx
 import planc
 from planc.diagnostics import PlanError
 
-TESTS = Path(__file__).parents[2]
 PLAN = ("mesh(fsdp = 4, tp = 2)\nmodel_parallel(batch = fsdp)\n"
         "axes {\n  batch -> fsdp\n  embed -> fsdp\n  mlp -> tp\n  vocab -> tp\n"
         "  q_heads -> tp\n  heads -> tp\n  kv -> _\n  norm -> _\n}\n")
-
-
-@pytest.fixture(autouse=True)
-def _models_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(TESTS))
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import pytest
 
 import planc
 from conftest import PLANS
+from helpers import compile_in_a_fresh_python
 from planc.cli import main
 from planc.variables import Variable
 
@@ -230,14 +231,8 @@ def test_the_runtime_is_the_packages_source_and_reads_only_constants_it_defines(
 
 
 def test_compiling_for_torch_or_hf_imports_no_framework(tmp_path):
-    code = ("import sys, planc.cli\n"
-            "codes = [planc.cli.main(['compile', sys.argv[1], '--target', target, '-o', "
-            "sys.argv[2] + '.' + target]) for target in ('torch', 'hf')]\n"
-            "print(codes, sorted({m.split('.')[0] for m in sys.modules} "
-            "& {'jax', 'keras', 'numpy', 'torch'}))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(PLANS / "hf_llama_tp.kd"),
-                          str(tmp_path / "out")], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[0, 0] []"
+    assert compile_in_a_fresh_python(PLANS / "hf_llama_tp.kd", tmp_path / "out", ("torch", "hf"),
+                                     {"jax", "keras", "numpy", "torch"}) == "[0, 0] []"
 
 
 # -- Keras on the torch backend ----------------------------------------------------------------
