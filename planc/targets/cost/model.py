@@ -43,8 +43,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Term", "Profile", "profile", "op_terms", "terms", "bounds", "moved_bytes", "matmul_term", "hbm_term",
-           "collective_term", "launch_term", "CORE_KINDS"]
+__all__ = ["Term", "Profile", "profile", "op_terms", "terms", "bounds", "moved_bytes",
+           "hbm_term", "collective_term", "launch_term", "CORE_KINDS"]
 
 # The kinds of terms that run on the TensorCore, one after the other.
 CORE_KINDS = ("compute", "memory", "launch")
@@ -88,12 +88,6 @@ def moved_bytes(kind: str, result_bytes: int, group: int | None) -> int:
     if kind == "all-reduce":
         return 2 * result_bytes * (n - 1) // n
     return result_bytes
-
-
-def matmul_term(peak_seconds: float, calibration) -> Term:
-    """Matrix work taking `peak_seconds` at the chip's peak, at its calibrated rate."""
-    return Term("matmul compute", "compute", peak_seconds / calibration.efficiency["matmul"],
-                peak_seconds)
 
 
 def hbm_term(nbytes: float, chip, calibration) -> Term:
