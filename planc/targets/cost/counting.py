@@ -158,7 +158,7 @@ def count(hlo: str) -> Counts:
             for dtype, n in kinds.items():
                 out.matmul_by_dtype[dtype] = out.matmul_by_dtype.get(dtype, 0) + n * times
             cls = _class(module, ins, flops)
-            moved = _moved_by(module, ins, users)
+            moved = _moved(module, ins, users)
             out.hbm_bytes[cls] += moved * times
             # A fusion XLA built around a collective (an all-gather fused with the matmul
             # that reads it, as MaxText's flags ask) runs its matmul on the core: only a
@@ -181,17 +181,6 @@ def _scalar(ins: Instruction) -> bool:
     of their own to start. A scanned step runs thousands of them."""
     found = arrays(ins.shape)
     return bool(found) and all(not dims for _, dims, _ in found)
-
-
-def _moved_by(module: Module, ins: Instruction, users) -> int:
-    """`_moved`, but an async slice moves its slice once: read from HBM, and written
-    there only when its destination is (XLA:TPU's `((operand), slice, context)` tuple
-    often puts the slice in on-chip memory)."""
-    if ins.opcode == "slice-start":
-        parts = hlo_text.tuple_elements(ins.shape)
-        if len(parts) > 1:
-            return hlo_text.shape_bytes(parts[1]) + hlo_text.shape_bytes(parts[1], space=0)
-    return _moved(module, ins, users)
 
 
 def _on_host(module: Module, ins: Instruction) -> bool:
@@ -308,7 +297,13 @@ class _Users:
 
 def _moved(module: Module, ins: Instruction, users: _Users) -> int:
     """HBM bytes `ins` reads (its operands, or the parts of them it reads) and writes
-    (its result, or the part of it updated in place)."""
+    (its result, or the part of it updated in place). An async slice moves its slice
+    once: read from HBM, and written there only when its destination is (XLA:TPU's
+    `((operand), slice, context)` tuple often puts the slice in on-chip memory)."""
+    if ins.opcode == "slice-start":
+        parts = hlo_text.tuple_elements(ins.shape)
+        if len(parts) > 1:
+            return hlo_text.shape_bytes(parts[1]) + hlo_text.shape_bytes(parts[1], space=0)
     if ins.opcode == "custom-call" and _ALLOCATION in ins.attrs:
         return 0  # reserves the buffer a loop fills: nothing read or written yet
     operands = [_shape_of(module, ins.computation, name) or "" for name in ins.operands]
