@@ -12,9 +12,9 @@ The working tree travels to the chip's machine, which is bare but for Python and
 the kit lives in the tree (`.chip/`, ignored by git). `run` installs the wheels with
 `pip install --no-deps --no-index --target` and appends that folder to `PYTHONPATH`: the
 machine's own JAX keeps coming first. `run --rehearse` runs the same steps at the tiny
-sizes without the chip (`PLANC_CHIP` unset), to try the kit on a machine like the chip's
-before booking it. `run` imports only the standard library: it starts before anything
-is installed.
+sizes without the chip (`PLANC_CHIP=cpu`: benchmark 17 measures on the CPU, priced as a
+v5e), to try the kit on a machine like the chip's before booking it. `run` imports
+only the standard library: it starts before anything is installed.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 KIT = ROOT / ".chip"
 BENCHMARKS = ("chip_cost", "chip_load", "chip_search")
-# What the benchmarks import beyond planc's own dependencies: the steps' optimizer, and
-# the checkpoint formats of benchmark 18.
-EXTRA = ("optax", "safetensors", "orbax-checkpoint", "tensorstore")
+# What the benchmarks import beyond planc's own dependencies: the steps' optimizer, the
+# checkpoint formats of benchmark 18, and benchmark 17's keras-hub model.
+EXTRA = ("optax", "safetensors", "orbax-checkpoint", "tensorstore", "keras", "keras-hub")
 # The chip's machine has these with its JAX; a second copy would shadow nothing (the
 # folder comes last on PYTHONPATH), so they are not carried.
 PRESENT = {"jax", "jaxlib", "numpy", "ml-dtypes", "scipy", "opt-einsum", "libtpu",
@@ -53,7 +53,9 @@ def _name(text: str) -> str:
 
 def closure(roots) -> dict[str, str]:
     """`{distribution: version}`: `roots` and everything they require (with the extras
-    they ask for), as installed in this environment, without what the chip's machine has."""
+    they ask for), as installed in this environment, without what the chip's machine has.
+    A requirement not installed here is left out: what the benchmarks run here runs
+    without it (keras-hub's `tensorflow-text`, for its TensorFlow tokenizers)."""
     import importlib.metadata as metadata
 
     from packaging.requirements import Requirement
@@ -67,7 +69,12 @@ def closure(roots) -> dict[str, str]:
         if key in done or key[0] in PRESENT:
             continue
         done.add(key)
-        dist = metadata.distribution(name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            if name in roots:
+                raise
+            continue
         found[key[0]] = dist.version
         for text in dist.requires or []:
             req = Requirement(text)
@@ -112,7 +119,7 @@ def run(args) -> int:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(site)) if p)
     size = "tiny" if args.rehearse else "full"
     if args.rehearse:
-        env.pop("PLANC_CHIP", None)
+        env["PLANC_CHIP"] = "cpu"  # benchmark 17 measures on this CPU, priced as a v5e
     else:
         env["PLANC_CHIP"] = "1"
     failed = []

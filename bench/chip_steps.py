@@ -1,13 +1,15 @@
 """The steps `bench/chip_cost.py` measures on one TPU v5e chip, as `planc cost --step`
-builders: a scanned MLP and a decoder with causal attention, each with and without
-`jax.checkpoint` on its layer, at two sizes. Every builder returns shapes only; the
-sizes fit one v5e's 15.75 GiB (the bench checks each compiled peak).
+builders: a scanned MLP and a decoder with causal attention (`maxtext_step`), at three
+widths each, with and without `jax.checkpoint` on the layer, and between them the
+regimes a cost model must price: batches from memory-bound to compute-bound, Adam and
+plain SGD, float32 and bfloat16 parameters, grouped-query attention and a long sequence.
+Every builder returns shapes only; the sizes fit one v5e's 15.75 GiB (the bench checks
+each compiled peak).
 
     planc cost chip.kd --calibrate v5e.json --step chip_steps:mlp_small --step chip_steps:mlp_large
 
-The MLP is memory-bound at its small batch (the Adam update reads and writes every f32
-weight and both moments for a few hundred tokens' FLOPs) and compute-bound at its large
-one: the pair the bench fits on. `configure("tiny")` swaps in sizes for a smoke run.
+`FIT` names the steps the calibration is fitted on, written before any fit ran; every
+other step only checks it. `configure("tiny")` swaps in sizes for a smoke run.
 """
 
 import jax
@@ -18,44 +20,63 @@ import maxtext_step
 
 PLAN = "plan one_chip\nmesh(data = auto)\ndata_parallel\n"
 
-# name -> (kind, sizes, remat). MLP sizes: width, hidden, layers, tokens; decoder sizes:
-# maxtext_step's shape dict plus the sequence and per-device batch.
+
+def _decoder(emb, heads, mlp, layers, sequence, per_device, kv_heads=None):
+    shape = {"emb": emb, "heads": heads, "kv_heads": kv_heads or heads, "mlp": mlp,
+             "layers": layers, "head_dim": 128, "vocab": 32000}
+    return shape, sequence, per_device
+
+
+# name -> (kind, sizes, options). MLP sizes: width, hidden, layers, tokens; decoder sizes:
+# maxtext_step's shape dict, the sequence and the batch. Options: `remat`, `optimizer`
+# ("adam" or "sgd"), `dtype` (the parameters', "float32" or "bfloat16").
 _FULL = {
-    "mlp": {"small": (2048, 8192, 8, 256), "large": (2048, 8192, 8, 8192)},
-    "decoder": {
-        "small": ({"emb": 1024, "heads": 8, "mlp": 4096, "layers": 8, "head_dim": 128,
-                   "vocab": 32000}, 1024, 8),
-        "large": ({"emb": 2048, "heads": 16, "mlp": 8192, "layers": 4, "head_dim": 128,
-                   "vocab": 32000}, 2048, 1),
-    },
+    # Memory-bound at 256 tokens (the Adam update reads and writes every f32 weight and
+    # both moments for a few hundred tokens' FLOPs), near the ridge at 2,048, compute-bound
+    # at 8,192; and at half and twice the width.
+    "mlp_small": ("mlp", (2048, 8192, 8, 256), {}),
+    "mlp_small_remat": ("mlp", (2048, 8192, 8, 256), {"remat": True}),
+    "mlp_medium": ("mlp", (2048, 8192, 8, 2048), {}),
+    "mlp_large": ("mlp", (2048, 8192, 8, 8192), {}),
+    "mlp_large_remat": ("mlp", (2048, 8192, 8, 8192), {"remat": True}),
+    "mlp_narrow": ("mlp", (1024, 4096, 16, 4096), {}),
+    "mlp_wide": ("mlp", (4096, 16384, 2, 4096), {}),
+    "mlp_small_sgd": ("mlp", (2048, 8192, 8, 256), {"optimizer": "sgd"}),
+    "mlp_large_sgd": ("mlp", (2048, 8192, 8, 8192), {"optimizer": "sgd"}),
+    "mlp_small_bf16": ("mlp", (2048, 8192, 8, 256), {"dtype": "bfloat16"}),
+    "mlp_large_bf16": ("mlp", (2048, 8192, 8, 8192), {"dtype": "bfloat16"}),
+    "decoder_small": ("decoder", _decoder(1024, 8, 4096, 8, 1024, 8), {}),
+    "decoder_small_remat": ("decoder", _decoder(1024, 8, 4096, 8, 1024, 8), {"remat": True}),
+    "decoder_medium": ("decoder", _decoder(1536, 12, 6144, 6, 2048, 1), {}),
+    "decoder_large": ("decoder", _decoder(2048, 16, 8192, 4, 2048, 1), {}),
+    "decoder_large_remat": ("decoder", _decoder(2048, 16, 8192, 4, 2048, 1), {"remat": True}),
+    "decoder_gqa": ("decoder", _decoder(2048, 16, 8192, 4, 2048, 1, kv_heads=4), {}),
+    "decoder_long_remat": ("decoder", _decoder(1024, 8, 4096, 4, 8192, 1), {"remat": True}),
 }
 _TINY = {
-    "mlp": {"small": (256, 1024, 2, 64), "large": (256, 1024, 2, 1024)},
-    "decoder": {
-        "small": ({"emb": 256, "heads": 2, "mlp": 1024, "layers": 2, "head_dim": 128,
-                   "vocab": 1024}, 256, 2),
-        "large": ({"emb": 512, "heads": 4, "mlp": 2048, "layers": 2, "head_dim": 128,
-                   "vocab": 1024}, 512, 2),
-    },
+    name: (kind, (256, 1024, 2, 1024 if "large" in name else 64), options) if kind == "mlp"
+    else (kind, _decoder(256, 2, 1024, 2, 512 if "long" in name else 256, 2,
+                         kv_heads=1 if "gqa" in name else None), options)
+    for name, (kind, _, options) in _FULL.items()
 }
-NAMES = tuple(f"{kind}_{size}{suffix}" for kind in ("mlp", "decoder")
-              for size in ("small", "large") for suffix in ("", "_remat"))
-# What the calibration is fitted on, named before any fit ran: the four steps without
-# remat (the MLP memory-bound at its small batch and compute-bound at its large one, and
-# both decoders), more steps than the figures fitted (matmul, hbm, op_s). Every step with
-# remat, and benchmark 19's searched plan, only check it.
+NAMES = tuple(_FULL)
+# What the calibration is fitted on, named before any fit ran (the first chip run,
+# 2026-12-07, measured these four among its eight): the MLP memory-bound at its small
+# batch and compute-bound at its large one, and both decoders, more steps than the
+# figures fitted (matmul, hbm, op_s). Every other step, and benchmark 19's searched plan,
+# only check it.
 FIT = ("mlp_small", "mlp_large", "decoder_small", "decoder_large")
-_sizes = _FULL
+_steps = _FULL
 
 
 def configure(size: str) -> None:
     """Use the `tiny` sizes (a smoke run) or the `full` ones."""
-    global _sizes
-    _sizes = _TINY if size == "tiny" else _FULL
+    global _steps
+    _steps = _TINY if size == "tiny" else _FULL
 
 
-def _mlp(width, hidden, layers, tokens, remat):
-    optimizer = optax.adam(1e-4)
+def _mlp(width, hidden, layers, tokens, remat=False, optimizer="adam", dtype="float32"):
+    optimizer = optax.sgd(1e-4) if optimizer == "sgd" else optax.adam(1e-4)
     bf16 = jnp.bfloat16
 
     def layer(x, w):
@@ -73,21 +94,20 @@ def _mlp(width, hidden, layers, tokens, remat):
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, value
 
-    params = {"w_in": jax.ShapeDtypeStruct((layers, width, hidden), jnp.float32),
-              "w_out": jax.ShapeDtypeStruct((layers, hidden, width), jnp.float32)}
+    params = {"w_in": jax.ShapeDtypeStruct((layers, width, hidden), dtype),
+              "w_out": jax.ShapeDtypeStruct((layers, hidden, width), dtype)}
     x = jax.ShapeDtypeStruct((tokens, width), jnp.float32)
     return step, params, jax.eval_shape(optimizer.init, params), x
 
 
 def build(name: str):
     """`(step, params, opt_state, batch)` of step `name` (one of `NAMES`)."""
-    kind, size, *rest = name.split("_")
-    remat = bool(rest)
+    kind, sizes, options = _steps[name]
     if kind == "mlp":
-        return _mlp(*_sizes["mlp"][size], remat)
-    sizes, sequence, per_device = _sizes["decoder"][size]
-    return maxtext_step.build(per_device=per_device, devices=1, sizes=sizes, remat=remat,
-                              sequence=sequence)
+        return _mlp(*sizes, **options)
+    shape, sequence, per_device = sizes
+    return maxtext_step.build(per_device=per_device, devices=1, sizes=shape,
+                              remat=options.get("remat", False), sequence=sequence)
 
 
 def analytic_flops(name: str) -> float:
@@ -95,14 +115,14 @@ def analytic_flops(name: str) -> float:
     and the backward's two), the attention's T x T as XLA computes it (masked, whole),
     and under remat the forward again but for each layer's last matmul, whose output the
     backward does not need."""
-    kind, size, *rest = name.split("_")
-    remat = bool(rest)
+    kind, sizes, options = _steps[name]
+    remat = options.get("remat", False)
     if kind == "mlp":
-        width, hidden, layers, tokens = _sizes["mlp"][size]
+        width, hidden, layers, tokens = sizes
         matmul = 2 * tokens * width * hidden
         return layers * (3 * 2 * matmul + (matmul if remat else 0))
-    sizes, sequence, per_device = _sizes["decoder"][size]
-    return maxtext_step.compiled_flops(sizes, per_device, remat=remat, sequence=sequence)
+    shape, sequence, per_device = sizes
+    return maxtext_step.compiled_flops(shape, per_device, remat=remat, sequence=sequence)
 
 
 def _builder(name):

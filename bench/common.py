@@ -234,6 +234,20 @@ class Results:
         print(f"RATIO {name} {value:.4g} {meaning}", flush=True)
 
 
+def keep_program(directory, name: str, hlo: str) -> None:
+    """The optimized HLO a chip ran, as `directory/NAME.hlo.gz` beside the figures, for
+    `bench/chip_fit.py` to explain op by op (mtime 0: the same program, the same bytes)."""
+    import gzip
+
+    if directory is None:
+        return
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / f"{name}.hlo.gz", "wb") as raw, \
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        f.write(hlo.encode())
+
+
 def status(ok: bool) -> str:
     return "pass" if ok else "MISS"
 

@@ -16,9 +16,9 @@ no FLOPs). This step's attention is XLA's (`jax.nn.dot_product_attention`, causa
 FLOPs the HLO shows: the whole T x T, masked.
 
 `build(scale, per_device, devices)` returns `(step, params, opt_state, batch)` with shapes
-only (`jax.ShapeDtypeStruct`): nothing is allocated. `sizes=` (a `shape()` dict),
-`remat=False` and `sequence=` give the same decoder at other sizes, as `bench/chip_cost.py`
-runs it on one chip.
+only (`jax.ShapeDtypeStruct`): nothing is allocated. `sizes=` (a `shape()` dict; a
+`kv_heads` entry gives grouped-query attention), `remat=False` and `sequence=` give the
+same decoder at other sizes, as `bench/chip_cost.py` runs it on one chip.
 """
 
 import math
@@ -60,7 +60,8 @@ def shape(scale: int) -> dict:
 
 def parameters(s: dict) -> int:
     d, hd, f = s["emb"], s["heads"] * s["head_dim"], s["mlp"]
-    return s["layers"] * (4 * d * hd + 3 * d * f + 2 * d) + 2 * d * s["vocab"] + d
+    kv = s.get("kv_heads", s["heads"]) * s["head_dim"]
+    return s["layers"] * (2 * d * hd + 2 * d * kv + 3 * d * f + 2 * d) + 2 * d * s["vocab"] + d
 
 
 def _rms(x, scale):
@@ -80,13 +81,15 @@ def build(scale: int = 32, per_device: int = 4, devices: int = 256, *, sizes=Non
     s = sizes or shape(scale)
     d, h, hd, f, n, v = (s["emb"], s["heads"], s["head_dim"], s["mlp"], s["layers"],
                          s["vocab"])
+    kv = s.get("kv_heads", h)  # grouped-query attention where fewer than the heads
     bf16, f32 = jnp.bfloat16, jnp.float32
 
     def layer(x_in, p):
         b, t, _ = x_in.shape
         w = {k: a.astype(bf16) for k, a in p.items()}
         x = _rms(x_in, p["attn_norm"])
-        q, k, vv = ((x @ w[name]).reshape(b, t, h, hd) for name in ("wq", "wk", "wv"))
+        q = (x @ w["wq"]).reshape(b, t, h, hd)
+        k, vv = ((x @ w[name]).reshape(b, t, kv, hd) for name in ("wk", "wv"))
         att = jax.nn.dot_product_attention(q, k, vv, is_causal=True)
         x_mid = x_in + att.reshape(b, t, h * hd) @ w["wo"]
         x = _rms(x_mid, p["mlp_norm"])
@@ -112,8 +115,8 @@ def build(scale: int = 32, per_device: int = 4, devices: int = 256, *, sizes=Non
 
     params = {
         "embed": jax.ShapeDtypeStruct((v, d), f32),
-        "layers": {"attn_norm": stacked(d), "wq": stacked(d, h * hd), "wk": stacked(d, h * hd),
-                   "wv": stacked(d, h * hd), "wo": stacked(h * hd, d), "mlp_norm": stacked(d),
+        "layers": {"attn_norm": stacked(d), "wq": stacked(d, h * hd), "wk": stacked(d, kv * hd),
+                   "wv": stacked(d, kv * hd), "wo": stacked(h * hd, d), "mlp_norm": stacked(d),
                    "gate": stacked(d, f), "up": stacked(d, f), "down": stacked(f, d)},
         "final_norm": jax.ShapeDtypeStruct((d,), f32),
         "lm_head": jax.ShapeDtypeStruct((d, v), f32),
@@ -147,7 +150,8 @@ def compiled_flops(s: dict, per_device: int, remat: bool = True,
     twice the forward backward; the head forward and backward."""
     bt, t = per_device * sequence, sequence
     d, hhd, f = s["emb"], s["heads"] * s["head_dim"], s["mlp"]
-    weights = 2 * bt * (4 * d * hhd + 3 * d * f)
+    kv = s.get("kv_heads", s["heads"]) * s["head_dim"]
+    weights = 2 * bt * (2 * d * hhd + 2 * d * kv + 3 * d * f)
     attention = 4 * per_device * t * t * hhd
     forward = weights + attention
     recomputed = forward - 2 * bt * d * f if remat else 0
