@@ -10,9 +10,9 @@ slice: the whole torus), is a **torus**: XLA:TPU's collectives over it run along
 one of those rings at once (the compiled program names its strategy: `StrategyND`, two
 colours, over 16,16), two links' worth per dimension. Any other axis over several
 dimensions is **split** and lies as a snake, one link's worth: part of several
-dimensions (JAX's `allow_split_physical_axes`), or dimensions too short to close (on
-`v5e:2x4` XLA's all-reduce over all 8 chips is a one-colour ring). An axis that spans
-slices crosses the **DCN**. `cpu:N` has no coordinates: every axis is priced as a line.
+dimensions (JAX's `allow_split_physical_axes`), or dimensions too short to close (all
+of `v5e:2x4`). An axis that spans slices crosses the **DCN**. `cpu:N` has no
+coordinates: every axis is priced as a line.
 
 Where the compiled program records the algorithm XLA:TPU chose for a collective
 (`planc.targets.cost.counting.Algorithm`), its links come from that record instead
