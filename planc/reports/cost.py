@@ -58,6 +58,8 @@ def render_text(report) -> str:
         width = max(len(t.name) for t in collective_terms)
         for t in collective_terms:
             links = "DCN" if t.links == "dcn" else f"{t.links} link{'s' if t.links != 1 else ''}"
+            if t.algorithm:
+                links += f", {t.algorithm}"
             lines.append(f"  {t.name:<{width}}  {t.collective.count:>5} x  "
                          f"{human_bytes(t.sent):>10}  {seconds_text(t.seconds):>9}  ({links})")
     lines += ["", "bottleneck (share of the upper bound)" if report.upper_s is not None

@@ -34,7 +34,7 @@ import re
 from planc.targets.aot import hlo as hlo_text
 from planc.targets.aot.hlo import Instruction, shape_bytes, tuple_elements
 
-__all__ = ["Collective", "collectives", "KINDS"]
+__all__ = ["Collective", "collectives", "KINDS", "kind_of", "is_reduce_scatter_fusion"]
 
 KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
 
@@ -52,7 +52,8 @@ class Collective:
     permute, whose pairs are not groups); `partial` says a group spans only part of its
     axes."""
 
-    __slots__ = ("kind", "axes", "count", "bytes", "group_size", "partial", "shapes")
+    __slots__ = ("kind", "axes", "count", "bytes", "group_size", "partial", "shapes",
+                 "channels")
 
     def __init__(self, kind, axes, count, nbytes, group_size, partial=False):
         self.kind = kind
@@ -62,6 +63,9 @@ class Collective:
         self.group_size = group_size
         self.partial = partial
         self.shapes: dict[tuple, int] = {}  # result dims -> bytes moved with that result
+        # channel id -> bytes of the collective's instructions on that channel, per step:
+        # what the cost model finds each one's recorded algorithm by
+        self.channels: dict[str, int] = {}
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "axes": None if self.axes is None else list(self.axes),
@@ -117,7 +121,7 @@ def collectives(hlo: str, mesh_shape, axis_names, *, slice_positions=None,
             axes, size = _axes(ins, mesh_shape, axis_names, slice_positions)
             groups[key] = [kind, axes, size, times, nbytes, dims]
     merged: dict[tuple, Collective] = {}
-    for kind, axes, size, times, nbytes, dims in groups.values():
+    for key, (kind, axes, size, times, nbytes, dims) in groups.items():
         k = (kind, axes, size)
         c = merged.get(k)
         if c is None:
@@ -128,6 +132,8 @@ def collectives(hlo: str, mesh_shape, axis_names, *, slice_positions=None,
         c.bytes += times * nbytes
         if dims:
             c.shapes[dims] = c.shapes.get(dims, 0) + times * nbytes
+        if len(key) == 2 and key[0] != "dcn":
+            c.channels[key[1]] = c.channels.get(key[1], 0) + times * nbytes
     order = {n: i for i, n in enumerate(axis_names)}
     return sorted(merged.values(), key=lambda c: (
         KINDS.index(c.kind), c.axes is None,
@@ -162,18 +168,33 @@ def _full_size(axes, names, shape) -> int:
     return math.prod(sizes[a] for a in axes)
 
 
+def kind_of(opcode: str) -> str | None:
+    """The kind (`KINDS`) of a collective's opcode (`all-gather-start` is an all-gather),
+    or None for any other opcode."""
+    return _OPCODES.get(opcode)
+
+
+def is_reduce_scatter_fusion(ins: Instruction) -> str | None:
+    """The computation a fusion calls when it is XLA:TPU's reduce-scatter (a fusion around
+    an all-reduce), else None."""
+    if ins.opcode != "fusion":
+        return None
+    callee = re.search(r"\bcalls=%?([\w.\-]+)", ins.attrs)
+    if callee and (callee.group(1).startswith("all-reduce-scatter")
+                   or "AllReduceScatterFusion" in ins.attrs):
+        return callee.group(1)
+    return None
+
+
 def _reduce_scatter_fusions(computations) -> dict[str, tuple[int, tuple]]:
     """XLA:TPU's reduce-scatter fusions: {called computation: (the fusion's result bytes,
     its dims)}."""
     out = {}
     for instructions in computations.values():
         for ins in instructions:
-            if ins.opcode != "fusion":
-                continue
-            callee = re.search(r"\bcalls=%?([\w.\-]+)", ins.attrs)
-            if callee and (callee.group(1).startswith("all-reduce-scatter")
-                           or "AllReduceScatterFusion" in ins.attrs):
-                out[callee.group(1)] = (shape_bytes(ins.shape), _dims(ins.shape))
+            callee = is_reduce_scatter_fusion(ins)
+            if callee:
+                out[callee] = (shape_bytes(ins.shape), _dims(ins.shape))
     return out
 
 

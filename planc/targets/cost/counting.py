@@ -35,6 +35,15 @@ lower bound that says so (`Counts.exact`).
   its `-start` carries the bytes, its `-done` only waits. The ops XLA's schedule runs
   between a collective's start and its done are `under` it: what the collective can
   hide behind.
+- **Algorithms** (`Counts.algorithms`): XLA:TPU writes the algorithm it chose for a
+  collective into the instruction's `backend_config`, as `collective_algorithm_config`:
+  its `emitter`, its `strategy` and a `debug` text that counts the strategy's `colors`
+  (rings run at once) and `phases` (one per torus dimension it runs along), e.g.
+  `{"emitter":"RotatedPincerEmitter","strategy":"StrategyND","debug":"StrategyND{colors:2
+  phases:2 cores:{16 16},{16 16} ...}"}`. `Algorithm` keeps what the model prices links
+  from, per kind and channel (the id an asynchronous collective's clones share), as
+  `planc.targets.aot.collectives` groups the collectives; XLA:CPU writes
+  none, and XLA:TPU none for all-gathers, all-to-alls and permutes (no strategy).
 """
 
 from __future__ import annotations
@@ -44,9 +53,10 @@ import re
 from dataclasses import dataclass
 
 from planc.targets.aot import hlo as hlo_text
+from planc.targets.aot.collectives import is_reduce_scatter_fusion, kind_of
 from planc.targets.aot.hlo import Instruction, Module, arrays
 
-__all__ = ["Counts", "Op", "count", "CLASSES"]
+__all__ = ["Algorithm", "Counts", "Op", "algorithm", "count", "CLASSES"]
 
 CLASSES = ("matmul", "elementwise", "custom", "collective")
 
@@ -74,6 +84,73 @@ _REDUCING = {"reduce", "reduce-window", "select-and-scatter", "scatter"}
 _CONTRACTING = re.compile(r"\blhs_contracting_dims=\{([\d,]*)\}")
 _DIM_LABELS = re.compile(r"\bdim_labels=(\w+)_(\w+)->(\w+)")
 _PRECISION = re.compile(r"\boperand_precision=\{(\w+)")
+_ALGORITHM = re.compile(r'"collective_algorithm_config":\{"emitter":"(\w*)"'
+                        r'(?:,"strategy":"(\w*)")?(?:,"debug":"((?:[^"\\]|\\.)*)")?')
+_CHANNEL = re.compile(r"\bchannel_id=(\d+)")
+
+
+@dataclass(slots=True, frozen=True)
+class Algorithm:
+    """The algorithm XLA:TPU chose for one collective, as its `backend_config` records it:
+    its `emitter` (`RotatedPincerEmitter`, `1DAllGatherNonMajorDim`, ...), its `strategy`
+    (`StrategyRing`, `StrategyND`, `UniDirection1DRingStrategy`,
+    `UniDirectionNDRingStrategy`; None when the record names none), and from the
+    strategy's debug text its `colors`, the rings it runs at once, and `phases`, the torus
+    dimensions each ring runs along one after the other (None where not written).
+
+    >>> a = algorithm('backend_config={"collective_algorithm_config":{"emitter":'
+    ...     '"RotatedPincerEmitter","strategy":"StrategyND","debug":"\\nStrategyND{colors:2 '
+    ...     'phases:2 cores:{16 16},{16 16} nophase0:0}"}}')
+    >>> a.strategy, a.colors, a.phases, a.one_way, a.directions
+    ('StrategyND', 2, 2, False, 4)
+    """
+
+    emitter: str
+    strategy: str | None
+    colors: int | None
+    phases: int | None
+
+    @property
+    def one_way(self) -> bool:
+        """Whether each colour is a ring in one direction (`UniDirection*` strategies);
+        otherwise a pincer drives each colour's ring both ways: on `v5e:2x4` the same
+        all-reduce over 8 chips is `StrategyRing` of one colour at 16 KiB and
+        `UniDirection1DRingStrategy` of two at 64 MiB."""
+        return (self.strategy or "").startswith("UniDirection")
+
+    @property
+    def directions(self) -> int | None:
+        """The ring directions the algorithm drives at once: what it asks of the links,
+        in links' worth (one link, one direction). None: the record does not say."""
+        if self.colors is None:
+            return None
+        return self.colors * (1 if self.one_way else 2)
+
+    @property
+    def nd(self) -> bool:
+        """Whether its rings run along several torus dimensions, one per phase."""
+        return (self.phases or 1) > 1
+
+    def __str__(self) -> str:
+        if self.colors is None:
+            return self.strategy or self.emitter
+        return f"{self.strategy} colors:{self.colors} phases:{self.phases}"
+
+
+def algorithm(attrs: str) -> Algorithm | None:
+    """The `Algorithm` recorded in an instruction's attributes (its `backend_config`), or
+    None where there is none (XLA:CPU, or an instruction no collective is emitted for)."""
+    found = _ALGORITHM.search(attrs)
+    if found is None:
+        return None
+    emitter, strategy, debug = found.group(1), found.group(2), found.group(3) or ""
+    colors = phases = None
+    # The debug text names the strategy's class, then its figures: `StrategyRing{colors:1
+    # phases:1 cores:{8} ...}`; the first entry is the one the emitter runs.
+    counted = re.search(r"\b\w*\{colors:(\d+) phases:(\d+)", debug)
+    if counted:
+        colors, phases = int(counted.group(1)), int(counted.group(2))
+    return Algorithm(emitter, strategy or None, colors, phases)
 
 
 @dataclass(slots=True)
@@ -91,17 +168,20 @@ class Op:
     hbm_bytes: int
     times: int
     under: bool = False  # runs while a collective is in flight: it can hide it
+    algorithm: Algorithm | None = None  # a collective's, where XLA recorded it
 
 
 class Counts:
     """Per device, per step: `ops` (`Op`s), `flops` and `hbm_bytes` by class (`CLASSES`), `matmul_by_dtype`
     (FLOPs by operand type, for the chip's peak), `host_bytes` and `host_calls` (what
     crosses to and from pinned host memory, and the computations XLA runs on the host:
-    neither is priced), and `exact` (False: a loop's trip count was unknown and counted
-    once: every figure is a lower bound; `unknown_loops` names them)."""
+    neither is priced), `exact` (False: a loop's trip count was unknown and counted
+    once: every figure is a lower bound; `unknown_loops` names them), and `algorithms`
+    ({(kind, channel id): `Algorithm`}: what XLA chose for each collective that records
+    it, keyed as `planc.targets.aot.collectives` groups them)."""
 
     __slots__ = ("ops", "flops", "hbm_bytes", "matmul_by_dtype", "host_bytes", "host_calls",
-                 "exact", "unknown_loops")
+                 "exact", "unknown_loops", "algorithms")
 
     def __init__(self):
         self.ops: list[Op] = []
@@ -112,6 +192,7 @@ class Counts:
         self.host_calls = 0
         self.exact = True
         self.unknown_loops: tuple[str, ...] = ()
+        self.algorithms: dict[tuple[str, str], Algorithm] = {}
 
     @property
     def total_flops(self) -> int:
@@ -130,6 +211,7 @@ def count(hlo: str) -> Counts:
     users = _Users(module)
     out = Counts()
     out.exact, out.unknown_loops = runs.exact, runs.unknown_loops
+    out.algorithms = _algorithms(module)
     for name, instrs in module.computations.items():
         times = runs.times.get(name, 0)
         if not times or name in fused:
@@ -170,8 +252,44 @@ def count(hlo: str) -> Counts:
             # The ops the schedule runs while a collective is in flight, and a fusion
             # with a collective inside, can hide that collective's time.
             under = bool(in_flight) or _is_collective_fusion(module, ins)
+            channel = _channel(module, ins)
             out.ops.append(Op(ins.name, ins.opcode, where, kinds, moved, times,
-                              under and where == "core"))
+                              under and where == "core",
+                              out.algorithms.get(channel) if channel else None))
+    return out
+
+
+def _channel(module: Module, ins: Instruction) -> tuple[str, str] | None:
+    """(kind, channel id) of a collective, as `planc.targets.aot.collectives` groups them,
+    or of the collective a fusion holds (XLA:TPU's reduce-scatter is a fusion around an
+    all-reduce); None for any other instruction."""
+    kind = kind_of(ins.opcode)
+    if kind is not None:
+        found = _CHANNEL.search(ins.attrs)
+        return (kind, found.group(1)) if found else None
+    if _is_collective_fusion(module, ins):
+        callee = dict(ins.calls()).get("calls")
+        for inner in module.computations.get(callee, ()):
+            key = _channel(module, inner)
+            if key is not None:
+                return ("reduce-scatter", key[1]) if is_reduce_scatter_fusion(ins) else key
+    return None
+
+
+def _algorithms(module: Module) -> dict[tuple[str, str], Algorithm]:
+    """{(kind, channel id): `Algorithm`} of the module's collectives. XLA:TPU clones an
+    asynchronous collective (its start, its done, a fusion that overlaps it) and writes
+    the record on one of the clones, or on the fusion around a reduce-scatter: any clone
+    with a record speaks for the channel."""
+    out: dict[tuple[str, str], Algorithm] = {}
+    for instrs in module.computations.values():
+        for ins in instrs:
+            if "collective_algorithm_config" not in ins.attrs:
+                continue
+            key = _channel(module, ins)
+            found = algorithm(ins.attrs) if key else None
+            if found is not None and (key not in out or out[key].colors is None):
+                out[key] = found
     return out
 
 

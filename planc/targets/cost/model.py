@@ -16,7 +16,8 @@ and collectives over the links. So, per device and per step (`Counts.ops`):
   copies` (beside the core), and one term per collective kind and mesh axes: the bytes
   each device sends, by the algorithm (ring all-gather and reduce-scatter (n-1)/n of the
   full array, all-reduce 2(n-1)/n, all-to-all (n-1)/n, a permute its buffer), over the
-  links the axes hold (`planc.targets.cost.links`) or the DCN.
+  links the algorithm XLA recorded for it uses (`planc.targets.cost.links.recorded_links`),
+  else the links the axes hold (`planc.targets.cost.links`), or the DCN.
 
 `lower_s`: the largest single term at the chip's peaks: all the step's matrix FLOPs,
 or all its HBM bytes, or the DMA copies, or one collective alone: no step runs faster,
@@ -44,7 +45,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Term", "Profile", "profile", "op_terms", "terms", "bounds", "moved_bytes",
-           "hbm_term", "collective_term", "launch_term", "CORE_KINDS"]
+           "hbm_term", "collective_term", "launch_term", "links_recorded", "placed_links",
+           "CORE_KINDS"]
 
 # The kinds of terms that run on the TensorCore, one after the other.
 CORE_KINDS = ("compute", "memory", "launch")
@@ -58,10 +60,10 @@ class Term:
     collective, the `collective` it prices, with `variables` and `rules` behind it."""
 
     __slots__ = ("name", "kind", "seconds", "peak_seconds", "serial_seconds", "ops",
-                 "collective", "variables", "rules", "links", "sent")
+                 "collective", "variables", "rules", "links", "sent", "algorithm")
 
     def __init__(self, name, kind, seconds, peak_seconds, collective=None, variables=(),
-                 rules=(), links=None, sent=0, serial_seconds=None, ops=0):
+                 rules=(), links=None, sent=0, serial_seconds=None, ops=0, algorithm=None):
         self.name = name
         self.kind = kind
         self.seconds = seconds
@@ -73,6 +75,8 @@ class Term:
         self.rules = tuple(rules)
         self.links = links
         self.sent = sent  # a collective's bytes sent by one device (`moved_bytes`)
+        # the algorithms XLA recorded that `links` comes from; None: the axes' placement
+        self.algorithm = algorithm
 
 
 def moved_bytes(kind: str, result_bytes: int, group: int | None) -> int:
@@ -177,19 +181,50 @@ def op_terms(step: Profile, calibration) -> list[Term]:
 
 
 def collective_term(name: str, sent: float, where, chip, calibration,
-                    collective=None) -> Term:
+                    collective=None, links=None, algorithm=None) -> Term:
     """`sent` bytes from each device over axes lying as `where` (their `AxisPlacement`s):
-    the DCN if any spans slices, else the links of the one axis (a line of one link for
-    several axes, or none)."""
+    the DCN if any spans slices, else `links` where the recorded `algorithm` gives them,
+    else the links of the one axis (a line of one link for several axes, or none)."""
     eff = calibration.efficiency
     if any(p.kind == "dcn" for p in where):
-        rate, efficiency, links = chip.dcn_bytes_per_s, eff["dcn"], "dcn"
+        rate, efficiency, links, algorithm = chip.dcn_bytes_per_s, eff["dcn"], "dcn", None
     else:
-        count = where[0].links if len(where) == 1 else 1
+        count = links if links is not None else placed_links(where)
         rate, efficiency, links = chip.ici_link_bytes_per_s * count, eff["ici"], count
     peak = sent / rate
     return Term(name, "collective", peak / efficiency, peak, collective=collective,
-                links=links, sent=int(sent))
+                links=links, sent=int(sent), algorithm=algorithm)
+
+
+def placed_links(where) -> int:
+    """The links a collective over axes lying as `where` uses by their placement alone:
+    the one axis's, or a line of one link for several axes, or none."""
+    return where[0].links if len(where) == 1 else 1
+
+
+def links_recorded(collective, algorithms, where, chip):
+    """(links, the algorithms' names) of `collective` from the algorithms XLA recorded
+    for its channels (`Counts.algorithms`), or (None, None) where none is recorded. A
+    collective whose channels ran different algorithms (a small all-reduce on one
+    colour, a large one on two) takes the links that give the time of them all, each
+    channel by its bytes; a channel without a record by its axes' placement."""
+    from planc.targets.cost.links import recorded_links
+
+    found, per_link, total = set(), 0.0, 0
+    for channel, nbytes in sorted(collective.channels.items()):
+        algorithm = algorithms.get((collective.kind, channel))
+        links = recorded_links(algorithm, where, chip.ici_links)
+        if links is None:
+            links = placed_links(where)
+        else:
+            found.add(str(algorithm))
+        per_link += nbytes / links
+        total += nbytes
+    if not found or not per_link:
+        return None, None
+    links = total / per_link
+    return (round(links) if abs(links - round(links)) < 1e-9 else round(links, 3),
+            "; ".join(sorted(found)))
 
 
 def terms(counts, collectives, chip, calibration, placements) -> list[Term]:
@@ -199,10 +234,12 @@ def terms(counts, collectives, chip, calibration, placements) -> list[Term]:
     for c in collectives:
         axes = c.axes or ()
         over = "(" + ", ".join(axes) + ")" if len(axes) > 1 else (axes[0] if axes else "?")
+        where = [placements[a] for a in axes if a in placements]
+        links, algorithm = links_recorded(c, counts.algorithms, where, chip)
         out.append(collective_term(f"{c.kind} over {over}",
-                                   moved_bytes(c.kind, c.bytes, c.group_size),
-                                   [placements[a] for a in axes if a in placements], chip,
-                                   calibration, collective=c))
+                                   moved_bytes(c.kind, c.bytes, c.group_size), where, chip,
+                                   calibration, collective=c, links=links,
+                                   algorithm=algorithm))
     return out
 
 

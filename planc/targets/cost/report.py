@@ -16,7 +16,10 @@ JSON form, schema `planc.cost/1`:
       "host": {"bytes": ..., "calls": ...},  # to and from pinned host memory, and work run
                                          # on the host: not in the times (P821)
       "collectives": [{"kind": "all-gather", "axes": ["fsdp"], "count": 12, "bytes": ...,
-                       "time_s": ..., "links": 2}, ...],  # bytes: what one device sends
+                       "time_s": ..., "links": 2,  # bytes: what one device sends
+                       "algorithm": "StrategyND colors:2 phases:2" | null}, ...],
+                                         # algorithm: what XLA recorded, that the links
+                                         # come from; null: from the axes' placement
       "axes": [{"axis": "fsdp", "kind": "ring", "physical_dims": [0], "links": 2}, ...],
       "bottleneck": [{"term": "all-gather over fsdp", "share": 0.41, "seconds": ...,
                       "variables": [...], "rules": [...]}, ...],  # share: of the terms' sum
@@ -112,7 +115,8 @@ class CostReport(Diagnosed):
             "collectives": [{"kind": t.collective.kind,
                              "axes": list(t.collective.axes or ()),
                              "count": t.collective.count,
-                             "bytes": t.sent, "time_s": t.seconds, "links": t.links}
+                             "bytes": t.sent, "time_s": t.seconds, "links": t.links,
+                             "algorithm": t.algorithm}
                             for t in self.terms if t.collective is not None],
             "axes": [p.to_dict() for p in self.placements.values()],
             "bottleneck": [{"term": t.name, "share": round(share, 6), "seconds": t.seconds,

@@ -52,6 +52,12 @@ def test_matmul_flops_count_every_trip_of_the_scan(report):
     assert report.exact
 
 
+def test_on_cpu_no_algorithm_is_recorded_and_each_collective_is_priced_as_a_line(report):
+    # XLA:CPU writes no collective_algorithm_config: the placement's one link prices it
+    rows = report.to_dict()["collectives"]
+    assert rows and all(c["algorithm"] is None and c["links"] == 1 for c in rows)
+
+
 def test_the_bounds_hold_the_estimate_between_them(report):
     assert 0 < report.lower_s <= report.estimate_s <= report.upper_s
     doc = report.to_dict()

@@ -29,6 +29,20 @@ def test_each_axis_lies_on_the_torus_as_the_topology_places_it(report):
     assert set(kinds) == {"fsdp", "tp"} and set(kinds.values()) <= {"ring", "line", "torus", "split"}
 
 
+def test_a_collective_is_priced_over_the_links_of_the_algorithm_xla_recorded_for_it(report):
+    # fsdp = 4 holds a 2x2 block of v5e:2x4: XLA reduce-scatters around its cycle, both
+    # ways (a pincer of one colour), where the placement alone gave a snake of one link.
+    # Its all-gathers record no colours, and keep the placement's link.
+    found = {t.collective.kind: t for t in report.terms
+             if t.collective is not None and t.collective.axes == ("fsdp",)}
+    scatter, gather = found["reduce-scatter"], found["all-gather"]
+    assert scatter.algorithm and scatter.links == 2  # JAX 0.10.2: StrategyRing colors:1
+    assert gather.algorithm is None and gather.links == 1
+    [row] = [c for c in report.to_dict()["collectives"]
+             if c["kind"] == "reduce-scatter" and c["axes"] == ["fsdp"]]
+    assert row["algorithm"] == scatter.algorithm
+
+
 def test_a_one_chip_topology_is_costed_like_any_other():
     plan = planc.loads("mesh(data = 1)  data_parallel")
     report = plan.cost(scanned_step, PARAMS, {}, BATCH_SHAPE, topology="v5e:1x1")

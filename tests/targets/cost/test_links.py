@@ -29,8 +29,9 @@ def test_an_axis_holding_a_whole_plane_of_rings_uses_all_four_links():
 
 
 def test_an_axis_holding_dimensions_too_short_to_close_is_a_snake_of_one_link():
-    # on v5e:2x4 XLA's compiled all-reduce over all 8 chips is a one-colour ring; the
-    # axis splits no physical axis, so lint says nothing of it (no P816)
+    # by its placement alone (a collective whose algorithm XLA records is priced from
+    # that: test_algorithms.py); the axis splits no physical axis, so lint says nothing
+    # of it (no P816)
     kinds, split = placed("v5e:2x4", fsdp=8)
     assert kinds == {"fsdp": ("split", (0, 1), 1)} and split == {}
 
