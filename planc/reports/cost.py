@@ -39,7 +39,8 @@ def render_text(report) -> str:
              f"time per step   lower {seconds_text(report.lower_s)}  estimate "
              f"{seconds_text(report.estimate_s)}  upper "
              + (seconds_text(report.upper_s) if report.upper_s is not None else
-                "unknown (a loop's trip count is unknown)"),
+                "unknown (a loop's trip count is unknown)" if not report.exact else
+                f"unknown ({len(c.unestimated)} op(s) XLA:TPU could not estimate)"),
              "calibration     " + (f"{report.calibration.file} ({report.calibration.chip})"
                                     if report.calibration.file else
                                     "none: the chip's peak rates, nothing overlapped"),

@@ -165,6 +165,13 @@ ENTRIES = {
         why='A budget reported as met by a figure that only bounds the step from below would pass a plan that may run slower than it promises.',
         example='`budget(step = 1 s)` for a step with a `jax.lax.while_loop` that ends when a value converges',
         fix='Give the loop a fixed length (`jax.lax.scan`, or `fori_loop` with constant bounds) so planc counts it, or measure the step on the chip.'),
+    'P824': dict(
+        severity='warning',
+        title='an op whose time XLA:TPU could not estimate',
+        what="`planc cost`: XLA:TPU's own cost model records no estimate for an op of the compiled step (its `estimated_cycles` is the largest int64); planc prices it by its bytes and FLOPs like any other, which may be far below its time, so `upper_s` is unknown and a `budget(step)` the estimate is within is not reported as met",
+        why='On a v5e such ops ran eight times longer than their bytes allow: a causal softmax over 8,192 tokens that XLA made into a reduce-window took 1.7 s of a 1.9 s step priced at 0.23 s. A figure presented as a bound must be one.',
+        example='a decoder step under `jax.checkpoint` with `jax.nn.dot_product_attention(..., is_causal=True)` over 8,192-token sequences',
+        fix="Measure the step on the chip; for long sequences use a fused attention kernel (Pallas splash or flash attention) rather than XLA's whole T x T softmax."),
     'P826': dict(
         severity='error',
         title="a batch that does not fit the Keras model",

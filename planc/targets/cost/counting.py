@@ -176,12 +176,14 @@ class Counts:
     (FLOPs by operand type, for the chip's peak), `host_bytes` and `host_calls` (what
     crosses to and from pinned host memory, and the computations XLA runs on the host:
     neither is priced), `exact` (False: a loop's trip count was unknown and counted
-    once: every figure is a lower bound; `unknown_loops` names them), and `algorithms`
+    once: every figure is a lower bound; `unknown_loops` names them), `algorithms`
     ({(kind, channel id): `Algorithm`}: what XLA chose for each collective that records
-    it, keyed as `planc.targets.aot.collectives` groups them)."""
+    it, keyed as `planc.targets.aot.collectives` groups them), and `unestimated` (the ops
+    XLA:TPU's own cost model gave up on, each as `name: what it computes (its source)`:
+    priced by their bytes and FLOPs like any other, which may be far below their time)."""
 
     __slots__ = ("ops", "flops", "hbm_bytes", "matmul_by_dtype", "host_bytes", "host_calls",
-                 "exact", "unknown_loops", "algorithms")
+                 "exact", "unknown_loops", "algorithms", "unestimated")
 
     def __init__(self):
         self.ops: list[Op] = []
@@ -193,6 +195,7 @@ class Counts:
         self.exact = True
         self.unknown_loops: tuple[str, ...] = ()
         self.algorithms: dict[tuple[str, str], Algorithm] = {}
+        self.unestimated: tuple[str, ...] = ()
 
     @property
     def total_flops(self) -> int:
@@ -256,7 +259,47 @@ def count(hlo: str) -> Counts:
             out.ops.append(Op(ins.name, ins.opcode, where, kinds, moved, times,
                               under and where == "core",
                               out.algorithms.get(channel) if channel else None))
+            if where == "core" and _unestimated(ins):
+                out.unestimated += (_described(module, ins),)
     return out
+
+
+# XLA:TPU records its own cycle estimate in each op's backend_config, and the largest
+# int64 where its cost model has none. On a v5e (benchmark 17, 2026-12-07) the only such
+# ops were two reduce-windows XLA made of a causal softmax's row max at 8,192 tokens: they
+# took 1.7 s of a 1.9 s step whose bytes and FLOPs come to 0.23 s. Such an op is not
+# priced by a guess: the report says its time is not known.
+_ESTIMATED_CYCLES = re.compile(r'"estimated_cycles":"(\d+)"')
+_NO_ESTIMATE = 2**63 - 1
+
+
+def _unestimated(ins: Instruction) -> bool:
+    found = _ESTIMATED_CYCLES.search(ins.attrs)
+    return found is not None and int(found.group(1)) >= _NO_ESTIMATE
+
+
+# What an unestimated fusion computes, said by its ops that are neither data movement nor
+# elementwise: `reduce-window`, `reduce`, `sort`, `scatter`...
+_PLAIN = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "broadcast",
+          "reshape", "transpose", "copy", "convert", "slice", "concatenate", "iota", "select",
+          "compare", "add", "subtract", "multiply", "divide", "maximum", "minimum",
+          "exponential", "log", "negate", "abs", "fusion", "dynamic-slice",
+          "dynamic-update-slice", "pad"}
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+def _described(module: Module, ins: Instruction) -> str:
+    """`name: what it computes (its source)`, as a diagnostic names an op."""
+    callee = dict(ins.calls()).get("calls")
+    inner = module.computations.get(callee, ()) if callee else (ins,)
+    what = []
+    for i in inner:
+        if i.opcode not in _PLAIN and i.opcode not in what:
+            window = re.search(r"window=\{size=([\dx]+)", i.attrs)
+            what.append(i.opcode + (f" (window {window.group(1)})" if window else ""))
+    source = _OP_NAME.search(ins.attrs)
+    return (f"{ins.name}: {', '.join(what) or ins.opcode}"
+            + (f" ({source.group(1)})" if source else ""))
 
 
 def _channel(module: Module, ins: Instruction) -> tuple[str, str] | None:

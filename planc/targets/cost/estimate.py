@@ -4,9 +4,10 @@ compile: no second trace, lower or compile.
 The chip is the topology's (`TPU v5 lite` is the table's `v5e`); a `cpu:N` compile has
 none, and is priced as `chip=` (default `v5e`), one chip per device, its figures marked
 an estimate. Diagnostics: P812 (a calibration file for another chip, or malformed), P813
-(the estimate exceeds `budget(step)`), P823 (a budget met only by a lower bound), P814 (a loop whose trip count is unknown: every
-figure a lower bound), P815 (no chip to price the step on), P821 (transfers to and from
-host memory, and work XLA runs on the host: not priced).
+(the estimate exceeds `budget(step)`), P823 (a budget met only by a lower bound), P814 (a
+loop whose trip count is unknown: every figure a lower bound), P824 (an op XLA:TPU could
+not estimate: the upper bound unknown), P815 (no chip to price the step on), P821
+(transfers to and from host memory, and work XLA runs on the host: not priced).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None 
                     "times are lower bounds", ir.anchor,
             help="a `jax.lax.scan` or `fori_loop` with a fixed length is read exactly; "
                  "a `while_loop` whose end depends on values is not"))
+    if counts.unestimated:
+        diagnostics.append(_unestimated(ir, counts, budget, estimate))
     if counts.host_bytes or counts.host_calls:
         diagnostics.append(_host_unpriced(ir, counts))
     if budget is not None and estimate > budget:
@@ -65,6 +68,19 @@ def cost_of(ir, aot_report, *, calibration: str | None = None, chip: str | None 
         counts=counts, terms=all_terms, placements=placements, calibration=cal,
         budget_step=budget, aot=aot_report, diagnostics=tuple(diagnostics),
         sources=aot_report.sources)
+
+
+def _unestimated(ir, counts, budget, estimate):
+    ops = counts.unestimated
+    met = (f"; `budget(step = {seconds_text(budget)})` is not known to be met"
+           if budget is not None and estimate <= budget else "")
+    return warning(
+        "P824", f"XLA:TPU could not estimate {len(ops)} op(s) of the step ({ops[0]}"
+                + (f", and {len(ops) - 1} more" if len(ops) > 1 else "")
+                + "); planc prices them by their bytes and FLOPs, which may be far below "
+                  f"their time, so the step's upper bound is unknown{met}", ir.anchor,
+        help="measure the step on the chip; for a long sequence's attention, a fused "
+             "kernel (Pallas splash or flash attention) avoids XLA's whole T x T softmax")
 
 
 def _host_unpriced(ir, counts):

@@ -8,9 +8,12 @@ JSON form, schema `planc.cost/1`:
       "plan": "mlp", "topology": "v5e:2x4", "chip": "v5e", "devices": 8,
       "estimate": false,                 # true for cpu:N, priced as `chip`
       "exact": true,                     # false: a loop's trip count is unknown (lower bounds)
-      "time": {"lower_s": ..., "upper_s": ..., "estimate_s": ...},  # upper_s null when not exact
+      "time": {"lower_s": ..., "upper_s": ..., "estimate_s": ...},  # upper_s null when not
+                                         # exact, or an op is unestimated
       "mfu": 0.41,                       # FLOPs / (estimate_s x the chip's bf16 peak)
       "flops": {"total": ..., "matmul": ..., "elementwise": ..., "custom": ...},
+      "unestimated": ["fusion.500: reduce-window (window 1x1x16383), reduce (...)", ...],
+                                         # ops XLA:TPU's cost model gave up on (P824)
       "hbm_bytes": ...,                  # what one device reads and writes in HBM
       "hbm_bytes_by_class": {"matmul": ..., "elementwise": ..., "custom": ..., "collective": ...},
       "host": {"bytes": ..., "calls": ...},  # to and from pinned host memory, and work run
@@ -25,7 +28,7 @@ JSON form, schema `planc.cost/1`:
                       "variables": [...], "rules": [...]}, ...],  # share: of the terms' sum
       "calibration": null | {"file": ..., "chip": ..., "efficiency": {...}, "overlap": ...},
       "budget": null | {"step_s": 0.12, "fits": true},  # fits null: only a lower bound is
-                                         # within it (P823)
+                                         # within it (P823, P824)
       "peak": ...,                       # the compiled step's peak bytes (planc aot's)
       "ok": true, "diagnostics": [...], "summary": {...}
     }
@@ -67,19 +70,26 @@ class CostReport(Diagnosed):
     @property
     def upper_s(self) -> float | None:
         """The sum of the calibrated terms (nothing overlaps); None where a loop's trip
-        count is unknown: the terms then count that loop once, and their sum bounds
-        nothing (`counted_upper_s` keeps it)."""
-        return self.counted_upper_s if self.exact else None
+        count is unknown (the terms then count that loop once) or an op's time is not
+        known (P824): their sum then bounds nothing (`counted_upper_s` keeps it)."""
+        return self.counted_upper_s if self.bounded else None
+
+    @property
+    def bounded(self) -> bool:
+        """Whether every op is counted and priced: no loop of unknown trip count, and no
+        op whose time XLA:TPU could not estimate (`counts.unestimated`, P824)."""
+        return self.exact and not self.counts.unestimated
 
     @property
     def fits(self) -> bool | None:
         """Whether the estimate is within `budget(step)`; None without one, and where
-        only a lower bound is within it (a loop's trip count unknown, P823)."""
+        only a lower bound is within it (a loop's trip count unknown, P823; an op XLA:TPU
+        could not estimate, P824)."""
         if self.budget_step is None:
             return None
         if self.estimate_s > self.budget_step:
             return False
-        return True if self.exact else None
+        return True if self.bounded else None
 
     @property
     def bottleneck(self):
@@ -109,6 +119,7 @@ class CostReport(Diagnosed):
             "mfu": round(self.mfu, 6),
             "flops": {"total": c.total_flops, **{k: v for k, v in c.flops.items()
                                                   if k != "collective"}},
+            "unestimated": list(c.unestimated),
             "hbm_bytes": c.total_hbm_bytes,
             "hbm_bytes_by_class": dict(c.hbm_bytes),
             "host": {"bytes": c.host_bytes, "calls": c.host_calls},
