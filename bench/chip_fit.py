@@ -74,7 +74,7 @@ def main(argv):
     cost_doc = json.loads((source / "chip_cost.json").read_text())
     measured = measured_times(source)
     chip = chip_named("v5e")
-    samples, exact, flops = {}, {}, {}
+    samples, exact, flops, unestimated = {}, {}, {}, {}
     for name in sorted(measured):
         hlo = source / "hlo" / f"{name}.hlo.gz"
         if not hlo.exists():
@@ -83,10 +83,12 @@ def main(argv):
         samples[name] = Sample(name, profile(counts.ops, chip), (), measured[name])
         exact[name] = counts.exact
         flops[name] = counts.flops["matmul"]
+        unestimated[name] = counts.unestimated
     results = Results("chip_cost", "planc cost on one TPU v5e chip", "full")
     results.note("; ".join(cost_doc.get("notes", [])[:1])
-                 + f" ({cost_doc.get('date', '')}); the programs compiled for compile-only "
-                   "v5e:1x1 through libtpu at the same JAX (bench/chip_programs.py)")
+                 + f" ({cost_doc.get('date', '')}); each step's program from {source}/hlo/ "
+                   "(as the chip compiled it, or for compile-only v5e:1x1 at the same JAX "
+                   "by bench/chip_programs.py where the chip kept none)")
     fitted_on = [samples[n] for n in chip_steps.FIT]
     result = fit(fitted_on)
     cal = result.calibration
@@ -100,8 +102,10 @@ def main(argv):
         s = samples[name]
         predicted = estimate(s, cal)
         lower, upper, _ = bounds(op_terms(s.profile, cal), cal)
+        if unestimated[name] or not exact[name]:
+            upper = None  # as the report says it (P824, P814): no bound to hold
         error = predicted / s.measured_s - 1
-        held = lower <= s.measured_s <= upper
+        held = lower <= s.measured_s and (upper is None or s.measured_s <= upper)
         within_bounds &= held
         fitted = name in chip_steps.FIT
         if not fitted:
@@ -109,7 +113,10 @@ def main(argv):
         results.row(f"`{name}`: predicted vs measured step time"
                     + (" (fitted on)" if fitted else ""),
                     f"{seconds_text(predicted)} vs {seconds_text(s.measured_s)} ({error:+.1%}); "
-                    f"bounds {seconds_text(lower)} to {seconds_text(upper)}",
+                    f"bounds {seconds_text(lower)} to "
+                    + (seconds_text(upper) if upper is not None else
+                       f"unknown (P824: {len(unestimated[name])} op(s) XLA:TPU could not "
+                       "estimate)"),
                     "" if fitted else "within 15%, inside the bounds",
                     "" if fitted else status(abs(error) <= 0.15 and held),
                     predicted_s=predicted, measured_s=s.measured_s, lower_s=lower,
@@ -122,6 +129,9 @@ def main(argv):
                         f"{hlo / 1e12:.4f} vs {expected / 1e12:.4f} TFLOP "
                         f"({hlo / expected - 1:+.3%})", "within 2%",
                         status(abs(hlo / expected - 1) <= 0.02), hlo=hlo, expected=expected)
+    within = sum(e <= 0.15 for e in errors)
+    results.row("checked steps within +-15%", f"{within} of {len(errors)}", "all",
+                status(within == len(errors)))
     close = sum(e <= 0.07 for e in errors)
     results.row("checked steps within +-7%", f"{close} of {len(errors)}", "at least half",
                 status(2 * close >= len(errors)))

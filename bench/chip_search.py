@@ -135,7 +135,8 @@ def main():
 
 
 # Where the chip ran this bench: its figures, as the chip wrote them (bench/chip_kit.py).
-MEASURED = Path(__file__).resolve().parent / "chip_data" / "2026-12-07" / "chip_search.json"
+MEASURED = (Path(__file__).resolve().parent / "chip_data" / "2026-12-07b"
+            / "chip_search.json")
 
 
 def _measured_before(winner, size, results):
