@@ -104,6 +104,32 @@ def test_chunks_larger_than_a_buffer_restore_as_orbax_restores_them(plans, saved
     assert_same_arrays(restored(a, saved), restored(a, saved, through_orbax=True))
 
 
+def bytes_decoded(plan, saved, budget, monkeypatch):  # noqa: F811
+    """The chunk bytes tensorstore decompressed (its riegeli metric) to restore `saved`
+    under `plan` through staging buffers of `budget` bytes."""
+    import tensorstore as ts
+
+    def total():
+        return sum(value["value"] for metric in ts.experimental_collect_matching_metrics(
+            "/tensorstore/internal/riegeli/noncontiguous_bytes")
+            for value in metric["values"])
+
+    with monkeypatch.context() as m:
+        m.setenv(staging.ENV, "always")
+        m.setattr(staging, "STAGING_BYTES", budget)
+        before = total()
+        restored(plan, saved)
+        return total() - before
+
+
+def test_a_chunk_larger_than_a_buffer_is_decoded_once_not_once_per_piece(  # noqa: F811
+        plans, saved, monkeypatch):
+    a, _ = plans
+    whole = bytes_decoded(a, saved, 64 << 20, monkeypatch)  # each chunk in one piece
+    assert whole > 0
+    assert bytes_decoded(a, saved, 16, monkeypatch) == whole  # each in several
+
+
 @pytest.mark.parametrize("mode", ["always", "never"])
 def test_a_file_written_to_while_it_loads_is_refused_naming_tensor_and_file(tmp_path, mode,
                                                                            monkeypatch):
