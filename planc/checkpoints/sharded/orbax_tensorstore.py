@@ -170,7 +170,7 @@ def _staged(checkpoint, abstract, names, opening, context) -> dict:
                                 abstract[name].sharding, reader(name, opened),
                                 align=checkpoint.chunk_shapes.get(name))
                 for name, opened in zip(names, opening)]
-    return staging.place(requests)
+    return staging.place(requests, concurrent=True)
 
 
 def _chunk_cache_bytes(largest: int) -> int:
