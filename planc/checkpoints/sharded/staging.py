@@ -1,16 +1,25 @@
 """The staged loader: a checkpoint streamed onto an accelerator through a few reused host
-buffers, reading the next piece while the last one is moved to the device.
+buffers, several reads in flight while the pieces already read are moved to the device.
 
 On a TPU v5e (benchmark 18, 2026-12-07) reading a checkpoint into fresh host arrays was
 what cost: `safetensors.numpy.load_file` read a cached 4 GiB file at 0.83 GB/s, paid in
 first-touch page faults of new memory, while `jax.device_put` of resident host arrays ran
 at 6.1-9.3 GB/s and a reused 16 MiB buffer, read then put one after the other, already
-reached 2.5 GB/s. So here:
+reached 2.5 GB/s. The first staged loader (three 64 MiB buffers, one reader thread, each
+transfer waited for) reached 2.36 GB/s for safetensors, 27% of that chip's 8.73 GB/s
+floor, the reads waiting on one another. So here:
 
 - every read lands in one of `STAGING_BUFFERS` buffers of `STAGING_BYTES`, allocated once
-  per load and reused (their pages are faulted in once, not once per tensor);
-- one reader thread fills the next buffer while the caller's thread moves the last one to
-  the devices, so reading and the host-to-device copy overlap;
+  per load and reused (their pages are faulted in once, not once per tensor): the load
+  holds at most `STAGING_BUFFERS` x `STAGING_BYTES` (192 MiB) of host memory above what
+  the readers hold themselves;
+- up to `READS` buffers are filled at once (`place(concurrent=True)`, for readers that
+  may be called from several threads: memory-mapped safetensors, tensorstore), on at
+  most one thread per core; the pieces are moved to the devices in the order they were
+  cut, whichever read ends first;
+- a buffer is handed to `jax.device_put`, which returns before its copy is done: up to
+  `TRANSFERS` copies are in flight, and a buffer is refilled only once the copy reading
+  it is done (the load waits on that copy, not on every one);
 - a shard larger than a buffer is read in pieces (`tiles`) and assembled on its device:
   each piece is written into the shard's device buffer by a jitted `dynamic_update_slice`
   that donates it, so the host never holds a whole shard; small tensors share a buffer
@@ -24,8 +33,9 @@ shard). On the CPU the host path is already fast (its buffers are adopted as the
 memory, no copy at all), so it stays the default there; `PLANC_LOAD_STAGING` chooses:
 ``auto`` (staged where the devices are not the CPU), ``always`` or ``never``.
 
-A load that fails or is interrupted (Ctrl-C) stops the reader, lets its buffers go and
-deletes every array it had placed: nothing is left half-placed on the devices.
+A load that fails or is interrupted (Ctrl-C) stops its readers (the reads in flight end
+first), waits for the copies still reading its buffers, lets the buffers go and deletes
+every array it had placed: nothing is left half-placed on the devices.
 """
 
 from __future__ import annotations
