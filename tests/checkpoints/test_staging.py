@@ -131,6 +131,20 @@ def test_a_chunk_larger_than_a_buffer_is_decoded_once_not_once_per_piece(  # noq
     assert bytes_decoded(a, saved, 16, monkeypatch) == whole  # each in several
 
 
+def test_chunks_decoded_ahead_restore_as_orbax_restores_them_each_decoded_once(  # noqa: F811
+        plans, saved, monkeypatch):
+    from planc.checkpoints.sharded import orbax_tensorstore
+
+    a, _ = plans
+    whole = bytes_decoded(a, saved, 64 << 20, monkeypatch)
+    # As a load large enough for two chunks in a quarter of it decides.
+    monkeypatch.setattr(orbax_tensorstore, "chunks_ahead", lambda total, largest: 1)
+    assert bytes_decoded(a, saved, 16, monkeypatch) == whole
+    monkeypatch.setenv(staging.ENV, "always")
+    monkeypatch.setattr(staging, "STAGING_BYTES", 16)
+    assert_same_arrays(restored(a, saved), restored(a, saved, through_orbax=True))
+
+
 def rows(n=8, width=4):
     """`n` float32 rows of `width`, and a `staging.Request` per row on the first device,
     each read by `read(i, box, out)`."""
