@@ -87,6 +87,16 @@ def test_a_staged_cast_is_the_host_paths_cast(tmp_path, staged, monkeypatch):
         assert_same_shards(ours, plan.load(path, dtype="bfloat16"))
 
 
+# A reader read one piece at a time (a zip member has one file position), stored or inflated.
+@pytest.mark.parametrize("save", [np.savez, np.savez_compressed], ids=["stored", "compressed"])
+def test_a_staged_npz_load_places_the_host_paths_bytes(tmp_path, staged, monkeypatch, save):
+    path = tmp_path / "m.npz"
+    save(path, **tensors())
+    plan = planc.loads(PLAN)
+    assert_same_shards(plan.load(path), host_path(plan, path, monkeypatch))
+    assert staging.live_buffers() == 0
+
+
 def test_each_shard_is_read_once_through_the_staging_buffers(tmp_path, staged):
     read, size = loading_many_tensors(tmp_path)
     assert read == size
