@@ -201,6 +201,8 @@ def place(requests: Iterable[Request], *, concurrent: bool = False,
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    import jax
+
     buffers = STAGING_BUFFERS if buffers is None else buffers
     nbytes = STAGING_BYTES if nbytes is None else nbytes
     # A transfer in flight holds its buffer: fewer than `buffers`, so that the reads
@@ -308,8 +310,6 @@ def place(requests: Iterable[Request], *, concurrent: bool = False,
             buf, singles = moving.popleft()
             jax.block_until_ready(singles)
             free.put(buf)
-
-    import jax
 
     thread = threading.Thread(target=packer, name="planc-staging", daemon=True)
     thread.start()
