@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from planc.checkpoints.safetensors_file import (TensorMap, fill_entry, identity, read_entries,
-                                                read_entry)
+from planc.checkpoints.safetensors_file import (TensorMap, ThreadMaps, fill_entry, identity,
+                                                read_entries, read_entry)
 from planc.checkpoints.tensors import (
     Checkpoint, CheckpointError, Tensor, checked_index, from_source_error,
 )
@@ -39,6 +39,7 @@ class IndexCheckpoint(Checkpoint):
     """
 
     kind = "index"
+    concurrent_reads = True
 
     def __init__(self, path):
         self.path = os.fspath(path)
@@ -57,6 +58,7 @@ class IndexCheckpoint(Checkpoint):
         # Each shard as its header was read (just read: a change from here on is seen).
         self._maps = TensorMap({shard: identity(shard) for shard in
                                 dict.fromkeys(shard for shard, _ in pairs)})
+        self._thread_maps = ThreadMaps(self._maps.opened)
 
     def read(self, name: str, index: tuple[slice, ...]) -> np.ndarray:
         tensor = self.tensor(name)
@@ -69,7 +71,7 @@ class IndexCheckpoint(Checkpoint):
     def read_into(self, name: str, index: tuple[slice, ...], out) -> None:
         index = checked_index(self.tensor(name), index)
         shard, entry = self._where[name]
-        fill_entry(shard, entry, index, self._maps, out)
+        fill_entry(shard, entry, index, self._thread_maps.here(), out)
         self.bytes_read += out.nbytes
 
     def read_whole(self, names) -> list:
@@ -81,3 +83,4 @@ class IndexCheckpoint(Checkpoint):
 
     def close(self) -> None:
         self._maps.clear()
+        self._thread_maps.clear()

@@ -27,6 +27,7 @@ variable), so the pages of the file it touched leave the process's resident memo
 from __future__ import annotations
 
 import os
+import threading
 from typing import TYPE_CHECKING
 
 from planc.checkpoints.tensors import (
@@ -55,6 +56,7 @@ class SafetensorsCheckpoint(Checkpoint):
     """
 
     kind = "safetensors"
+    concurrent_reads = True
 
     def __init__(self, path, origin: str | None = None):
         self.path = os.fspath(path)
@@ -67,6 +69,7 @@ class SafetensorsCheckpoint(Checkpoint):
         self.tensors = tuple(Tensor(e.name, e.shape, e.dtype, self.path) for e in entries)
         self.bytes_read = 0
         self._maps = TensorMap({self.path: opened})
+        self._thread_maps = ThreadMaps(self._maps.opened)
 
     def read(self, name: str, index: tuple[slice, ...]) -> np.ndarray:
         tensor = self.tensor(name)
@@ -77,7 +80,7 @@ class SafetensorsCheckpoint(Checkpoint):
 
     def read_into(self, name: str, index: tuple[slice, ...], out) -> None:
         index = checked_index(self.tensor(name), index)
-        fill_entry(self.path, self.entries[name], index, self._maps, out)
+        fill_entry(self.path, self.entries[name], index, self._thread_maps.here(), out)
         self.bytes_read += out.nbytes
 
     def read_whole(self, names) -> list:
@@ -88,6 +91,7 @@ class SafetensorsCheckpoint(Checkpoint):
 
     def close(self) -> None:
         self._maps.clear()
+        self._thread_maps.clear()
 
 
 def identity(path: str) -> tuple | None:
@@ -168,6 +172,36 @@ class TensorMap:
         raise CheckpointError(f"{where}: the file changed while it was read ({what}); the "
                               f"values read could mix two versions of the checkpoint",
                               code="P429")
+
+
+class ThreadMaps:
+    """A `TensorMap` per thread, for `read_into`: the staged loader reads different
+    tensors (of different files) on several threads at once, and a `TensorMap` holds one
+    tensor's mapping and one file descriptor, dropped when another is asked for."""
+
+    def __init__(self, opened: dict):
+        self.opened = opened
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._all: list[TensorMap] = []
+
+    def here(self) -> TensorMap:
+        """This thread's `TensorMap`."""
+        maps = getattr(self._local, "maps", None)
+        if maps is None:
+            maps = self._local.maps = TensorMap(self.opened)
+            with self._lock:
+                self._all.append(maps)
+        return maps
+
+    def clear(self) -> None:
+        """Drop every thread's mappings and descriptors (a thread reading again gets a
+        fresh `TensorMap`)."""
+        with self._lock:
+            found, self._all = self._all, []
+            self._local = threading.local()
+        for maps in found:
+            maps.clear()
 
 
 def read_entry(path: str, entry: SafetensorsEntry, index: tuple[slice, ...],

@@ -133,6 +133,10 @@ class Checkpoint:
     path: str = ""
     tensors: tuple[Tensor, ...] = ()
     bytes_read: int = 0
+    # Whether `read_into` may run on several threads at once (the staged loader's
+    # parallel reads): a reader with one file position (a zip member, an HDF5 dataset)
+    # may not.
+    concurrent_reads: bool = False
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import jax
 import numpy as np
@@ -19,7 +20,7 @@ from checkpoints.test_orbax_tensorstore import assert_same_arrays, restored
 from checkpoints.test_orbax_tensorstore import plans, saved  # noqa: F401  (fixtures)
 from conftest import ROOT
 from planc.checkpoints.sharded import staging
-from planc.checkpoints.tensors import open_checkpoint
+from planc.checkpoints.tensors import CheckpointError, open_checkpoint
 
 
 @pytest.fixture
@@ -86,6 +87,16 @@ def test_a_staged_cast_is_the_host_paths_cast(tmp_path, staged, monkeypatch):
         assert_same_shards(ours, plan.load(path, dtype="bfloat16"))
 
 
+# A reader read one piece at a time (a zip member has one file position), stored or inflated.
+@pytest.mark.parametrize("save", [np.savez, np.savez_compressed], ids=["stored", "compressed"])
+def test_a_staged_npz_load_places_the_host_paths_bytes(tmp_path, staged, monkeypatch, save):
+    path = tmp_path / "m.npz"
+    save(path, **tensors())
+    plan = planc.loads(PLAN)
+    assert_same_shards(plan.load(path), host_path(plan, path, monkeypatch))
+    assert staging.live_buffers() == 0
+
+
 def test_each_shard_is_read_once_through_the_staging_buffers(tmp_path, staged):
     read, size = loading_many_tensors(tmp_path)
     assert read == size
@@ -102,6 +113,124 @@ def test_chunks_larger_than_a_buffer_restore_as_orbax_restores_them(plans, saved
     monkeypatch.setattr(staging, "STAGING_BYTES", 16)  # every chunk: several pieces
     a, _ = plans
     assert_same_arrays(restored(a, saved), restored(a, saved, through_orbax=True))
+
+
+def bytes_decoded(plan, saved, budget, monkeypatch):  # noqa: F811
+    """The chunk bytes tensorstore decompressed (its riegeli metric) to restore `saved`
+    under `plan` through staging buffers of `budget` bytes."""
+    import tensorstore as ts
+
+    def total():
+        return sum(value["value"] for metric in ts.experimental_collect_matching_metrics(
+            "/tensorstore/internal/riegeli/noncontiguous_bytes")
+            for value in metric["values"])
+
+    with monkeypatch.context() as m:
+        m.setenv(staging.ENV, "always")
+        m.setattr(staging, "STAGING_BYTES", budget)
+        before = total()
+        restored(plan, saved)
+        return total() - before
+
+
+def test_a_chunk_larger_than_a_buffer_is_decoded_once_not_once_per_piece(  # noqa: F811
+        plans, saved, monkeypatch):
+    a, _ = plans
+    whole = bytes_decoded(a, saved, 64 << 20, monkeypatch)  # each chunk in one piece
+    assert whole > 0
+    assert bytes_decoded(a, saved, 16, monkeypatch) == whole  # each in several
+
+
+def test_chunks_decoded_ahead_restore_as_orbax_restores_them_each_decoded_once(  # noqa: F811
+        plans, saved, monkeypatch):
+    from planc.checkpoints.sharded import orbax_tensorstore
+
+    a, _ = plans
+    whole = bytes_decoded(a, saved, 64 << 20, monkeypatch)
+    # As a load large enough for two chunks in a quarter of it decides.
+    monkeypatch.setattr(orbax_tensorstore, "chunks_ahead", lambda total, largest: 1)
+    assert bytes_decoded(a, saved, 16, monkeypatch) == whole
+    monkeypatch.setenv(staging.ENV, "always")
+    monkeypatch.setattr(staging, "STAGING_BYTES", 16)
+    assert_same_arrays(restored(a, saved), restored(a, saved, through_orbax=True))
+
+
+def rows(n=8, width=4):
+    """`n` float32 rows of `width`, and a `staging.Request` per row on the first device,
+    each read by `read(i, box, out)`."""
+    data = np.arange(n * width, dtype=np.float32).reshape(n, width)
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+
+    def requests(read):
+        return [staging.Request(f"r{i}", (width,), np.dtype("float32"), device,
+                                lambda box, out, i=i: read(i, box, out)) for i in range(n)]
+    return data, requests
+
+
+# A budget of one row a buffer: each row is a read of its own.
+def test_concurrent_reads_run_at_once_and_land_each_in_its_place(monkeypatch):
+    monkeypatch.setattr(staging, "readers", lambda: 2)  # as on a machine of two cores
+    data, requests = rows()
+    both = threading.Barrier(2, timeout=60)  # broken unless two reads wait at once
+
+    def read(i, box, out):
+        if i < 2:
+            both.wait()
+        out[...] = data[i][box]
+
+    placed = staging.place(requests(read), concurrent=True, nbytes=16)
+    assert {k: np.asarray(v).tolist() for k, v in placed.items()} == {
+        f"r{i}": data[i].tolist() for i in range(len(data))}
+
+
+def test_reads_not_marked_concurrent_run_one_at_a_time(monkeypatch):
+    monkeypatch.setattr(staging, "readers", lambda: 2)
+    data, requests = rows()
+    lock, inside, most = threading.Lock(), [0], [0]
+
+    def read(i, box, out):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        out[...] = data[i][box]
+        with lock:
+            inside[0] -= 1
+
+    staging.place(requests(read), nbytes=16)
+    assert most[0] == 1
+
+
+def test_a_read_ending_before_an_earlier_one_still_lands_in_order(monkeypatch):
+    monkeypatch.setattr(staging, "readers", lambda: 2)
+    data, requests = rows()
+    second_done = threading.Event()
+
+    def read(i, box, out):
+        if i == 0:
+            assert second_done.wait(60)
+        out[...] = data[i][box]
+        if i == 1:
+            second_done.set()
+
+    placed = staging.place(requests(read), concurrent=True, nbytes=16)
+    assert list(placed) == [f"r{i}" for i in range(len(data))]
+    assert [np.asarray(v).tolist() for v in placed.values()] == data.tolist()
+
+
+def test_a_failed_concurrent_read_frees_the_buffers_and_leaves_no_arrays(monkeypatch):
+    monkeypatch.setattr(staging, "readers", lambda: 2)
+    data, requests = rows()
+    before = len(jax.live_arrays())
+
+    def read(i, box, out):
+        if i == 5:
+            raise CheckpointError("row 5 is damaged", code="P413")
+        out[...] = data[i][box]
+
+    with pytest.raises(CheckpointError, match="row 5"):
+        staging.place(requests(read), concurrent=True, nbytes=16)
+    assert len(jax.live_arrays()) == before
+    assert staging.live_buffers() == 0
 
 
 @pytest.mark.parametrize("mode", ["always", "never"])
@@ -177,7 +306,8 @@ except KeyboardInterrupt:
 print(json.dumps({"stopped": stopped, "calls": len(calls),
                   "buffers": staging.live_buffers(),
                   "arrays": len(jax.live_arrays()) - before,
-                  "readers": [t.name for t in threading.enumerate() if t.name == "planc-staging"]}))
+                  "readers": [t.name for t in threading.enumerate()
+                              if t.name.startswith("planc-staging")]}))
 '''
 
 

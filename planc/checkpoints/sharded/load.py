@@ -208,7 +208,8 @@ def read_arrays(checkpoint, sources, shardings) -> dict:
     batch or one variable in flight."""
     sources = list(sources)
     if staging.staging_wanted(shardings[s.variable.path] for s in sources):
-        return staging.place(staged_requests(checkpoint, sources, shardings))
+        return staging.place(staged_requests(checkpoint, sources, shardings),
+                             concurrent=checkpoint.concurrent_reads)
     arrays: dict = {}
     batch: list = []
     held = 0

@@ -24,6 +24,7 @@ test_orbax_tensorstore.py checks that the two restores build the same arrays.
 from __future__ import annotations
 
 import math
+import threading
 from collections import deque
 
 from planc.checkpoints.orbax_dir import first_line
@@ -31,7 +32,7 @@ from planc.checkpoints.sharded import staging
 from planc.checkpoints.tensors import CheckpointError, aligned_empty, index_bounds, readers
 from planc.sources.headers import shown
 
-__all__ = ["restore", "chunk_read_bytes"]
+__all__ = ["restore", "chunk_read_bytes", "chunks_ahead", "CHUNKS_AHEAD"]
 
 # The chunk bytes read at once, per core the load may use (`readers`). tensorstore holds a
 # read's chunks (as read from the file, and decoded) until they are copied into the buffer,
@@ -39,6 +40,16 @@ __all__ = ["restore", "chunk_read_bytes"]
 # (fresh processes, 2026-12-07): 8 MiB at once took 1.03-1.04x the placed bytes and 1.2 s
 # of wall time; 16 MiB 1.045-1.05x and 1.1 s; 4 MiB, one read at a time, 1.02-1.04x and 2 s.
 _READ_BYTES_PER_CORE = 4 << 20
+
+
+# Orbax writes each array as one chunk of its whole shape, and a chunk larger than a
+# staging buffer is read a piece after another: such chunks alone decode one at a time,
+# a core each (0.84 s a 256 MiB chunk on the v5e's host, 2026-12-07; Orbax's own restore
+# decodes them all at once, and held 4.0 GB more for a 2.7 GB checkpoint). One chunk
+# decoding ahead of the one being read makes two at once; each more would hold another
+# decoded chunk in the cache (two ahead: 1008 MiB of cache and buffers for benchmark
+# 18's 4 GiB, the quarter it may add, before tensorstore's reads of compressed chunks).
+CHUNKS_AHEAD = 1
 
 
 def restore(checkpoint, abstract: dict) -> dict:
@@ -57,12 +68,22 @@ def restore(checkpoint, abstract: dict) -> dict:
     staged = staging.staging_wanted(leaf.sharding for leaf in abstract.values())
     pools = {"cache_pool#ocdbt": {"total_bytes_limit": 100_000_000}}
     if staged:
-        # A chunk larger than a staging buffer is read in several pieces: decoded once
-        # into this cache (one chunk at most), not once per piece.
+        # A chunk larger than a staging buffer is read in several pieces, in order:
+        # decoded once into this cache, not once per piece. Sized to exactly one chunk,
+        # tensorstore evicted the chunk it had just decoded (its entry is charged a little
+        # more than the chunk's bytes), so every piece decoded it again: 1 GiB in four
+        # 256 MiB chunks took 7.5 s staged against 2.5 s unstaged (CPU, 2026-12-07); with
+        # a sixteenth more, 2.9 s. Orbax writes each array as one chunk of its shape;
+        # the decoded chunks are counted in tests/checkpoints/test_staging.py.
         largest = max((math.prod(checkpoint.chunk_shapes.get(n) or abstract[n].shape)
                        * np.dtype(stored[n]).itemsize for n in names), default=0)
+        ahead = 0
         if largest > staging.STAGING_BYTES:
-            pools["cache_pool"] = {"total_bytes_limit": largest}
+            total = sum(math.prod(abstract[n].shape) * np.dtype(stored[n]).itemsize
+                        for n in names)
+            ahead = chunks_ahead(total, largest)
+            pools["cache_pool"] = {"total_bytes_limit": (1 + ahead)
+                                   * _chunk_cache_bytes(largest)}
     context = ts.Context(pools)
     opening = []
     for name in names:
@@ -72,7 +93,7 @@ def restore(checkpoint, abstract: dict) -> dict:
         except Exception as exc:  # a dtype tensorstore does not know
             raise _damaged(checkpoint, name, "opened", exc) from None
     if staged:
-        return _staged(checkpoint, abstract, names, opening, context)
+        return _staged(checkpoint, abstract, names, opening, context, ahead)
     window = _READ_BYTES_PER_CORE * readers()
     # (name, write future, buffer, buffers to copy it to, bytes, the tensor's last read)
     in_flight: deque = deque()
@@ -134,25 +155,58 @@ def restore(checkpoint, abstract: dict) -> dict:
     return arrays
 
 
-def _staged(checkpoint, abstract, names, opening, context) -> dict:
+def _staged(checkpoint, abstract, names, opening, context, ahead: int) -> dict:
     """`restore` through the staging buffers (`staging.place`): tensorstore copies each
-    piece of a shard into a reused buffer instead of a fresh one per shard. Pieces are
-    cut at the chunks' edges where a chunk fits a buffer; a larger chunk is decoded
-    once into tensorstore's chunk cache (`restore` sizes it) and each piece copied out
-    of it."""
+    piece of a shard into a reused buffer instead of a fresh one per shard, several
+    pieces at once. Pieces are cut at the chunks' edges where a chunk fits a buffer; a
+    larger chunk is decoded once into tensorstore's chunk cache (`restore` sizes it) and
+    each piece copied out of it. A chunk larger than a buffer is read a piece after
+    another, so such chunks alone would decode one at a time: as the first piece of a
+    tensor is read, the first chunks of the `ahead` tensors after it start decoding into
+    the cache."""
     import numpy as np
     import tensorstore as ts
 
     arrays: dict = {}
+    decoding: dict = {}  # tensor index -> the future of its first chunk's decode
+    lock = threading.Lock()
 
-    def reader(name, opened):
+    def array_of(i):
+        name = names[i]
+        array = arrays.get(name)
+        if array is None:  # two readers may both open it: the same array
+            try:
+                array = arrays[name] = opening[i].result()
+            except Exception as exc:
+                raise _damaged(checkpoint, name, "opened", exc) from None
+        return array
+
+    def decode_ahead(i):
+        # One element of the chunk tensor i is read from first: tensorstore decodes that
+        # whole chunk into the cache. A failure here is the real read's to report (P416).
+        with lock:
+            if i >= len(names) or i in decoding:
+                return
+            decoding[i] = None
+        leaf = abstract[names[i]]
+        first = next(iter(leaf.sharding.addressable_devices_indices_map(
+            leaf.shape).values()), None)
+        if first is None or 0 in leaf.shape:
+            return
+        try:
+            at = tuple(a for a, _ in index_bounds(leaf.shape, first))
+            # Kept until the load ends: a dropped tensorstore future cancels its read.
+            decoding[i] = array_of(i)[at].read()
+        except Exception:  # cannot be opened: its own read says so
+            pass
+
+    def reader(i):
+        name = names[i]
+
         def read(box, out):
-            array = arrays.get(name)
-            if array is None:
-                try:
-                    array = arrays[name] = opened.result()
-                except Exception as exc:
-                    raise _damaged(checkpoint, name, "opened", exc) from None
+            array = array_of(i)
+            for k in range(i + 1, i + 1 + ahead):
+                decode_ahead(k)
             region = array[box].translate_to[0]
             try:
                 ts.array(out, copy=False, write=True, context=context).write(region).result()
@@ -162,10 +216,39 @@ def _staged(checkpoint, abstract, names, opening, context) -> dict:
         return read
 
     requests = [staging.Request(name, abstract[name].shape, np.dtype(abstract[name].dtype),
-                                abstract[name].sharding, reader(name, opened),
+                                abstract[name].sharding, reader(i),
                                 align=checkpoint.chunk_shapes.get(name))
-                for name, opened in zip(names, opening)]
-    return staging.place(requests)
+                for i, name in enumerate(names)]
+    try:
+        return staging.place(requests, concurrent=True)
+    finally:
+        decoding.clear()
+
+
+def chunks_ahead(total: int, largest: int) -> int:
+    """How many chunks of `largest` bytes (each larger than a staging buffer) decode
+    ahead of the one being read, for a load of `total` bytes: as many as the chunk cache
+    holds (`_chunk_cache_bytes` each) beside the one being read and the staging buffers
+    within a quarter of the load, at most `CHUNKS_AHEAD`.
+
+    >>> chunks_ahead(4 << 30, 256 << 20)  # benchmark 18's 4 GiB in 256 MiB chunks
+    1
+    >>> chunks_ahead(1 << 30, 256 << 20)  # a quarter of it holds no second chunk
+    0
+    """
+    room = total // 4 - staging.STAGING_BUFFERS * staging.STAGING_BYTES
+    return max(0, min(CHUNKS_AHEAD, room // _chunk_cache_bytes(largest) - 1))
+
+
+def _chunk_cache_bytes(largest: int) -> int:
+    """The chunk cache that keeps one decoded chunk of `largest` bytes while its pieces
+    are copied out: the chunk, and a sixteenth (at least 1 MiB) for what tensorstore
+    charges an entry beyond its bytes.
+
+    >>> _chunk_cache_bytes(256 << 20) >> 20
+    272
+    """
+    return largest + max(largest >> 4, 1 << 20)
 
 
 def chunk_read_bytes(bounds, chunks, itemsize: int) -> int:

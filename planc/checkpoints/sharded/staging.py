@@ -1,16 +1,25 @@
 """The staged loader: a checkpoint streamed onto an accelerator through a few reused host
-buffers, reading the next piece while the last one is moved to the device.
+buffers, several reads in flight while the pieces already read are moved to the device.
 
 On a TPU v5e (benchmark 18, 2026-12-07) reading a checkpoint into fresh host arrays was
 what cost: `safetensors.numpy.load_file` read a cached 4 GiB file at 0.83 GB/s, paid in
 first-touch page faults of new memory, while `jax.device_put` of resident host arrays ran
 at 6.1-9.3 GB/s and a reused 16 MiB buffer, read then put one after the other, already
-reached 2.5 GB/s. So here:
+reached 2.5 GB/s. The first staged loader (three 64 MiB buffers, one reader thread, each
+transfer waited for) reached 2.36 GB/s for safetensors, 27% of that chip's 8.73 GB/s
+floor, the reads waiting on one another. So here:
 
 - every read lands in one of `STAGING_BUFFERS` buffers of `STAGING_BYTES`, allocated once
-  per load and reused (their pages are faulted in once, not once per tensor);
-- one reader thread fills the next buffer while the caller's thread moves the last one to
-  the devices, so reading and the host-to-device copy overlap;
+  per load and reused (their pages are faulted in once, not once per tensor): the load
+  holds at most `STAGING_BUFFERS` x `STAGING_BYTES` (192 MiB) of host memory above what
+  the readers hold themselves;
+- up to `READS` buffers are filled at once (`place(concurrent=True)`, for readers that
+  may be called from several threads: memory-mapped safetensors, tensorstore), on at
+  most one thread per core; the pieces are moved to the devices in the order they were
+  cut, whichever read ends first;
+- a buffer is handed to `jax.device_put`, which returns before its copy is done: up to
+  `TRANSFERS` copies are in flight, and a buffer is refilled only once the copy reading
+  it is done (the load waits on that copy, not on every one);
 - a shard larger than a buffer is read in pieces (`tiles`) and assembled on its device:
   each piece is written into the shard's device buffer by a jitted `dynamic_update_slice`
   that donates it, so the host never holds a whole shard; small tensors share a buffer
@@ -24,8 +33,9 @@ shard). On the CPU the host path is already fast (its buffers are adopted as the
 memory, no copy at all), so it stays the default there; `PLANC_LOAD_STAGING` chooses:
 ``auto`` (staged where the devices are not the CPU), ``always`` or ``never``.
 
-A load that fails or is interrupted (Ctrl-C) stops the reader, lets its buffers go and
-deletes every array it had placed: nothing is left half-placed on the devices.
+A load that fails or is interrupted (Ctrl-C) stops its readers (the reads in flight end
+first), waits for the copies still reading its buffers, lets the buffers go and deletes
+every array it had placed: nothing is left half-placed on the devices.
 """
 
 from __future__ import annotations
@@ -36,19 +46,30 @@ import queue
 import threading
 import traceback
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable
 
-from planc.checkpoints.tensors import ALIGN, CheckpointError, aligned_empty, index_bounds
+from planc.checkpoints.tensors import (ALIGN, CheckpointError, aligned_empty, index_bounds,
+                                       readers)
 
-__all__ = ["Request", "STAGING_BYTES", "STAGING_BUFFERS", "ENV", "staging_wanted", "place",
-           "tiles", "live_buffers"]
+__all__ = ["Request", "STAGING_BYTES", "STAGING_BUFFERS", "READS", "TRANSFERS", "ENV",
+           "staging_wanted", "place", "tiles", "live_buffers"]
 
-# Three buffers: one being filled, one being moved to the device, one ready between them.
-# 64 MiB each: a read or a transfer of that size runs at the file's or the link's rate
-# (16 MiB already reached 2.5 GB/s read-then-put with no overlap, on the v5e), and the
-# three stay far below a quarter of any checkpoint worth staging.
-STAGING_BYTES = 64 << 20
-STAGING_BUFFERS = 3
+# Six buffers of 32 MiB (192 MiB of host memory, as the first loader's three of 64 MiB):
+# up to `READS` being filled at once, up to `TRANSFERS` being moved to the devices, the
+# rest read and waiting their turn. A read or a transfer of 32 MiB runs at the file's or
+# the link's rate (16 MiB already reached 2.5 GB/s read-then-put with no overlap, on the
+# v5e), and the six stay far below a quarter of any checkpoint worth staging.
+STAGING_BYTES = 32 << 20
+STAGING_BUFFERS = 6
+# One reader thread reached 27% of the v5e's host-to-HBM rate (2.36 GB/s of 8.73, 4 GiB of
+# safetensors, 2026-12-07): reads (preads and numpy copies out of the page cache, which
+# release the GIL; tensorstore's futures) are what waited. At most this many at once, and
+# no more than the cores (`readers`).
+READS = 4
+# `jax.device_put` returns before its copy is done: the next copy starts while the last
+# one runs, and a buffer waits only for the transfer that reads it.
+TRANSFERS = 2
 ENV = "PLANC_LOAD_STAGING"
 _MODES = ("auto", "always", "never")
 
@@ -163,11 +184,12 @@ class _Failed:
 _DONE = object()
 
 
-def place(requests: Iterable[Request], *, buffers: int | None = None,
-          nbytes: int | None = None) -> dict:
+def place(requests: Iterable[Request], *, concurrent: bool = False,
+          buffers: int | None = None, nbytes: int | None = None) -> dict:
     """`{key: jax.Array}` of every request, each read through the staging buffers and
     placed in its sharding (only this process's devices' shards are read). A read that
     fails raises its `CheckpointError`; any failure or interrupt deletes what was placed.
+    `concurrent`: the requests' reads may run on several threads at once (`READS`).
 
     >>> import jax, numpy as np
     >>> data = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -177,8 +199,15 @@ def place(requests: Iterable[Request], *, buffers: int | None = None,
     >>> np.asarray(placed["w"]).tolist() == data.tolist()
     True
     """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import jax
+
     buffers = STAGING_BUFFERS if buffers is None else buffers
     nbytes = STAGING_BYTES if nbytes is None else nbytes
+    # A transfer in flight holds its buffer: fewer than `buffers`, so that the reads
+    # always have one to fill and the loop below cannot wait on itself.
+    transfers = max(1, min(TRANSFERS, buffers - 1))
     requests = list(requests)
     out: dict = {}
     started: dict = {}  # key -> [single-device arrays of its finished shards]
@@ -186,6 +215,7 @@ def place(requests: Iterable[Request], *, buffers: int | None = None,
     open_shards: list[_Shard] = []
     free: queue.Queue = queue.Queue()
     ready: queue.Queue = queue.Queue()
+    moving: deque = deque()  # (buffer, its arrays on the devices), oldest first
     stop = threading.Event()
     pool = []
     for _ in range(buffers):
@@ -194,6 +224,8 @@ def place(requests: Iterable[Request], *, buffers: int | None = None,
         pool.append(buf)
         free.put(buf)
     del buf
+    reading = ThreadPoolExecutor(max_workers=min(READS, readers()) if concurrent else 1,
+                                 thread_name_prefix="planc-staging-read")
 
     def pieces():
         for request in requests:
@@ -225,7 +257,24 @@ def place(requests: Iterable[Request], *, buffers: int | None = None,
                     absolute = tuple((s + a, s + b) for (s, _), (a, b) in zip(stored, box))
                     yield _Piece(shard, absolute, _size(box) * request.dtype.itemsize), None
 
-    def reader():
+    def fill(job, buf):
+        try:
+            for piece in job:
+                if stop.is_set():
+                    return
+                request = piece.shard.request
+                request.read(tuple(slice(a, b) for a, b in piece.box),
+                             _view(buf, piece, request.dtype))
+        except BaseException as e:  # raised again by the caller's thread
+            _forget_buffers(e)
+            raise
+
+    def hand_on(job, buf):
+        # In order: the caller lands the pieces as the reads were started, whichever
+        # read ends first.
+        ready.put((job, buf, reading.submit(fill, job, buf)))
+
+    def packer():
         try:
             buf, used, job = None, 0, []
             for piece, lone in pieces():
@@ -233,47 +282,54 @@ def place(requests: Iterable[Request], *, buffers: int | None = None,
                     return
                 if not isinstance(piece, _Piece):  # nothing to read: landed in order
                     if job:
-                        ready.put((job, buf))
+                        hand_on(job, buf)
                         buf, used, job = None, 0, []
-                    ready.put(([piece if piece is not None else lone], None))
+                    ready.put(([piece if piece is not None else lone], None, None))
                     continue
                 start = -(-used // ALIGN) * ALIGN
                 if job and start + piece.nbytes > nbytes:
-                    ready.put((job, buf))
+                    hand_on(job, buf)
                     buf, used, job, start = None, 0, [], 0
                 if buf is None:
                     buf = free.get()
                     if buf is None:
                         return
                 piece.offset = start
-                request = piece.shard.request
-                request.read(tuple(slice(a, b) for a, b in piece.box),
-                             _view(buf, piece, request.dtype))
                 job.append(piece)
                 used = start + piece.nbytes
             if job:
-                ready.put((job, buf))
+                hand_on(job, buf)
             ready.put(_DONE)
         except BaseException as e:  # handed to the caller's thread, which raises it
             _forget_buffers(e)
             ready.put(_Failed(e))
 
-    thread = threading.Thread(target=reader, name="planc-staging", daemon=True)
+    def settle(keep: int):
+        # A buffer is refilled only once the transfer reading it is done.
+        while len(moving) > keep:
+            buf, singles = moving.popleft()
+            jax.block_until_ready(singles)
+            free.put(buf)
+
+    thread = threading.Thread(target=packer, name="planc-staging", daemon=True)
     thread.start()
     finished = False
     try:
         while True:
+            if ready.empty():
+                settle(0)  # nothing to move meanwhile: let the reads have the buffers
             item = ready.get()
             if item is _DONE:
                 break
             if isinstance(item, _Failed):
                 raise item.error
-            job, buf = item
+            job, buf, future = item
             if buf is None:
                 _land_empty(job[0], out, started, shards_left)
                 continue
+            future.result()
             singles = _to_devices(job, buf)
-            free.put(buf)  # the devices hold their own copies now
+            moving.append((buf, singles))
             del buf
             at = 0
             for piece in job:
@@ -281,6 +337,8 @@ def place(requests: Iterable[Request], *, buffers: int | None = None,
                 _land(piece, singles[at:at + n], out, started, shards_left, open_shards)
                 at += n
             del singles
+            settle(transfers - 1)
+        settle(0)
         finished = True
         return out
     except BaseException as e:
@@ -289,14 +347,21 @@ def place(requests: Iterable[Request], *, buffers: int | None = None,
     finally:
         stop.set()
         for _ in range(buffers):
-            free.put(None)  # wakes a reader waiting for a buffer
+            free.put(None)  # wakes a packer waiting for a buffer
         thread.join()
+        reading.shutdown(wait=True, cancel_futures=True)
+        for _, singles in moving:  # the transfers still reading the buffers
+            try:
+                jax.block_until_ready(singles)
+            except Exception:  # a failed transfer reads nothing more
+                pass
+        moving.clear()
         for waiting in (free, ready):  # the buffers go with their last reference
             while not waiting.empty():
                 waiting.get_nowait()
         pool.clear()
         # A traceback keeps this frame's locals: none of them may hold a buffer.
-        item = job = buf = singles = None  # noqa: F841
+        item = job = buf = singles = future = None  # noqa: F841
         if not finished:  # failed or interrupted: nothing stays half-placed
             _delete(out, started, open_shards)
 
@@ -324,7 +389,7 @@ def _view(buf, piece: _Piece, dtype):
 
 def _to_devices(job, buf) -> list:
     """Each piece of `job` on each of its shard's devices, copied out of `buf`, which is
-    free to refill once this returns."""
+    free to refill once these arrays are ready (`jax.block_until_ready`)."""
     import jax
 
     views, places = [], []
@@ -338,7 +403,6 @@ def _to_devices(job, buf) -> list:
         # XLA:CPU adopts an aligned host buffer as the device's memory instead of copying
         # it: copy those into memory of their own before the buffer is filled again.
         singles = jax.device_put(singles, places, may_alias=False)
-    jax.block_until_ready(singles)
     return singles
 
 
