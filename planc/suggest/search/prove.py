@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from planc.check.checker import check
 
-__all__ = ["Prover", "step_facts"]
+__all__ = ["Prover", "step_facts", "constrains_layouts"]
 
 
 class Prover:
@@ -39,9 +39,10 @@ class Prover:
 
 
 def step_facts(spec: str, file: str):
-    """`(variables, batch leaves, takes_remat, takes_plan)` of the step `spec` builds: its
-    parameters as `Variable`s, its batch's leaves, and whether the builder takes a `remat`
-    keyword and a `plan` one. `PlanError` (P806, P811) as `planc aot`."""
+    """`(variables, batch leaves, takes_remat, takes_plan, constrains)` of the step `spec`
+    builds: its parameters as `Variable`s, its batch's leaves, whether the builder takes a
+    `remat` keyword and a `plan` one, and whether the step constrains the layout of what
+    it computes (`constrains_layouts`). `PlanError` (P806, P811) as `planc aot`."""
     import jax
 
     from planc.sources.objects import import_attr
@@ -57,4 +58,26 @@ def step_facts(spec: str, file: str):
     refuse_keras(ir, built, spec, "`planc suggest --search`")
     return (parameter_variables(ir, built.trees[0]), jax.tree_util.tree_leaves(built.trees[2]),
             builder is not None and takes_keyword(builder, "remat"),
-            builder is not None and takes_keyword(builder, "plan"))
+            builder is not None and takes_keyword(builder, "plan"), constrains_layouts(built))
+
+
+# The axes a plan's mesh may name; a step that constrains its activations reads them from
+# the mesh it is traced under (`jax.sharding.get_abstract_mesh()`, as MaxText does).
+_AXES = ("data", "fsdp", "model", "stage")
+
+
+def constrains_layouts(built) -> bool:
+    """Whether the step calls `with_sharding_constraint` when traced on a plan's mesh
+    (True when it cannot be traced here: the analytic model then assumes what it did
+    before). Without a constraint, XLA's sharding propagation lays the activations out
+    after the weights: under FSDP the batch stays whole over `fsdp` (compile-only
+    `v5e:2x4` and `cpu:8`, `bench/search.py`), which the analytic peak must count."""
+    import jax
+
+    mesh = jax.sharding.AbstractMesh((1,) * len(_AXES), _AXES)
+    try:
+        with jax.sharding.use_abstract_mesh(mesh):
+            traced = jax.make_jaxpr(built.step)(*built.trees)
+    except Exception:  # the compile will say what is wrong with the step, as aot does
+        return True
+    return "sharding_constraint" in str(traced)
