@@ -166,11 +166,11 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
         raise PlanError((_needs("a multi-slice search places its meshes on a topology: "
                                 "pass --topology"),))
     runs = _target(target, model, source, step)
-    batch_leaves, takes_remat, takes_plan, constrains = (), False, False, True
+    batch_leaves, takes_remat, takes_plan, traced = (), False, False, None
     if step is not None:
         from planc.suggest.search.prove import step_facts
 
-        params, batch_leaves, takes_remat, takes_plan, constrains = step_facts(step, file)
+        params, batch_leaves, takes_remat, takes_plan, traced = step_facts(step, file)
         variables = model_variables(model) if model is not None else params
     else:
         variables = model_variables(model)
@@ -191,7 +191,7 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     work = _workload(variables, tokens, state, batch_leaves,
                      takes_remat if step is not None else True, pipeline=step is None,
                      takes_plan=takes_plan, target=runs, pipeline_only=pipeline,
-                     constrained=constrains)
+                     traced=traced)
     # The devices' memory is a chip's on a TPU topology (its own, whatever `chip` prices
     # it as) or where `chip` is named; a budget past it would choose, without a step to
     # compile, a plan the devices cannot hold.
@@ -327,7 +327,7 @@ def _target(name, model, source, step):
 
 
 def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline,
-              takes_plan=False, *, target, pipeline_only, constrained=True) -> Workload:
+              takes_plan=False, *, target, pipeline_only, traced=None) -> Workload:
     batch = None
     if tokens is None:
         found = tokens_of_batch(batch_leaves)
@@ -339,7 +339,8 @@ def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline,
     return workload_of(variables, tokens=tokens, state=state, batch=batch,
                        remat_option=takes_remat, pipeline_option=pipeline,
                        plan_option=takes_plan, target=target, pipeline_only=pipeline_only,
-                       constrained=constrained)
+                       constrained=traced is None or traced.constrains,
+                       scores=traced.scores if traced is not None else (0, 0, 0))
 
 
 def _why(searched) -> list[str]:

@@ -17,7 +17,9 @@ The model's figures come from its variables' roles (`planc.suggest.roles`):
   attention or MLP matrices to count them by;
 - `constrained`: whether the step constrains its activations' layout
   (`with_sharding_constraint`); where it does not, XLA lays them out after the weights
-  (see `score`).
+  (see `score`);
+- `scores`: `(elements per token, heads, bytes per element)` of the attention scores
+  the step computes unfused, one layer's (`prove.Traced`), `(0, 0, 0)` without.
 
 The tokens per step come from `--tokens`, or from the step's batch: an integer leaf is
 token ids (every element a token), a float leaf of rank >= 2 has one token per element of
@@ -76,6 +78,9 @@ class Workload:
     # the step constrains its activations' layout (`prove.constrains_layouts`); without a
     # step, assumed, as MaxText's and Keras's steps do
     constrained: bool = True
+    # (elements per token, heads, bytes per element) of the attention scores the step
+    # computes unfused, one layer's (`prove.Traced`)
+    scores: tuple = (0, 0, 0)
 
     @property
     def stacked_pipelines(self) -> bool:
@@ -96,7 +101,7 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
                 roles=None, remat_option: bool = False,
                 pipeline_option: bool = False, plan_option: bool = False,
                 target: Target = UNKNOWN, pipeline_only: bool = False,
-                constrained: bool = True) -> Workload:
+                constrained: bool = True, scores: tuple = (0, 0, 0)) -> Workload:
     """The `Workload` of training `variables` on `tokens` tokens per step."""
     variables = tuple(variables)
     roles = roles if roles is not None else detect_roles(variables)
@@ -137,7 +142,7 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
                     numbered=None if facts.stacked else layers_of(variables),
                     pipeline_option=pipeline_option, stacked=bool(facts.stacked),
                     plan_option=plan_option, target=target, pipeline_only=pipeline_only,
-                    constrained=constrained)
+                    constrained=constrained, scores=scores)
 
 
 def _kept_kind(role) -> str | None:
