@@ -48,10 +48,11 @@ The time is `planc cost`'s per-op model, in aggregate: the ops on the core add u
   after the weights, which FSDP splits on `hidden`. Each device computes on the whole
   batch of its `fsdp` group (`T / d` tokens), the hidden-wide activations split over
   `fsdp` and the matrices' outputs whole over it, their partial sums all-reduced; no
-  weight is gathered and no gradient is whole. On compile-only `v5e:2x4` and `cpu:8`
-  such a step's `fsdp=8` peak is 2x its twin's whose activations are constrained to the
-  batch axes (`bench/search.py`; `tests/suggest/search/test_search_peak_compiled.py`).
-  The time terms still price FSDP's all-gathers.
+  weight is gathered and no gradient is whole. `examples/search_step.py`'s `fsdp=8`
+  peak is 5x its twin's whose activations are constrained to the batch axes on
+  compile-only `v5e:2x4`, 2x on `cpu:8` (`bench/search.py`;
+  `tests/suggest/search/test_search_peak_compiled.py`). The time terms still price
+  FSDP's all-gathers.
 
 With pipeline stages (`pipeline`): the most loaded stage's parameters, 1F1B's S
 microbatches of its L / S layers in flight on the first stage, compute stretched by the
