@@ -29,7 +29,7 @@ all-reduces and all, before the backward needs it, so remat saves almost nothing
 less than counted (1.11-1.25x); and remat with ZeRO-1 or `hsdp`, and `fsdp_tp` on
 `fsdp=2`, keep 11-14% more (0.86-0.89x). The Llama-3-8B sweep (`--size full`; alone,
 2026-12-07): 1.11-1.32x, none within +-10%, Spearman 0.98 of the peaks: a near-constant
-2-4 GiB over, about its logits, counted in f32 where its head computes them in bf16.
+2-4 GiB over, the size of its f32 logits and their gradient, not yet explained.
 """
 
 from __future__ import annotations
