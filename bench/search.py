@@ -17,9 +17,19 @@ searched winner against an exhaustive compile-only sweep of the same space.
    the peaks and of the step times. Goal (issue 59): every peak within +-10%.
 
 `--size small` runs the analytic part once and only the 4-layer decoder's sweep (40
-compiles: 10-15 minutes on 2 shared cores): the check of the analytic peak against the
-compiled one, each candidate beside its ratio before (`BEFORE`). On 2026-12-07: 0.24-1.19x,
-17 of 40 within +-10%, Spearman 0.46 of the peaks (0.15-1.51x, 13 and 0.14 before).
+compiles: 5-15 minutes on 2 shared cores): the check of the analytic peak against the
+compiled one, each candidate beside its ratio before (`BEFORE`). On 2026-12-07 (JAX
+0.10.2): 0.41-1.25x, 23 of 40 within +-10%, Spearman 0.74 of the peaks and 0.59 of the
+step times (0.24-1.19x, 17 of 40, 0.46 and 0.56 before: `BEFORE`). What still misses:
+the step constrains no activation, so under FSDP every device holds its group's whole
+batch (`score`); with remat there, XLA:TPU schedules every layer's recomputation,
+all-reduces and all, before the backward needs it, so remat saves almost nothing
+(`fsdp + remat` 113 MiB against 107 without: `fsdp`, `fsdp_tp`, `hsdp + ZeRO-1` on
+`fsdp=4`, 0.41-0.72x); `hsdp` in that layout with `+ whole vocab` or on `fsdp=4` keeps
+less than counted (1.11-1.25x); and remat with ZeRO-1 or `hsdp`, and `fsdp_tp` on
+`fsdp=2`, keep 11-14% more (0.86-0.89x). The Llama-3-8B sweep (`--size full`; alone,
+2026-12-07): 1.11-1.32x, none within +-10%, Spearman 0.98 of the peaks: a near-constant
+2-4 GiB over, the size of its f32 logits and their gradient, not yet explained.
 """
 
 from __future__ import annotations
@@ -59,50 +69,51 @@ def llama(layers, d, heads, kv, f, vocab):
 
 
 # The 4-layer decoder's analytic peak over its compiled one on `v5e:2x4`, per candidate,
-# before the analytic peak counted the activations from the layer's own matrices, the
-# update's new slots and FSDP's gathered weights and whole gradients (Korthikanti's
-# formula; JAX 0.10.2, 2026-12-07): 0.15-1.51x, 13 of 40 within +-10%, Spearman 0.14.
+# before the analytic peak held the whole batch over `fsdp` for a step that constrains no
+# activation, counted an unfused attention's scores, and one layer's gathered weights
+# under FSDP instead of every layer's and the gradients whole (JAX 0.10.2, 2026-12-07):
+# 0.24-1.19x, 17 of 40 within +-10%, Spearman 0.46 of the peaks.
 BEFORE = {
-    ("tp + ZeRO-1", "data=4 x model=2"): 1.27,
-    ("tp", "data=4 x model=2"): 1.23,
-    ("hsdp + ZeRO-1", "data=2 x fsdp=2 x model=2"): 0.97,
-    ("hsdp", "data=2 x fsdp=2 x model=2"): 0.99,
-    ("tp + ZeRO-1 + remat", "data=4 x model=2"): 0.98,
-    ("tp + remat", "data=4 x model=2"): 0.90,
-    ("fsdp_tp", "fsdp=4 x model=2"): 0.52,
-    ("hsdp + whole vocab + ZeRO-1", "data=2 x fsdp=2 x model=2"): 1.07,
-    ("hsdp + whole vocab", "data=2 x fsdp=2 x model=2"): 1.06,
+    ("tp + ZeRO-1", "data=4 x model=2"): 0.95,
+    ("tp", "data=4 x model=2"): 0.99,
+    ("hsdp + ZeRO-1", "data=2 x fsdp=2 x model=2"): 0.92,
+    ("hsdp", "data=2 x fsdp=2 x model=2"): 0.94,
+    ("fsdp_tp", "fsdp=4 x model=2"): 0.51,
+    ("hsdp + whole vocab + ZeRO-1", "data=2 x fsdp=2 x model=2"): 1.04,
+    ("hsdp + whole vocab", "data=2 x fsdp=2 x model=2"): 1.03,
     ("fsdp_tp + whole vocab", "fsdp=4 x model=2"): 0.54,
-    ("dp + ZeRO-1 + remat", "data=8"): 0.90,
-    ("dp + remat", "data=8"): 0.80,
-    ("hsdp + ZeRO-1 + remat", "data=2 x fsdp=2 x model=2"): 0.83,
-    ("hsdp + remat", "data=2 x fsdp=2 x model=2"): 0.87,
-    ("dp + ZeRO-1", "data=8"): 1.11,
-    ("dp", "data=8"): 0.96,
-    ("tp + ZeRO-1", "data=2 x model=4"): 1.42,
-    ("tp", "data=2 x model=4"): 1.45,
-    ("hsdp + whole vocab + ZeRO-1 + remat", "data=2 x fsdp=2 x model=2"): 0.98,
-    ("hsdp + whole vocab + remat", "data=2 x fsdp=2 x model=2"): 0.97,
-    ("fsdp_tp", "fsdp=2 x model=4"): 0.88,
-    ("fsdp_tp + remat", "fsdp=4 x model=2"): 0.27,
-    ("fsdp_tp + whole vocab", "fsdp=2 x model=4"): 0.96,
-    ("hsdp + ZeRO-1", "data=4 x fsdp=2"): 0.96,
-    ("hsdp", "data=4 x fsdp=2"): 0.97,
-    ("fsdp_tp + whole vocab + remat", "fsdp=4 x model=2"): 0.30,
-    ("hsdp + ZeRO-1", "data=2 x fsdp=4"): 0.60,
-    ("hsdp", "data=2 x fsdp=4"): 0.61,
-    ("fsdp", "fsdp=8 x model=1"): 0.27,
-    ("hsdp + ZeRO-1 + remat", "data=4 x fsdp=2"): 0.84,
-    ("hsdp + remat", "data=4 x fsdp=2"): 0.86,
-    ("tp + ZeRO-1 + remat", "data=2 x model=4"): 1.09,
-    ("tp + remat", "data=2 x model=4"): 1.16,
-    ("fsdp_tp + remat", "fsdp=2 x model=4"): 0.46,
-    ("hsdp + ZeRO-1 + remat", "data=2 x fsdp=4"): 0.48,
-    ("hsdp + remat", "data=2 x fsdp=4"): 0.62,
-    ("fsdp_tp + whole vocab + remat", "fsdp=2 x model=4"): 0.59,
-    ("fsdp + remat", "fsdp=8 x model=1"): 0.15,
-    ("tp", "data=1 x model=8"): 1.51,
-    ("tp + remat", "data=1 x model=8"): 1.12,
+    ("tp + ZeRO-1", "data=2 x model=4"): 0.90,
+    ("tp", "data=2 x model=4"): 0.96,
+    ("fsdp_tp", "fsdp=2 x model=4"): 0.62,
+    ("dp + ZeRO-1", "data=8"): 0.95,
+    ("dp", "data=8"): 1.05,
+    ("fsdp_tp + whole vocab", "fsdp=2 x model=4"): 0.74,
+    ("hsdp + ZeRO-1", "data=4 x fsdp=2"): 1.19,
+    ("hsdp", "data=4 x fsdp=2"): 1.15,
+    ("hsdp + ZeRO-1", "data=2 x fsdp=4"): 0.83,
+    ("hsdp", "data=2 x fsdp=4"): 0.82,
+    ("fsdp", "fsdp=8 x model=1"): 0.40,
+    ("tp", "data=1 x model=8"): 0.81,
+    ("tp + ZeRO-1 + remat", "data=4 x model=2"): 0.89,
+    ("tp + remat", "data=4 x model=2"): 0.99,
+    ("hsdp + ZeRO-1 + remat", "data=2 x fsdp=2 x model=2"): 0.86,
+    ("hsdp + remat", "data=2 x fsdp=2 x model=2"): 0.89,
+    ("dp + ZeRO-1 + remat", "data=8"): 0.86,
+    ("dp + remat", "data=8"): 1.05,
+    ("hsdp + whole vocab + ZeRO-1 + remat", "data=2 x fsdp=2 x model=2"): 1.02,
+    ("hsdp + whole vocab + remat", "data=2 x fsdp=2 x model=2"): 1.01,
+    ("fsdp_tp + remat", "fsdp=4 x model=2"): 0.31,
+    ("fsdp_tp + whole vocab + remat", "fsdp=4 x model=2"): 0.34,
+    ("hsdp + ZeRO-1 + remat", "data=4 x fsdp=2"): 0.99,
+    ("hsdp + remat", "data=4 x fsdp=2"): 1.08,
+    ("tp + ZeRO-1 + remat", "data=2 x model=4"): 0.91,
+    ("tp + remat", "data=2 x model=4"): 0.99,
+    ("fsdp_tp + remat", "fsdp=2 x model=4"): 0.41,
+    ("hsdp + ZeRO-1 + remat", "data=2 x fsdp=4"): 0.67,
+    ("hsdp + remat", "data=2 x fsdp=4"): 0.83,
+    ("fsdp_tp + whole vocab + remat", "fsdp=2 x model=4"): 0.55,
+    ("fsdp + remat", "fsdp=8 x model=1"): 0.24,
+    ("tp + remat", "data=1 x model=8"): 0.85,
 }
 
 

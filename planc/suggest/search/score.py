@@ -38,9 +38,21 @@ The time is `planc cost`'s per-op model, in aggregate: the ops on the core add u
   hidden * (10 + 24 / t)` bytes at 16 bits, Korthikanti et al., "Reducing Activation
   Recomputation in Large Transformer Models", 2022, table 2, without the attention
   scores a fused attention never stores), only each layer's input with remat plus one
-  layer recomputed, the logits and their gradient in f32, and under FSDP every layer's
-  weights gathered (one layer's with remat) and the gradients whole over `fsdp`; or the
-  update's, when larger: parameters, gradients, the slots and their new values.
+  layer recomputed, the logits and their gradient in f32, an unfused attention's scores
+  (`Workload.scores`: its softmax's output, and a bfloat16 copy of it for the values'
+  gradient when wider, as XLA:TPU multiplies at JAX's default precision), and under
+  FSDP one layer's weights gathered; or the update's, when larger: parameters,
+  gradients, the slots and their new values.
+- **A step that constrains no activation** (`Workload.constrained`, read from the step:
+  no `with_sharding_constraint`): XLA's sharding propagation lays the activations out
+  after the weights, which FSDP splits on `hidden`. Each device computes on the whole
+  batch of its `fsdp` group (`T / d` tokens), the hidden-wide activations split over
+  `fsdp` and the matrices' outputs whole over it, their partial sums all-reduced; no
+  weight is gathered and no gradient is whole. `examples/search_step.py`'s `fsdp=8`
+  peak is 5x its twin's whose activations are constrained to the batch axes on
+  compile-only `v5e:2x4`, 2x on `cpu:8` (`bench/search.py`;
+  `tests/suggest/search/test_search_peak_compiled.py`). The time terms still price
+  FSDP's all-gathers.
 
 With pipeline stages (`pipeline`): the most loaded stage's parameters, 1F1B's S
 microbatches of its L / S layers in flight on the first stage, compute stretched by the
@@ -59,6 +71,7 @@ candidates are compiled: the analytic figures rank, the compile decides.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 
 from planc.suggest.layouts import FSDP, MODEL, shard_bytes
 from planc.resolve.stages import bubble
@@ -182,24 +195,39 @@ def score(candidate, variables, workload, chip, calibration, placements=None) ->
     here, tokens = w.layers / s, t_loc / m
     looped = pipe is not None and pipe.stacked
     in_flight = (m + s - 1) if looped else s if pipe is not None else 1
+    # A step that constrains no activation leaves their layout to XLA's propagation,
+    # which follows the weights FSDP splits on `hidden`: each device then computes on
+    # the whole batch of its `fsdp` group, the hidden-wide activations split over `fsdp`
+    # and the matrices' outputs whole over it, the partial sums all-reduced where the
+    # weights are (no weight is gathered, no gradient whole).
+    loose = f > 1 and pipe is None and not w.constrained
+    narrow = f if loose else 1  # what `fsdp` splits of the hidden-wide activations
+    if loose:
+        tokens = w.tokens / d
     if w.kept is not None:
-        layer = tokens * (w.kept[0] + w.kept[1] / t) * act
+        layer = tokens * (w.kept[0] / narrow + w.kept[1] / t) * act
     else:  # no attention or MLP matrices to count by: a GPT layer's, unfused
-        layer = tokens * w.hidden * (10 + 24 / t) * act / 2
-    stored = in_flight * ((here * tokens * w.hidden * act + layer) if remat else here * layer)
+        layer = tokens * w.hidden * (10 / narrow + 24 / t) * act / 2
+    # An unfused attention keeps its softmax's output (heads x S a token, its heads split
+    # over `model` as far as they divide) for the softmax's backward, and, wider than 16
+    # bits, a bfloat16 copy for the values' gradient: XLA:TPU multiplies in bfloat16 at
+    # JAX's default precision.
+    elements, heads, size = w.scores
+    if elements:
+        layer += tokens * elements * (size + (2 if size > 2 else 0)) / gcd(heads, t)
+    stored = in_flight * ((here * tokens * w.hidden / narrow * act + layer) if remat
+                          else here * layer)
     # A vocabulary-parallel head keeps its slice of the logits; a whole one, all of them.
     split_vocab = t > 1 and w.vocab % t == 0 and not c.whole_vocab
     vocab = w.vocab / t if split_vocab else w.vocab
     logits = 2 * tokens * vocab * 4
-    # Under FSDP, XLA combines the all-gathers of the layers' weights and keeps what they
-    # gathered for the backward pass (with remat, the layer recomputed gathers its own
-    # again), and combines the reduce-scatters of their gradients, so those are whole
-    # over `fsdp` until the step's end. Stages gather once per iteration (`plan.pipeline`).
-    gathered = (split * f / max(here, 1)) if f > 1 else 0
+    # Under FSDP, XLA:TPU gathers a layer's weights as the layer runs and reduce-scatters
+    # its gradients as they are made: one layer's whole at a time, or one stage's per
+    # iteration (`plan.pipeline`). (Counting every layer's gathered and the gradients
+    # whole put a decoder whose activations are constrained to the batch at 2.2x its
+    # compiled peak on compile-only `v5e:2x4`; XLA:CPU keeps them, and peaks higher.)
+    gathered = (split * f / max(here, 1)) if f > 1 and not loose else 0
     grads = 2 * params if looped else params
-    if f > 1 and pipe is None:
-        grads += split * (f - 1)
-        gathered = gathered if remat else split * f
     parts = {"parameters": params, "gradients": grads,
              "optimizer": slots - host,
              "activations": int(stored), "logits": int(logits), "gathered": int(gathered)}

@@ -48,9 +48,8 @@ __all__ = ["search", "SearchResult", "Outcome", "Searched", "search_space", "mar
 MARGIN = 0.02
 MAX_COMPILES = 8
 # How far over the limit an analytic peak may be and still be compiled: bench/search.py
-# measured it at 1.11-1.30x the compiled peak on a Llama-3-8B step (an overestimate,
-# before the activations were counted as XLA keeps them) and 0.24-1.19x on a small
-# decoder (`--size small`; 0.15-1.51x before).
+# measured it at 1.11-1.32x the compiled peak on a Llama-3-8B step (an overestimate) and
+# 0.41-1.25x on a small decoder (`--size small`; 0.24-1.19x before), 2026-12-07.
 ANALYTIC_SLACK = 1.5
 MAX_CANDIDATES = 10_000
 # Twins whose times are within this are "the same time": the one without remat is chosen.
@@ -166,11 +165,11 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
         raise PlanError((_needs("a multi-slice search places its meshes on a topology: "
                                 "pass --topology"),))
     runs = _target(target, model, source, step)
-    batch_leaves, takes_remat, takes_plan = (), False, False
+    batch_leaves, takes_remat, takes_plan, traced = (), False, False, None
     if step is not None:
         from planc.suggest.search.prove import step_facts
 
-        params, batch_leaves, takes_remat, takes_plan = step_facts(step, file)
+        params, batch_leaves, takes_remat, takes_plan, traced = step_facts(step, file)
         variables = model_variables(model) if model is not None else params
     else:
         variables = model_variables(model)
@@ -190,7 +189,8 @@ def search(model=None, devices: int | None = None, *, topology: str | None = Non
     # Pipelines likewise: with a step, only when its builder takes the plan to run.
     work = _workload(variables, tokens, state, batch_leaves,
                      takes_remat if step is not None else True, pipeline=step is None,
-                     takes_plan=takes_plan, target=runs, pipeline_only=pipeline)
+                     takes_plan=takes_plan, target=runs, pipeline_only=pipeline,
+                     traced=traced)
     # The devices' memory is a chip's on a TPU topology (its own, whatever `chip` prices
     # it as) or where `chip` is named; a budget past it would choose, without a step to
     # compile, a plan the devices cannot hold.
@@ -326,7 +326,7 @@ def _target(name, model, source, step):
 
 
 def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline,
-              takes_plan=False, *, target, pipeline_only) -> Workload:
+              takes_plan=False, *, target, pipeline_only, traced=None) -> Workload:
     batch = None
     if tokens is None:
         found = tokens_of_batch(batch_leaves)
@@ -337,7 +337,9 @@ def _workload(variables, tokens, state, batch_leaves, takes_remat, pipeline,
         tokens, batch = found
     return workload_of(variables, tokens=tokens, state=state, batch=batch,
                        remat_option=takes_remat, pipeline_option=pipeline,
-                       plan_option=takes_plan, target=target, pipeline_only=pipeline_only)
+                       plan_option=takes_plan, target=target, pipeline_only=pipeline_only,
+                       constrained=traced is None or traced.constrains,
+                       scores=traced.scores if traced is not None else (0, 0, 0))
 
 
 def _why(searched) -> list[str]:

@@ -14,7 +14,12 @@ The model's figures come from its variables' roles (`planc.suggest.roles`):
 - `vocab`: the embedding's vocabulary size (0 without one), for the logits;
 - `kept`: `(whole, split)`, the elements per token of one layer its backward pass needs
   kept, unsplit and split over `model` (see `kept_of`); None where the layers have no
-  attention or MLP matrices to count them by.
+  attention or MLP matrices to count them by;
+- `constrained`: whether the step constrains its activations' layout
+  (`with_sharding_constraint`); where it does not, XLA lays them out after the weights
+  (see `score`);
+- `scores`: `(elements per token, heads, bytes per element)` of the attention scores
+  the step computes unfused, one layer's (`prove.Traced`), `(0, 0, 0)` without.
 
 The tokens per step come from `--tokens`, or from the step's batch: an integer leaf is
 token ids (every element a token), a float leaf of rank >= 2 has one token per element of
@@ -70,6 +75,12 @@ class Workload:
     kept: tuple | None = None  # (whole, split) elements per token a layer keeps (`kept_of`)
     target: Target = UNKNOWN  # what the framework that runs the plan runs (`target`)
     pipeline_only: bool = False  # a pipeline was asked for (`--pipeline`): only those
+    # the step constrains its activations' layout (`prove.constrains_layouts`); without a
+    # step, assumed, as MaxText's and Keras's steps do
+    constrained: bool = True
+    # (elements per token, heads, bytes per element) of the attention scores the step
+    # computes unfused, one layer's (`prove.Traced`)
+    scores: tuple = (0, 0, 0)
 
     @property
     def stacked_pipelines(self) -> bool:
@@ -89,7 +100,8 @@ class Workload:
 def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
                 roles=None, remat_option: bool = False,
                 pipeline_option: bool = False, plan_option: bool = False,
-                target: Target = UNKNOWN, pipeline_only: bool = False) -> Workload:
+                target: Target = UNKNOWN, pipeline_only: bool = False,
+                constrained: bool = True, scores: tuple = (0, 0, 0)) -> Workload:
     """The `Workload` of training `variables` on `tokens` tokens per step."""
     variables = tuple(variables)
     roles = roles if roles is not None else detect_roles(variables)
@@ -129,7 +141,8 @@ def workload_of(variables, *, tokens: int, state: int, batch: int | None = None,
                     param_bytes=sum(v.nbytes for v in variables), remat_option=remat_option,
                     numbered=None if facts.stacked else layers_of(variables),
                     pipeline_option=pipeline_option, stacked=bool(facts.stacked),
-                    plan_option=plan_option, target=target, pipeline_only=pipeline_only)
+                    plan_option=plan_option, target=target, pipeline_only=pipeline_only,
+                    constrained=constrained, scores=scores)
 
 
 def _kept_kind(role) -> str | None:

@@ -52,7 +52,7 @@ def test_a_stacked_pipeline_is_written_with_the_stack_over_stage_and_lints_clean
     assert re.search(r'stages\(stage, microbatches = \d+, schedule = 1f1b\) \{', text)
     assert re.search(r'"layers/\(?[a-z|]+\)?"\s+-> \(stage, ', text)
     assert re.search(r'"embed"\s+-> first', text)
-    variables, _, _, _ = step_facts(STEP, "step.kd")
+    variables, *_ = step_facts(STEP, "step.kd")
     report = validate(planc.loads(text, file="pipelined.kd").ir, variables, 8)
     assert not [d for d in report.diagnostics if d.severity.value in ("error", "warning")]
 
@@ -80,7 +80,7 @@ def test_planc_cost_gives_the_builder_the_plan_it_compiles(tmp_path, capsys):
 def test_the_analytic_bytes_of_a_stacked_pipeline_spread_the_stack_over_its_stages(found):
     from planc.suggest.search.score import loads
 
-    variables, _, _, _ = step_facts(STEP, "step.kd")
+    variables, *_ = step_facts(STEP, "step.kd")
     o = next(o for o in pipelined(found) if o.candidate.family == "fsdp + pipeline"
              and o.candidate.pipeline.count == 4)
     per_device, _, _ = loads(variables, o.candidate.choice, o.candidate.pipeline)
@@ -95,7 +95,7 @@ def _plan_text(outcome):
     from planc.suggest.suggester import written
     from planc.suggest.writer import Header
 
-    variables, _, _, _ = step_facts(STEP, "step.kd")
+    variables, *_ = step_facts(STEP, "step.kd")
     pipe = outcome.candidate.pipeline
     pipe = pipe.with_bytes(loads(variables, outcome.candidate.choice, pipe)[0])
     header = Header(STEP, 3, None, None, (), None, pipe)
