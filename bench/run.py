@@ -169,15 +169,21 @@ LIMITS = {
         "of them on the lint's path): `make venv` 2.65x (per-run 1.86-3.20), wheel venv 3.75x "
         "(3.51-5.59), against 2.7x and 5.4x before it."),
     "chip_load": (
-        "where no chip is attached the arrays go to 8 simulated CPU devices: the figures are "
-        "host memory copies (the placed arrays are host memory too), `plan.load` takes the "
-        "host path there, and the goals are not judged. On a chip `plan.load` streams the "
-        "checkpoint through six reused 32 MiB staging buffers, up to four read at once while "
-        "the last go to the chip (`planc.checkpoints.sharded.staging`); the floor is the "
-        "host-to-chip copy itself. The chip's figures need `python bench/chip_kit.py run "
-        "--only chip_load` on a TPU VM (4 GiB into one v5e chip); before the staged loader "
-        "(TPU v5e, JAX 0.10.2, 2026-12-07) were safetensors 1.07 GB/s, Orbax 0.22 GB/s, "
-        "against a floor of 6.1-9.3 GB/s."),
+        "the chip's figures are one round of a lent TPU v5e (TPU v5 lite, JAX 0.10.2, "
+        "2026-12-07, the day's third booking; `bench/chip_data/2026-12-07c/`): the booking's "
+        "time allowed no second. On a chip `plan.load` streams the checkpoint through six "
+        "reused 32 MiB staging buffers, up to four read at once and two copies to the chip "
+        "in flight (`planc.checkpoints.sharded.staging`); the floor is the host-to-chip copy "
+        "itself. safetensors went from 1.07 GB/s (fresh host arrays per tensor, first "
+        "booking) to 2.36 GB/s (one reader, one copy at a time, second) to 2.76 GB/s: a "
+        "third of the floor, with no profile yet of which side holds it. Orbax stores each "
+        "tensor as one zstd-compressed chunk of 256 MiB, which tensorstore decodes on one "
+        "core: 0.22 GB/s, then 0.08 GB/s when the staged path decoded each chunk once per "
+        "piece, now 0.43 GB/s with each chunk decoded once and the next tensor's decoding "
+        "while this one is read, which holds one more decoded chunk (1.76 GiB added, where "
+        "Orbax's own restore adds 6.67 GiB). Where no chip is attached the arrays go to 8 "
+        "simulated CPU devices: host copies, `plan.load` takes the host path, and the goals "
+        "are not judged."),
     "chip_search": (
         "two compiles for one v5e (about half a minute each here). On one device there is "
         "nothing to split: the search weighs the step as written and with remat (and the "
