@@ -360,8 +360,9 @@ def place(requests: Iterable[Request], *, concurrent: bool = False,
             while not waiting.empty():
                 waiting.get_nowait()
         pool.clear()
-        # A traceback keeps this frame's locals: none of them may hold a buffer.
-        item = job = buf = singles = future = None  # noqa: F841
+        # A traceback keeps this frame's locals: none of them may hold a buffer (`_` is
+        # the last buffer the loop over `moving` bound).
+        item = job = buf = singles = future = _ = None  # noqa: F841
         if not finished:  # failed or interrupted: nothing stays half-placed
             _delete(out, started, open_shards)
 
