@@ -34,7 +34,7 @@ import re
 from planc.targets.aot import hlo as hlo_text
 from planc.targets.aot.hlo import Instruction, shape_bytes, tuple_elements
 
-__all__ = ["Collective", "collectives", "KINDS", "kind_of", "is_reduce_scatter_fusion"]
+__all__ = ["Collective", "collectives", "KINDS", "kind_of", "reduce_scatter_callee"]
 
 KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
 
@@ -174,7 +174,7 @@ def kind_of(opcode: str) -> str | None:
     return _OPCODES.get(opcode)
 
 
-def is_reduce_scatter_fusion(ins: Instruction) -> str | None:
+def reduce_scatter_callee(ins: Instruction) -> str | None:
     """The computation a fusion calls when it is XLA:TPU's reduce-scatter (a fusion around
     an all-reduce), else None."""
     if ins.opcode != "fusion":
@@ -192,7 +192,7 @@ def _reduce_scatter_fusions(computations) -> dict[str, tuple[int, tuple]]:
     out = {}
     for instructions in computations.values():
         for ins in instructions:
-            callee = is_reduce_scatter_fusion(ins)
+            callee = reduce_scatter_callee(ins)
             if callee:
                 out[callee] = (shape_bytes(ins.shape), _dims(ins.shape))
     return out

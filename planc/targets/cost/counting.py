@@ -53,7 +53,7 @@ import re
 from dataclasses import dataclass
 
 from planc.targets.aot import hlo as hlo_text
-from planc.targets.aot.collectives import is_reduce_scatter_fusion, kind_of
+from planc.targets.aot.collectives import kind_of, reduce_scatter_callee
 from planc.targets.aot.hlo import Instruction, Module, arrays
 
 __all__ = ["Algorithm", "Counts", "Op", "algorithm", "count", "CLASSES"]
@@ -198,6 +198,12 @@ class Counts:
         self.unestimated: tuple[str, ...] = ()
 
     @property
+    def bounded(self) -> bool:
+        """Whether the ops' summed times bound the step: every loop counted (`exact`) and
+        every op's time one XLA:TPU could estimate (no `unestimated`, P824)."""
+        return self.exact and not self.unestimated
+
+    @property
     def total_flops(self) -> int:
         return sum(self.flops.values())
 
@@ -254,8 +260,11 @@ def count(hlo: str) -> Counts:
                 continue  # the scalar unit's index arithmetic: no op of the core to start
             # The ops the schedule runs while a collective is in flight, and a fusion
             # with a collective inside, can hide that collective's time.
-            under = bool(in_flight) or _is_collective_fusion(module, ins)
-            channel = _channel(module, ins)
+            around_collective = _is_collective_fusion(module, ins)
+            under = bool(in_flight) or around_collective
+            # only a collective, or a fusion around one, has a channel (and its record)
+            channel = (_channel(module, ins) if where == "collective" or around_collective
+                       else None)
             out.ops.append(Op(ins.name, ins.opcode, where, kinds, moved, times,
                               under and where == "core",
                               out.algorithms.get(channel) if channel else None))
@@ -315,7 +324,7 @@ def _channel(module: Module, ins: Instruction) -> tuple[str, str] | None:
         for inner in module.computations.get(callee, ()):
             key = _channel(module, inner)
             if key is not None:
-                return ("reduce-scatter", key[1]) if is_reduce_scatter_fusion(ins) else key
+                return ("reduce-scatter", key[1]) if reduce_scatter_callee(ins) else key
     return None
 
 

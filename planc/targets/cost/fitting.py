@@ -38,8 +38,8 @@ from planc.targets.cost.model import Profile, Term, bounds, op_terms
 __all__ = ["Sample", "Fit", "fit", "estimate", "efficiency_key", "FLOOR", "sample_of"]
 
 # The lowest efficiency the search tries is `FLOOR`, the least a calibration file may
-# hold, so a fitted file always reads back. The range of `op_s` searched, in seconds: from nothing to a millisecond an op.
-_OP_S = (1e-9, 1e-3)
+# hold, so a fitted file always reads back.
+_OP_S = (1e-9, 1e-3)  # the range of `op_s` searched, seconds: nothing to a millisecond an op
 _STEPS = 16  # points tried on each side of the current value, per coordinate and round
 _FINEST = 1e-5  # the smallest step (a fraction of each figure's range) the search refines to
 

@@ -72,13 +72,7 @@ class CostReport(Diagnosed):
         """The sum of the calibrated terms (nothing overlaps); None where a loop's trip
         count is unknown (the terms then count that loop once) or an op's time is not
         known (P824): their sum then bounds nothing (`counted_upper_s` keeps it)."""
-        return self.counted_upper_s if self.bounded else None
-
-    @property
-    def bounded(self) -> bool:
-        """Whether every op is counted and priced: no loop of unknown trip count, and no
-        op whose time XLA:TPU could not estimate (`counts.unestimated`, P824)."""
-        return self.exact and not self.counts.unestimated
+        return self.counted_upper_s if self.counts.bounded else None
 
     @property
     def fits(self) -> bool | None:
@@ -89,7 +83,7 @@ class CostReport(Diagnosed):
             return None
         if self.estimate_s > self.budget_step:
             return False
-        return True if self.bounded else None
+        return True if self.counts.bounded else None
 
     @property
     def bottleneck(self):
